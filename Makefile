@@ -1,0 +1,59 @@
+# etcdkeeper — see README.md. `make run` starts a local 3-member cluster,
+# `make test` runs every test.
+SHELL   := /bin/bash
+GO      ?= go
+BIN     := bin/etcdkeeper
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS := -X main.version=$(VERSION)
+
+.PHONY: all build run test test-unit test-integration fuzz vet clean
+
+all: build
+
+build:
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/etcdkeeper
+
+# Command 1: a local 3-member cluster on 127.0.0.1, .2 and .3 from
+# examples/cluster.yaml, data under examples/data/. Ctrl-C stops it.
+run: build
+	./scripts/run-local.sh
+
+# Command 2: every test. Unit tests with -race, then the integration tests
+# that run real agents and real etcd on loopback.
+test: vet test-unit test-integration
+
+vet:
+	$(GO) vet ./...
+
+test-unit:
+	$(GO) test -race -short -count=1 -timeout 10m ./...
+
+test-integration: build
+	ETCDKEEPER_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 20m -v ./test/integration/ 2>&1 | grep -Ev "^=== (RUN|PAUSE|CONT)"; exit $${PIPESTATUS[0]}
+
+fuzz:
+	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime 60s ./internal/spec/
+
+clean:
+	rm -rf bin examples/data
+
+# The Debian package, dist/etcdkeeper_<version>_<arch>.deb (packaging/README.md).
+# nfpm runs as a Go tool from its own module, tools/go.mod, so the root module
+# does not depend on it. The version is the last v* tag without its "v"
+# (1.2.0+3.gabc1234 three commits after v1.2.0), or 0.0.0~dev without a tag.
+PKG_VERSION ?= $(or $(shell git describe --tags --match 'v[0-9]*' --dirty 2>/dev/null | sed -e 's/^v//' -e 's/-\([0-9]*\)-g/+\1.g/' -e 's/-dirty$$/.dirty/'),0.0.0~dev)
+# Debian's name for the architecture go builds for.
+PKG_ARCH    ?= $(shell $(GO) env GOARCH | sed -e 's/^386$$/i386/' -e 's/^arm$$/armhf/' -e 's/^ppc64le$$/ppc64el/')
+DEB         := dist/etcdkeeper_$(PKG_VERSION)_$(PKG_ARCH).deb
+
+.PHONY: package test-packaging
+
+package: build
+	@mkdir -p dist
+	PKG_VERSION=$(PKG_VERSION) PKG_ARCH=$(PKG_ARCH) $(GO) tool -modfile=tools/go.mod nfpm pkg --packager deb -f packaging/nfpm.yaml --target $(DEB)
+
+# Checks the unit (systemd-analyze verify and security), the alert rules, and
+# the package installed with dpkg into a throwaway root. Needs the Debian
+# packages systemd and dpkg (and runs promtool if prometheus is installed).
+test-packaging:
+	$(GO) test -count=1 -timeout 5m -v ./test/packaging/

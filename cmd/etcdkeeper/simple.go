@@ -1,0 +1,62 @@
+package main
+
+import (
+	"fmt"
+	"runtime"
+
+	"github.com/spf13/cobra"
+	etcdversion "go.etcd.io/etcd/api/v3/version"
+	"go.etcd.io/etcd/server/v3/etcdmain"
+
+	"github.com/etcdkeeper/etcdkeeper/internal/spec"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+func versionCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print etcdkeeper's version and the version of the etcd built into it",
+		Args:  cobra.NoArgs,
+		Run: func(c *cobra.Command, _ []string) {
+			fmt.Fprintf(c.OutOrStdout(), "etcdkeeper %s\netcd (embedded) %s\ngo %s %s/%s\n", version, etcdversion.Version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+		},
+	}
+}
+
+func validateCmd() *cobra.Command {
+	var path string
+	c := &cobra.Command{
+		Use:   "validate --config FILE",
+		Short: "Check a spec file; print every problem as FILE:LINE: message",
+		Long: `validate loads the spec like the agent does and prints every problem it finds,
+one per line as FILE:LINE: message. It exits 0 when the spec is valid, 1 otherwise.`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			s, err := spec.Load(path)
+			if err != nil {
+				fmt.Fprintln(c.ErrOrStderr(), err)
+				return &exitError{code: 1, err: fmt.Errorf("%s is not valid", path)}
+			}
+			fmt.Fprintf(c.OutOrStdout(), "%s: valid: cluster %q, %d members (%v)\n", path, s.Cluster.Name, len(s.Members), s.Names())
+			return nil
+		},
+	}
+	c.Flags().StringVarP(&path, "config", "c", "", "the spec file (required)")
+	_ = c.MarkFlagRequired("config")
+	return c
+}
+
+// etcdCmd runs the etcd server built into this binary, so that one
+// etcdkeeper binary is all a fresh host needs.
+func etcdCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:                "etcd [etcd flags]",
+		Short:              "Run the etcd server built into etcdkeeper (takes etcd's own flags)",
+		DisableFlagParsing: true,
+		Run: func(_ *cobra.Command, args []string) {
+			etcdmain.Main(append([]string{"etcd"}, args...))
+		},
+	}
+}

@@ -1,0 +1,177 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/etcdkeeper/etcdkeeper/internal/cluster"
+	"github.com/etcdkeeper/etcdkeeper/internal/spec"
+)
+
+func statusCmd() *cobra.Command {
+	var path, output string
+	var quiet bool
+	c := &cobra.Command{
+		Use:   "status --config FILE [-o table|json]",
+		Short: "Show the whole cluster at a glance: spec members next to live members",
+		Long: `status joins the spec with the live cluster: for each member its ID, health,
+role, raft term and index, db size and etcd version, and whether it is in the
+spec. Members that are down are shown as down; every call has a deadline.
+Exit status: 0 when every spec member is a healthy voter and nothing else is
+in the cluster, 2 when the cluster differs from the spec, 1 on error.`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			s, err := spec.Load(path)
+			if err != nil {
+				fmt.Fprintln(c.ErrOrStderr(), err)
+				return fmt.Errorf("%s is not valid", path)
+			}
+			rows, converged, err := clusterRows(c.Context(), s)
+			if err != nil {
+				return err
+			}
+			if !quiet {
+				if err := printRows(c.OutOrStdout(), rows, output); err != nil {
+					return err
+				}
+			}
+			if !converged {
+				return &exitError{code: 2, err: fmt.Errorf("the cluster differs from the spec")}
+			}
+			return nil
+		},
+	}
+	c.Flags().StringVarP(&path, "config", "c", "/etc/etcdkeeper/cluster.yaml", "the spec file")
+	c.Flags().StringVarP(&output, "output", "o", "table", "table or json")
+	c.Flags().BoolVarP(&quiet, "quiet", "q", false, "print nothing; only the exit status")
+	return c
+}
+
+// statusRow is one member: in the spec, in the cluster, or both.
+type statusRow struct {
+	Name      string `json:"name"`
+	ID        string `json:"id,omitempty"`
+	InSpec    bool   `json:"inSpec"`
+	InCluster bool   `json:"inCluster"`
+	Role      string `json:"role"`
+	Health    string `json:"health"`
+	RaftTerm  uint64 `json:"raftTerm,omitempty"`
+	RaftIndex uint64 `json:"raftIndex,omitempty"`
+	DBSize    int64  `json:"dbSize,omitempty"`
+	Version   string `json:"version,omitempty"`
+	Endpoint  string `json:"endpoint,omitempty"`
+	Note      string `json:"note,omitempty"`
+}
+
+func clusterRows(ctx context.Context, s *spec.Spec) ([]statusRow, bool, error) {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	var eps []string
+	for _, m := range s.Members {
+		eps = append(eps, m.ClientURLs...)
+	}
+	cli, err := cluster.Dial(eps, nil)
+	if err != nil {
+		return nil, false, err
+	}
+	defer cli.Close()
+	view, err := cli.Observe(ctx)
+	if err != nil {
+		rows := make([]statusRow, 0, len(s.Members))
+		for _, m := range s.Members {
+			rows = append(rows, statusRow{Name: m.Name, InSpec: true, Role: "?", Health: "unknown", Endpoint: m.ClientURLs[0], Note: "no quorum answered: " + err.Error()})
+		}
+		return rows, false, nil
+	}
+	return joinRows(s, view)
+}
+
+func joinRows(s *spec.Spec, v cluster.View) ([]statusRow, bool, error) {
+	converged := true
+	seen := map[string]bool{}
+	var rows []statusRow
+	for _, m := range v.Members {
+		r := statusRow{Name: m.Name, ID: fmt.Sprintf("%x", m.ID), InCluster: true, RaftTerm: m.RaftTerm, RaftIndex: m.RaftIndex, DBSize: m.DBSize, Version: m.Version}
+		_, r.InSpec = s.Lookup(m.Name)
+		seen[m.Name] = true
+		r.Role = role(v, m)
+		r.Health = "healthy"
+		if !m.Healthy {
+			r.Health, r.Note = "down", m.Err
+		}
+		if len(m.ClientURLs) > 0 {
+			r.Endpoint = m.ClientURLs[0]
+		}
+		if !r.InSpec || m.IsLearner || !m.Healthy || m.Name == "" {
+			converged = false
+		}
+		if !r.InSpec && m.Name != "" {
+			r.Note = "not in the spec: will be removed"
+		}
+		rows = append(rows, r)
+	}
+	for _, m := range s.Members {
+		if !seen[m.Name] {
+			converged = false
+			rows = append(rows, statusRow{Name: m.Name, InSpec: true, Role: "-", Health: "absent", Endpoint: m.ClientURLs[0], Note: "in the spec, not a member yet: its agent joins it"})
+		}
+	}
+	sort.Slice(rows, func(i, j int) bool { return rows[i].Name < rows[j].Name })
+	return rows, converged, nil
+}
+
+func role(v cluster.View, m cluster.MemberView) string {
+	switch {
+	case m.Name == "":
+		return "unstarted"
+	case m.IsLearner:
+		return "learner"
+	case m.ID == v.LeaderID:
+		return "leader"
+	default:
+		return "voter"
+	}
+}
+
+func printRows(w io.Writer, rows []statusRow, output string) error {
+	switch output {
+	case "json":
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rows)
+	case "table":
+	default:
+		return fmt.Errorf("-o %q: use table or json", output)
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tID\tROLE\tHEALTH\tTERM\tINDEX\tDB SIZE\tVERSION\tIN SPEC\tENDPOINT\tNOTE")
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\n", r.Name, r.ID, r.Role, r.Health, r.RaftTerm, r.RaftIndex, size(r.DBSize), r.Version, yesNo(r.InSpec), r.Endpoint, r.Note)
+	}
+	return tw.Flush()
+}
+
+func size(n int64) string {
+	switch {
+	case n == 0:
+		return "-"
+	case n < 1<<20:
+		return fmt.Sprintf("%d kB", n>>10)
+	default:
+		return fmt.Sprintf("%d MB", n>>20)
+	}
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "NO"
+}

@@ -1,0 +1,78 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os/exec"
+	"strings"
+	"time"
+
+	"github.com/etcdkeeper/etcdkeeper/internal/reconcile"
+	"github.com/etcdkeeper/etcdkeeper/internal/repair"
+)
+
+// inspectTimeout bounds the offline check of a data dir; it walks every
+// db page, which takes a while on a multi-GB db.
+const inspectTimeout = 10 * time.Minute
+
+// inspect checks the data dir offline with etcd's own WAL and bbolt code,
+// in a child process ("etcdkeeper inspect"): a damaged db page can crash
+// bbolt, and that must not take the agent down.
+func (a *Agent) inspect(ctx context.Context) reconcile.Data {
+	_, self := a.Spec()
+	r, err := a.inspectChild(ctx, self.DataDir)
+	if err != nil {
+		return reconcile.Data{Kind: reconcile.DataUnreadable, Reason: err.Error()}
+	}
+	d := reconcile.Data{ClusterID: r.ClusterID, MemberID: r.MemberID, Reason: r.Reason}
+	switch r.State {
+	case repair.DirHealthy, repair.DirTornTail:
+		// etcd cuts a torn WAL tail itself on start (keeping a .broken copy).
+		d.Kind = reconcile.DataHealthy
+	case repair.DirCorrupt:
+		d.Kind = reconcile.DataCorrupt
+	case repair.DirLocked:
+		d.Kind = reconcile.DataLocked
+	case repair.DirUnreadable:
+		// Permissions look like corruption to a careless reader: never
+		// treat them as empty or corrupt.
+		d.Kind = reconcile.DataUnreadable
+	default:
+		d.Kind = reconcile.DataEmpty
+	}
+	return d
+}
+
+func (a *Agent) inspectChild(ctx context.Context, dir string) (repair.Report, error) {
+	ctx, cancel := context.WithTimeout(ctx, inspectTimeout)
+	defer cancel()
+	var out, errb bytes.Buffer
+	cmd := exec.CommandContext(ctx, a.cfg.Self, "inspect", "--data-dir", dir, "-o", "json")
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	runErr := cmd.Run()
+	var r repair.Report
+	if jerr := json.Unmarshal(bytes.TrimSpace(out.Bytes()), &r); jerr == nil && out.Len() > 0 {
+		return r, nil
+	}
+	// No report: the check itself died. A crash inside bbolt means the db
+	// is damaged; anything else is not evidence of corruption.
+	tail := strings.Split(strings.TrimSpace(errb.String()), "\n")
+	code := -1
+	if cmd.ProcessState != nil {
+		code = cmd.ProcessState.ExitCode()
+	}
+	v := repair.Classify(repair.Exit{Code: code, Tail: tail})
+	if v.Class == repair.ClassCorrupt {
+		return repair.Report{State: repair.DirCorrupt, Reason: "data dir check crashed inside bbolt: " + v.Reason}, nil
+	}
+	return repair.Report{}, fmt.Errorf("data dir check of %s failed: %v: %s", dir, runErr, lastLine(tail))
+}
+
+func lastLine(lines []string) string {
+	if len(lines) == 0 {
+		return ""
+	}
+	return lines[len(lines)-1]
+}

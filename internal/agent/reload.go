@@ -1,0 +1,146 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/etcdkeeper/etcdkeeper/internal/cluster"
+	"github.com/etcdkeeper/etcdkeeper/internal/etcdproc"
+	"github.com/etcdkeeper/etcdkeeper/internal/reconcile"
+	"github.com/etcdkeeper/etcdkeeper/internal/spec"
+)
+
+// Watch debounce and fallback poll for the spec file.
+const (
+	specDebounce = 150 * time.Millisecond
+	specPoll     = 30 * time.Second
+)
+
+// RequestReload asks the loop to re-read the spec file (a file event,
+// SIGHUP, the periodic poll) and wakes it.
+func (a *Agent) RequestReload() {
+	a.reloadReq.Store(true)
+	a.Wake()
+}
+
+// watchSpec turns changes of the spec file into reload requests.
+func (a *Agent) watchSpec(ctx context.Context) {
+	s, _ := a.Spec()
+	if err := spec.Watch(ctx, s.Path, specDebounce, specPoll, a.RequestReload); err != nil {
+		a.lg.Error("spec watch failed; SIGHUP still reloads", zap.Error(err))
+	}
+}
+
+// reload reads the spec again. A valid changed spec is applied at once; an
+// invalid one is reported (once per distinct error) and the last good spec
+// stays in force. The agent and etcd keep running either way.
+func (a *Agent) reload() {
+	if !a.reloadReq.Swap(false) {
+		return
+	}
+	cur, curSelf := a.Spec()
+	a.notify.Reloading()
+	defer a.notify.Reloaded()
+	s, err := spec.Load(cur.Path)
+	if err != nil {
+		if err.Error() != a.lastSpecErr {
+			a.lastSpecErr = err.Error()
+			a.lg.Error("spec rejected: keeping the last good spec", zap.String("generation", cur.Generation),
+				zap.Strings("errors", strings.Split(err.Error(), "\n")))
+			a.countReload(false)
+		}
+		return
+	}
+	a.lastSpecErr = ""
+	if s.Generation == cur.Generation {
+		return
+	}
+	self, inSpec := s.Lookup(curSelf.Name)
+	if !inSpec {
+		// Keep where our data lives: the member may still have to be
+		// stopped and its data moved aside.
+		self = curSelf
+	}
+	a.mu.Lock()
+	a.spec, a.self, a.inSpec = s, self, inSpec
+	a.mu.Unlock()
+	if a.client != nil {
+		_ = a.client.Close()
+		a.client = nil
+	}
+	if a.presence != nil {
+		_ = a.presence.Close()
+		a.presence = nil
+	}
+	a.countReload(true)
+	a.lg.Info("spec applied", zap.String("from", cur.Generation), zap.String("to", s.Generation),
+		zap.Strings("members", s.Names()), zap.Bool("self-in-spec", inSpec))
+}
+
+func (a *Agent) countReload(ok bool) {
+	result := "failed"
+	if ok {
+		result = "ok"
+	}
+	a.metrics.ConfigReloads.WithLabelValues(result).Inc()
+	a.updateStatus(func(st *Status) {
+		if ok {
+			st.ReloadsOK++
+		} else {
+			st.ReloadsFailed++
+		}
+	})
+}
+
+// settingsOf is the part of etcd's command line that a running etcd must
+// match: everything except the bootstrap flags, which etcd ignores once
+// its data dir holds a member.
+func settingsOf(s *spec.Spec, m spec.Member) string {
+	var keep []string
+	for _, f := range etcdproc.Flags(s, m, etcdproc.Bootstrap{}) {
+		if strings.HasPrefix(f, "--initial-cluster") {
+			continue
+		}
+		keep = append(keep, f)
+	}
+	return strings.Join(keep, " ")
+}
+
+// rollingRestart restarts the local etcd when the spec changed its
+// settings: only under the cluster lock (one member restarting at a time)
+// and only when the other voters form a healthy quorum without it.
+func (a *Agent) rollingRestart(ctx context.Context, memberID uint64) (string, error) {
+	s, self := a.Spec()
+	want := settingsOf(s, self)
+	if a.settings == "" || a.settings == want {
+		return "", nil
+	}
+	view, err := a.client.Observe(ctx)
+	if err != nil {
+		return "waiting: etcd settings changed; cannot observe the cluster to restart safely", nil
+	}
+	if ok, detail := reconcile.QuorumWithout(&view, memberID); !ok && len(view.Members) > 1 {
+		return "waiting: etcd settings changed; not restarting while the others have " + detail, nil
+	}
+	if err := a.takeLock(ctx); err != nil {
+		if errors.Is(err, cluster.ErrLocked) {
+			return "waiting: etcd settings changed; another agent holds the cluster lock", nil
+		}
+		return "rolling restart: lock", err
+	}
+	// The lock is released once the restarted member is a healthy voter
+	// again (rejoinFinished in converge).
+	a.lg.Warn("restarting etcd to apply changed settings", zap.String("from", a.settings), zap.String("to", want))
+	if err := a.proc.Stop(s.Agent.StopTimeout.Duration); err != nil {
+		return "rolling restart: stop", err
+	}
+	<-a.proc.Done()
+	a.proc = nil
+	a.nextStart = time.Time{}
+	return fmt.Sprintf("restarting etcd to apply changed settings (spec %s)", s.Generation), nil
+}

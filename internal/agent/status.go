@@ -1,0 +1,176 @@
+package agent
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/etcdkeeper/etcdkeeper/internal/cluster"
+	"github.com/etcdkeeper/etcdkeeper/internal/metrics"
+)
+
+// Status is the agent's view of its member, for logs, /status and systemd.
+type Status struct {
+	Member         string          `json:"member"`
+	Cluster        string          `json:"cluster"`
+	Phase          string          `json:"phase"`
+	Decision       string          `json:"decision"`
+	LastError      string          `json:"lastError,omitempty"`
+	MemberID       string          `json:"memberID,omitempty"`
+	ClusterID      string          `json:"clusterID,omitempty"`
+	Leader         string          `json:"leader,omitempty"`
+	Role           string          `json:"role,omitempty"`
+	IsLearner      bool            `json:"isLearner"`
+	Healthy        bool            `json:"healthy"`
+	EtcdPID        int             `json:"etcdPID,omitempty"`
+	Restarts       int             `json:"restarts"`
+	LastExit       string          `json:"lastExit,omitempty"`
+	LastExitClass  string          `json:"lastExitClass,omitempty"`
+	RejoinStep     string          `json:"rejoinStep,omitempty"`
+	LeaderName     string          `json:"leaderName,omitempty"`
+	Voters         int             `json:"voters"`
+	HealthyVoters  int             `json:"healthyVoters"`
+	Members        []MemberSummary `json:"members,omitempty"`
+	SpecGeneration string          `json:"specGeneration"`
+	ReloadsOK      int             `json:"reloadsOK"`
+	ReloadsFailed  int             `json:"reloadsFailed"`
+	LastPass       time.Time       `json:"lastPass"`
+}
+
+// Status returns a copy of the agent's status.
+func (a *Agent) Status() Status {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.status
+}
+
+func (a *Agent) setDecision(said string, err error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.status.Member = a.self.Name
+	a.status.Cluster = a.spec.Cluster.Name
+	a.status.SpecGeneration = a.spec.Generation
+	a.status.Decision = said
+	a.status.LastPass = time.Now()
+	if err != nil {
+		a.status.LastError = err.Error()
+	}
+}
+
+func (a *Agent) updateStatus(f func(*Status)) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	f(&a.status)
+}
+
+// noteLocal records what the local member's status said.
+func (a *Agent) noteLocal(id, clusterID, leader uint64, learner bool) {
+	healthy := leader != 0 && !learner
+	role := "voter"
+	switch {
+	case learner:
+		role = "learner"
+	case leader == id:
+		role = "leader"
+	}
+	a.updateStatus(func(s *Status) {
+		s.MemberID, s.ClusterID = fmt.Sprintf("%x", id), fmt.Sprintf("%x", clusterID)
+		s.Leader = fmt.Sprintf("%x", leader)
+		s.IsLearner = learner
+		s.Healthy = healthy
+		s.Role = role
+	})
+	a.metrics.SetRole(role)
+	if healthy {
+		a.metrics.MemberHealthy.Set(1)
+	} else {
+		a.metrics.MemberHealthy.Set(0)
+	}
+}
+
+// noteView records the cluster as last observed.
+func (a *Agent) noteView(v cluster.View) {
+	healthy, voters := healthyVoters(v)
+	leader := ""
+	if m, ok := v.Member(v.LeaderID); ok {
+		leader = m.Name
+	}
+	a.metrics.ClusterVoters.Set(float64(voters))
+	a.metrics.ClusterHealthy.Set(float64(healthy))
+	a.updateStatus(func(s *Status) {
+		s.Voters, s.HealthyVoters, s.LeaderName = voters, healthy, leader
+		s.Members = nil
+		for _, m := range v.Members {
+			s.Members = append(s.Members, MemberSummary{ID: fmt.Sprintf("%x", m.ID), Name: m.Name, Learner: m.IsLearner, Healthy: m.Healthy})
+		}
+	})
+}
+
+// MemberSummary is one member in /status's cluster view.
+type MemberSummary struct {
+	ID      string `json:"id"`
+	Name    string `json:"name"`
+	Learner bool   `json:"learner"`
+	Healthy bool   `json:"healthy"`
+}
+
+// rejoinSteps numbers the journal's steps for the status line.
+var rejoinSteps = []string{stepPrecheck, stepSnapshot, stepRemove, stepMove, stepAdd, stepStart, stepPromote}
+
+// statusLine is the one line systemd shows in `systemctl status`.
+func (a *Agent) statusLine() string {
+	st := a.Status()
+	switch {
+	case st.RejoinStep != "" && st.RejoinStep != stepDone && (st.Phase == "repairing" || st.Phase == "joining" || st.Phase == "promoting"):
+		n := 0
+		for i, s := range rejoinSteps {
+			if s == st.RejoinStep {
+				n = i + 1
+			}
+		}
+		return fmt.Sprintf("%s: %s: step %d/%d %s", st.Member, st.Phase, n, len(rejoinSteps), st.RejoinStep)
+	case st.Phase == "running" && st.Voters > 0:
+		health := "healthy"
+		if !st.Healthy {
+			health = "unhealthy"
+		}
+		return fmt.Sprintf("%s: %s, %s; leader %s; %d/%d healthy", st.Member, st.Role, health, st.LeaderName, st.HealthyVoters, st.Voters)
+	default:
+		return truncate(fmt.Sprintf("%s: %s", st.Member, st.Decision), 200)
+	}
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n-3] + "..."
+}
+
+// StatusJSON is the value /status serves.
+func (a *Agent) StatusJSON() any { return a.Status() }
+
+// Live: the loop ran a pass recently (a wedged loop turns /healthz red).
+func (a *Agent) Live() (bool, string) {
+	s, _ := a.Spec()
+	limit := 5*s.Agent.Interval.Duration + 30*time.Second
+	st := a.Status()
+	if st.LastPass.IsZero() {
+		return true, "starting"
+	}
+	if age := time.Since(st.LastPass); age > limit {
+		return false, fmt.Sprintf("reconcile loop stalled: last pass %s ago", age.Round(time.Second))
+	}
+	return true, "ok: last pass " + time.Since(st.LastPass).Round(time.Millisecond).String() + " ago"
+}
+
+// Ready: the local member is a healthy voter.
+func (a *Agent) Ready() (bool, string) {
+	st := a.Status()
+	if st.Healthy && !st.IsLearner {
+		return true, "ok: healthy voter"
+	}
+	return false, "not ready: " + st.Decision
+}
+
+// Metrics is the agent's metrics registry.
+func (a *Agent) Metrics() *metrics.Metrics { return a.metrics }

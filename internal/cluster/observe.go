@@ -1,0 +1,113 @@
+package cluster
+
+import (
+	"context"
+	"sync"
+
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
+)
+
+// MemberView is one member as the cluster reports it, with the answer of
+// its own status endpoint.
+type MemberView struct {
+	ID         uint64
+	Name       string // "" when added but never started
+	PeerURLs   []string
+	ClientURLs []string
+	IsLearner  bool
+	// Healthy: its status endpoint answered within the deadline and it
+	// knows a leader.
+	Healthy   bool
+	Leader    uint64
+	RaftIndex uint64
+	RaftTerm  uint64
+	DBSize    int64
+	Version   string
+	Alarms    []string
+	Err       string
+}
+
+// View is the cluster as observed now.
+type View struct {
+	ClusterID uint64
+	LeaderID  uint64
+	Members   []MemberView
+}
+
+// Member returns the member with id.
+func (v View) Member(id uint64) (MemberView, bool) {
+	for _, m := range v.Members {
+		if m.ID == id {
+			return m, true
+		}
+	}
+	return MemberView{}, false
+}
+
+// Observe lists the members (linearizably: it fails without a leader) and
+// asks each for its status, in parallel and with deadlines, so that a dead
+// member costs one timeout, not one per member.
+func (c *Client) Observe(ctx context.Context) (View, error) {
+	clusterID, members, err := c.Members(ctx)
+	if err != nil {
+		return View{}, err
+	}
+	v := View{ClusterID: clusterID, Members: make([]MemberView, len(members))}
+	var wg sync.WaitGroup
+	for i, m := range members {
+		v.Members[i] = fromPB(m)
+		if len(m.ClientURLs) == 0 {
+			v.Members[i].Err = "unstarted: no client URL"
+			continue
+		}
+		wg.Add(1)
+		go func(mv *MemberView, endpoint string) {
+			defer wg.Done()
+			c.fillStatus(ctx, mv, endpoint)
+		}(&v.Members[i], m.ClientURLs[0])
+	}
+	wg.Wait()
+	v.LeaderID = leaderOf(v.Members)
+	return v, nil
+}
+
+func (c *Client) fillStatus(ctx context.Context, mv *MemberView, endpoint string) {
+	st, err := c.Status(ctx, endpoint)
+	if err != nil {
+		mv.Err = err.Error()
+		return
+	}
+	mv.Leader = st.Leader
+	mv.RaftIndex = st.RaftIndex
+	mv.RaftTerm = st.RaftTerm
+	mv.DBSize = st.DbSize
+	mv.Version = st.Version
+	mv.Alarms = append(mv.Alarms, st.Errors...)
+	mv.Healthy = st.Leader != 0 && len(st.Errors) == 0
+}
+
+// leaderOf is the leader that most members agree on.
+func leaderOf(ms []MemberView) uint64 {
+	votes := map[uint64]int{}
+	var best uint64
+	for _, m := range ms {
+		if m.Leader == 0 {
+			continue
+		}
+		votes[m.Leader]++
+		if votes[m.Leader] > votes[best] {
+			best = m.Leader
+		}
+	}
+	return best
+}
+
+func fromPB(m *etcdserverpb.Member) MemberView {
+	return MemberView{
+		ID:         m.ID,
+		Name:       m.Name,
+		PeerURLs:   append([]string(nil), m.PeerURLs...),
+		ClientURLs: append([]string(nil), m.ClientURLs...),
+		IsLearner:  m.IsLearner,
+	}
+}

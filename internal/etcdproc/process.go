@@ -1,0 +1,230 @@
+// Package etcdproc runs the local etcd server as a child process: it builds
+// the command line from the spec, starts etcd, passes its log through, keeps
+// the last lines and the exit status for failure classification, and stops
+// it gracefully.
+package etcdproc
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// TailLines is how many of etcd's last log lines are kept for
+// classification of its exit.
+const TailLines = 80
+
+// Exit is how an etcd process ended.
+type Exit struct {
+	Code   int    // exit status; -1 when killed by a signal
+	Signal string // the signal that killed it, "" when it exited
+	Tail   []string
+	At     time.Time
+	// Uptime is how long the process ran.
+	Uptime time.Duration
+}
+
+// String is a one-line description such as "exit status 1" or "killed by
+// signal killed".
+func (e Exit) String() string {
+	if e.Signal != "" {
+		return "killed by signal " + e.Signal
+	}
+	return fmt.Sprintf("exit status %d", e.Code)
+}
+
+// Command is how to start etcd.
+type Command struct {
+	Path string
+	Args []string
+	// Env is the child's environment. Build it with ChildEnv so that etcd
+	// never talks to systemd itself.
+	Env []string
+}
+
+// Process is one running etcd child.
+type Process struct {
+	cmd     *exec.Cmd
+	started time.Time
+	done    chan struct{}
+	tail    *tail
+	logDone chan struct{}
+
+	mu   sync.Mutex
+	exit Exit
+}
+
+// Start starts etcd. The child gets its own process group (a Ctrl-C in a
+// terminal reaches the agent, which then stops etcd in order) and is killed
+// by the kernel if the agent dies (Pdeathsig), so a kill -9 of the agent
+// leaves no unsupervised etcd behind.
+func Start(lg *zap.Logger, c Command) (*Process, error) {
+	cmd := exec.Command(c.Path, c.Args...)
+	cmd.Env = c.Env
+	cmd.Stdout = nil
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		Setpgid:   true,
+		Pdeathsig: syscall.SIGKILL,
+	}
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		return nil, fmt.Errorf("etcd stderr pipe: %w", err)
+	}
+	cmd.Stdout = cmd.Stderr
+	p := &Process{cmd: cmd, done: make(chan struct{}), tail: newTail(TailLines), logDone: make(chan struct{})}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", c.Path, err)
+	}
+	p.started = time.Now()
+	go p.pipeLog(lg, stderr)
+	go p.wait()
+	return p, nil
+}
+
+// PID is the child's process ID.
+func (p *Process) PID() int { return p.cmd.Process.Pid }
+
+// Started is when the process was started.
+func (p *Process) Started() time.Time { return p.started }
+
+// Done is closed when the process has exited and its log is drained.
+func (p *Process) Done() <-chan struct{} { return p.done }
+
+// Running reports whether the process has not exited yet.
+func (p *Process) Running() bool {
+	select {
+	case <-p.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// Exit is the exit status; valid once Done is closed.
+func (p *Process) Exit() Exit {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.exit
+}
+
+// Tail returns etcd's last log lines so far.
+func (p *Process) Tail() []string { return p.tail.lines() }
+
+func (p *Process) wait() {
+	err := p.cmd.Wait()
+	// The log pipe is closed by Wait; pipeLog finishes reading what was
+	// buffered before we publish the tail.
+	<-p.logDone
+	e := Exit{At: time.Now(), Tail: p.tail.lines(), Uptime: time.Since(p.started)}
+	e.Code, e.Signal = exitCode(p.cmd.ProcessState, err)
+	p.mu.Lock()
+	p.exit = e
+	p.mu.Unlock()
+	close(p.done)
+}
+
+func exitCode(ps *os.ProcessState, err error) (int, string) {
+	if ps == nil {
+		return -1, fmt.Sprint(err)
+	}
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return -1, ws.Signal().String()
+	}
+	return ps.ExitCode(), ""
+}
+
+// Stop sends SIGTERM, waits up to timeout for etcd to exit, then sends
+// SIGKILL. It returns once the process is gone.
+func (p *Process) Stop(timeout time.Duration) error {
+	if !p.Running() {
+		return nil
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return fmt.Errorf("sigterm etcd pid %d: %w", p.PID(), err)
+	}
+	select {
+	case <-p.done:
+		return nil
+	case <-time.After(timeout):
+	}
+	if err := p.cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return fmt.Errorf("sigkill etcd pid %d: %w", p.PID(), err)
+	}
+	<-p.done
+	return nil
+}
+
+// Kill sends SIGKILL and waits for the process to be gone.
+func (p *Process) Kill() {
+	_ = p.cmd.Process.Kill()
+	<-p.done
+}
+
+// WaitDone waits for the process to exit or ctx to end.
+func (p *Process) WaitDone(ctx context.Context) error {
+	select {
+	case <-p.done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (p *Process) pipeLog(lg *zap.Logger, r io.Reader) {
+	defer close(p.logDone)
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64*1024), 1024*1024)
+	for sc.Scan() {
+		line := sc.Text()
+		p.tail.add(line)
+		passThrough(lg, line)
+	}
+}
+
+// ChildEnv is the agent's environment without the variables through which
+// systemd talks to a service: etcdmain sends READY=1 itself, and only the
+// agent may speak to systemd.
+func ChildEnv(env []string) []string {
+	out := make([]string, 0, len(env))
+	for _, kv := range env {
+		if strings.HasPrefix(kv, "NOTIFY_SOCKET=") || strings.HasPrefix(kv, "WATCHDOG_") || strings.HasPrefix(kv, "LISTEN_") {
+			continue
+		}
+		out = append(out, kv)
+	}
+	return out
+}
+
+type tail struct {
+	mu  sync.Mutex
+	max int
+	buf []string
+}
+
+func newTail(max int) *tail { return &tail{max: max} }
+
+func (t *tail) add(line string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(t.buf) == t.max {
+		copy(t.buf, t.buf[1:])
+		t.buf = t.buf[:t.max-1]
+	}
+	t.buf = append(t.buf, line)
+}
+
+func (t *tail) lines() []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return append([]string(nil), t.buf...)
+}

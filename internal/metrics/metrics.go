@@ -1,0 +1,99 @@
+// Package metrics defines etcdkeeper's Prometheus metrics. Names follow
+// Prometheus conventions: etcdkeeper_ prefix, _total for counters, base
+// units (seconds, bytes).
+package metrics
+
+import (
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+// Metrics are one agent's metrics, registered in their own registry.
+type Metrics struct {
+	Registry *prometheus.Registry
+
+	ReconcilePasses   prometheus.Counter
+	ReconcileErrors   prometheus.Counter
+	MembershipChanges *prometheus.CounterVec // kind
+	Repairs           *prometheus.CounterVec // outcome: done, failed, refused
+	EtcdRestarts      *prometheus.CounterVec // cause: the exit class
+	ConfigReloads     *prometheus.CounterVec // result: ok, failed
+	MemberHealthy     prometheus.Gauge
+	MemberRole        *prometheus.GaugeVec // role: voter, learner, leader, none
+	ClusterVoters     prometheus.Gauge
+	ClusterHealthy    prometheus.Gauge
+	LastReconcile     prometheus.Gauge
+
+	mu        sync.Mutex
+	lastGood  time.Time
+	createdAt time.Time
+}
+
+// New creates and registers the metrics.
+func New() *Metrics {
+	m := &Metrics{Registry: prometheus.NewRegistry(), createdAt: time.Now()}
+	m.ReconcilePasses = prometheus.NewCounter(prometheus.CounterOpts{Name: "etcdkeeper_reconcile_passes_total", Help: "Reconcile passes run."})
+	m.ReconcileErrors = prometheus.NewCounter(prometheus.CounterOpts{Name: "etcdkeeper_reconcile_errors_total", Help: "Reconcile passes that ended in an error."})
+	m.MembershipChanges = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "etcdkeeper_membership_changes_total", Help: "Membership changes made by this agent, by kind (add-learner, promote, remove, update-peer-urls, move-leader)."}, []string{"kind"})
+	m.Repairs = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "etcdkeeper_repairs_total", Help: "Repairs (rejoins that replace unusable data) by outcome: done, failed, refused."}, []string{"outcome"})
+	m.EtcdRestarts = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "etcdkeeper_etcd_restarts_total", Help: "Exits of the local etcd, by cause (the classified failure class)."}, []string{"cause"})
+	m.ConfigReloads = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "etcdkeeper_config_reloads_total", Help: "Spec reloads by result: ok (applied) or failed (rejected, last good spec kept)."}, []string{"result"})
+	m.MemberHealthy = prometheus.NewGauge(prometheus.GaugeOpts{Name: "etcdkeeper_member_healthy", Help: "1 when the local member is a healthy voter."})
+	m.MemberRole = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "etcdkeeper_member_role", Help: "1 for the local member's current role (leader, voter, learner, none)."}, []string{"role"})
+	m.ClusterVoters = prometheus.NewGauge(prometheus.GaugeOpts{Name: "etcdkeeper_cluster_voters", Help: "Voting members in the cluster, as last observed."})
+	m.ClusterHealthy = prometheus.NewGauge(prometheus.GaugeOpts{Name: "etcdkeeper_cluster_healthy_voters", Help: "Healthy voting members in the cluster, as last observed."})
+	m.LastReconcile = prometheus.NewGauge(prometheus.GaugeOpts{Name: "etcdkeeper_last_successful_reconcile_timestamp_seconds", Help: "Unix time of the last reconcile pass without error."})
+	since := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "etcdkeeper_seconds_since_last_reconcile", Help: "Seconds since the last reconcile pass without error."}, m.sinceLastGood)
+	m.Registry.MustRegister(m.ReconcilePasses, m.ReconcileErrors, m.MembershipChanges, m.Repairs, m.EtcdRestarts,
+		m.ConfigReloads, m.MemberHealthy, m.MemberRole, m.ClusterVoters, m.ClusterHealthy, m.LastReconcile, since,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	for _, r := range []string{"ok", "failed"} {
+		m.ConfigReloads.WithLabelValues(r)
+	}
+	for _, o := range []string{"done", "failed", "refused"} {
+		m.Repairs.WithLabelValues(o)
+	}
+	m.SetRole("none")
+	return m
+}
+
+// PassDone records a reconcile pass.
+func (m *Metrics) PassDone(err error) {
+	m.ReconcilePasses.Inc()
+	if err != nil {
+		m.ReconcileErrors.Inc()
+		return
+	}
+	now := time.Now()
+	m.mu.Lock()
+	m.lastGood = now
+	m.mu.Unlock()
+	m.LastReconcile.Set(float64(now.UnixNano()) / 1e9)
+}
+
+// SinceLastGood is how long ago the last pass without error ran (since
+// start when none has).
+func (m *Metrics) SinceLastGood() time.Duration {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.lastGood.IsZero() {
+		return time.Since(m.createdAt)
+	}
+	return time.Since(m.lastGood)
+}
+
+func (m *Metrics) sinceLastGood() float64 { return m.SinceLastGood().Seconds() }
+
+// SetRole sets the role gauge: 1 for role, 0 for the others.
+func (m *Metrics) SetRole(role string) {
+	for _, r := range []string{"leader", "voter", "learner", "none"} {
+		v := 0.0
+		if r == role {
+			v = 1
+		}
+		m.MemberRole.WithLabelValues(r).Set(v)
+	}
+}

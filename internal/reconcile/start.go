@@ -1,0 +1,266 @@
+// Package reconcile holds the agent's decisions as pure functions: how the
+// local member starts (DecideStart) and which single membership change
+// comes next (Plan). They take plain values and return a value with a
+// reason; the agent observes and acts.
+package reconcile
+
+import (
+	"fmt"
+
+	"github.com/etcdkeeper/etcdkeeper/internal/cluster"
+	"github.com/etcdkeeper/etcdkeeper/internal/spec"
+)
+
+// DataKind is what the local data dir holds, as far as the start decision
+// cares.
+type DataKind int
+
+const (
+	DataEmpty      DataKind = iota // no member in it (missing, empty, or only a fresh skeleton)
+	DataHealthy                    // a member whose WAL and db verify
+	DataCorrupt                    // a member etcd cannot start from
+	DataLocked                     // another process holds the db lock
+	DataUnreadable                 // cannot be read (permissions, I/O): never treated as empty or corrupt
+)
+
+func (k DataKind) String() string {
+	return [...]string{"empty", "healthy", "corrupt", "locked", "unreadable"}[k]
+}
+
+// Data describes the local data dir.
+type Data struct {
+	Kind      DataKind
+	ClusterID uint64 // from the WAL metadata; 0 when unknown
+	MemberID  uint64
+	Reason    string // why corrupt or locked
+}
+
+// Marker is what the agent recorded once its member was running: the proof
+// that this host was part of the cluster.
+type Marker struct {
+	ClusterID uint64 `json:"clusterID"`
+	MemberID  uint64 `json:"memberID"`
+}
+
+// StartInput is everything DecideStart looks at.
+type StartInput struct {
+	Self   spec.Member
+	InSpec bool
+	// SpecSize is how many members the spec lists.
+	SpecSize int
+	Data     Data
+	// ExitCorrupt: etcd's last exit was classified as corruption that the
+	// data dir check may not see (e.g. "data inconsistency with peers").
+	ExitCorrupt bool
+	ExitReason  string
+	// Marker is nil when this host never ran a member of the cluster.
+	Marker *Marker
+	// Cluster is the live cluster seen through the peers; nil when none
+	// answered with a leader.
+	Cluster *cluster.View
+	// RepairBlocked is non-empty when moving data is not allowed now
+	// (repair disabled, rate limited): the reason.
+	RepairBlocked string
+}
+
+// StartAction is what to do about a local member that is not running.
+type StartAction int
+
+const (
+	ActWait      StartAction = iota // do nothing now; look again later
+	ActStartAsIs                    // start etcd on the data dir as it is
+	ActStartNew                     // form the cluster from the spec (never-joined host only)
+	ActRejoin                       // the one rejoin path: remove stale self, move data aside, add as learner, start existing
+	ActIdle                         // not in the spec and not in the cluster: stay stopped
+)
+
+func (a StartAction) String() string {
+	return [...]string{"wait", "start", "start-new", "rejoin", "idle"}[a]
+}
+
+// StartDecision is DecideStart's answer.
+type StartDecision struct {
+	Action StartAction
+	// MoveData: the rejoin must move a non-empty data dir aside first.
+	MoveData bool
+	// Repair: the rejoin replaces data that etcd cannot use (corrupt, or a
+	// removed/foreign identity); it counts against the repair rate limit.
+	Repair bool
+	// StaleID is the cluster's entry for this host that must be removed
+	// before adding it again (0: none).
+	StaleID uint64
+	// ReuseID is an unstarted entry with this host's peer URLs that the
+	// rejoin takes over instead of adding a new one (0: none).
+	ReuseID uint64
+	Reason  string
+}
+
+// DecideStart decides how the local member starts. Guard clauses, in
+// order of precedence; each returns with the reason.
+func DecideStart(in StartInput) StartDecision {
+	if in.Data.Kind == DataLocked {
+		return startWait("data dir is locked by another process (a leftover etcd?): %s", in.Data.Reason)
+	}
+	if in.Data.Kind == DataUnreadable {
+		return startWait("data dir cannot be read, fix it by hand (permissions, disk); nothing is moved: %s", in.Data.Reason)
+	}
+	if !in.InSpec {
+		return decideNotInSpec(in)
+	}
+	corrupt := in.Data.Kind == DataCorrupt || (in.Data.Kind == DataHealthy && in.ExitCorrupt)
+	switch {
+	case corrupt:
+		return decideCorrupt(in)
+	case in.Data.Kind == DataHealthy:
+		return decideHealthy(in)
+	default:
+		return decideEmpty(in)
+	}
+}
+
+func decideNotInSpec(in StartInput) StartDecision {
+	if in.Data.Kind == DataHealthy && (in.Cluster == nil || listed(in.Cluster, in.Data.MemberID)) {
+		// The lock holder removes this member in order, quorum-safely;
+		// until then it keeps serving.
+		return StartDecision{Action: ActStartAsIs, Reason: fmt.Sprintf("%s is not in the spec but still a member: running until the cluster removes it", in.Self.Name)}
+	}
+	return StartDecision{Action: ActIdle, MoveData: in.Data.Kind != DataEmpty,
+		Reason: fmt.Sprintf("%s is not in the spec and not a member: idle until the spec lists it again", in.Self.Name)}
+}
+
+func decideHealthy(in StartInput) StartDecision {
+	if in.Cluster == nil {
+		return StartDecision{Action: ActStartAsIs, Reason: "data dir holds a member; starting it as it is"}
+	}
+	if in.Data.MemberID == 0 || (in.Cluster.ClusterID == in.Data.ClusterID && listed(in.Cluster, in.Data.MemberID)) {
+		return StartDecision{Action: ActStartAsIs, Reason: "data dir holds a member of the live cluster; starting it as it is"}
+	}
+	why := fmt.Sprintf("data dir holds member %x of cluster %x, which the live cluster %x does not list (removed, or another cluster's data)",
+		in.Data.MemberID, in.Data.ClusterID, in.Cluster.ClusterID)
+	return rejoin(in, true, why)
+}
+
+func decideCorrupt(in StartInput) StartDecision {
+	why := in.Data.Reason
+	if in.Data.Kind != DataCorrupt {
+		why = in.ExitReason
+	}
+	if in.SpecSize <= 1 {
+		return startWait("data is corrupt (%s) and this is a one-member cluster: there is nothing to rejoin; restore from a snapshot by hand", why)
+	}
+	if in.Cluster == nil {
+		return startWait("quorum lost: manual recovery needed: data is corrupt (%s) and no healthy quorum of peers answers", why)
+	}
+	return rejoin(in, true, "data is corrupt: "+why)
+}
+
+func decideEmpty(in StartInput) StartDecision {
+	if in.Cluster != nil {
+		return rejoin(in, false, "data dir is empty and the cluster is live: joining it")
+	}
+	if in.Marker != nil {
+		// --initial-cluster-state new on an empty data dir of a known member
+		// forms a second cluster with the same IDs: never.
+		return startWait("data dir is empty but this host was member %x of cluster %x: waiting for peers to rejoin, never bootstrapping a new cluster",
+			in.Marker.MemberID, in.Marker.ClusterID)
+	}
+	return StartDecision{Action: ActStartNew, Reason: "data dir is empty, no peer answers and this host never joined: forming the cluster from the spec"}
+}
+
+// rejoin checks that the one rejoin path is safe now and fills in which
+// entry it removes or reuses.
+func rejoin(in StartInput, moveData bool, why string) StartDecision {
+	if moveData && in.RepairBlocked != "" {
+		return startWait("%s; not repairing: %s", why, in.RepairBlocked)
+	}
+	d := StartDecision{Action: ActRejoin, MoveData: moveData, Repair: moveData, Reason: why}
+	stale, reuse := selfEntries(in)
+	d.ReuseID = reuse
+	if stale == nil {
+		return d
+	}
+	d.StaleID = stale.ID
+	if !stale.IsLearner {
+		if ok, detail := QuorumWithout(in.Cluster, stale.ID); !ok {
+			return startWait("quorum lost: manual recovery needed: %s; removing my old member %x would leave %s", why, stale.ID, detail)
+		}
+	}
+	return d
+}
+
+// selfEntries finds the cluster's entries for this host: a started one
+// (stale: its data is gone or unusable) and an unstarted one with our peer
+// URLs (added but never started: reusable).
+func selfEntries(in StartInput) (stale *cluster.MemberView, reuse uint64) {
+	var oldIDs []uint64
+	if in.Data.MemberID != 0 {
+		oldIDs = append(oldIDs, in.Data.MemberID)
+	}
+	if in.Marker != nil {
+		oldIDs = append(oldIDs, in.Marker.MemberID)
+	}
+	for i := range in.Cluster.Members {
+		m := &in.Cluster.Members[i]
+		mine := m.Name == in.Self.Name || sameURLSet(m.PeerURLs, in.Self.PeerURLs) || containsID(oldIDs, m.ID)
+		if !mine {
+			continue
+		}
+		if m.Name == "" && sameURLSet(m.PeerURLs, in.Self.PeerURLs) && !containsID(oldIDs, m.ID) {
+			reuse = m.ID
+			continue
+		}
+		stale = m
+	}
+	return stale, reuse
+}
+
+// QuorumWithout reports whether the voters other than id still form a
+// healthy quorum of the membership without id.
+func QuorumWithout(v *cluster.View, id uint64) (bool, string) {
+	voters, healthy := 0, 0
+	for _, m := range v.Members {
+		if m.IsLearner || m.ID == id {
+			continue
+		}
+		voters++
+		if m.Healthy {
+			healthy++
+		}
+	}
+	q := voters/2 + 1
+	return voters > 0 && healthy >= q, fmt.Sprintf("%d of %d voters healthy (quorum %d)", healthy, voters, q)
+}
+
+func listed(v *cluster.View, id uint64) bool {
+	_, ok := v.Member(id)
+	return ok
+}
+
+func containsID(ids []uint64, id uint64) bool {
+	for _, x := range ids {
+		if x == id {
+			return true
+		}
+	}
+	return false
+}
+
+func sameURLSet(a, b []string) bool {
+	if len(a) != len(b) || len(a) == 0 {
+		return false
+	}
+	seen := map[string]bool{}
+	for _, u := range a {
+		seen[u] = true
+	}
+	for _, u := range b {
+		if !seen[u] {
+			return false
+		}
+	}
+	return true
+}
+
+func startWait(format string, args ...any) StartDecision {
+	return StartDecision{Action: ActWait, Reason: fmt.Sprintf(format, args...)}
+}

@@ -1,0 +1,150 @@
+package repair
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"syscall"
+	"time"
+)
+
+// backupStamp starts every backup name: RFC 3339 in UTC with ':' replaced
+// (file-name safe) and fixed width, so names sort by time.
+const backupStamp = "2006-01-02T15-04-05.000Z"
+
+// MoveAside renames dataDir to backupDir/<timestamp>-<basename of dataDir>
+// and returns that path. It never deletes or copies: broken data is kept
+// until the cluster is healthy again (field-notes §3). A missing or empty
+// dataDir is nothing to move: it returns "" and nil, so a repair step that
+// is run again after a crash does nothing.
+func MoveAside(dataDir, backupDir string, now time.Time) (string, error) {
+	empty, err := missingOrEmpty(dataDir)
+	if err != nil || empty {
+		return "", err
+	}
+	if err := os.MkdirAll(backupDir, 0o700); err != nil {
+		return "", fmt.Errorf("create backup dir: %w", err)
+	}
+	dest := filepath.Join(backupDir, now.UTC().Format(backupStamp)+"-"+filepath.Base(filepath.Clean(dataDir)))
+	// rename(2) would replace an empty directory of that name.
+	if _, err := os.Lstat(dest); err == nil {
+		return "", fmt.Errorf("move data dir aside: %s already exists", dest)
+	}
+	if err := os.Rename(dataDir, dest); err != nil {
+		return "", explainRename(dataDir, backupDir, err)
+	}
+	for _, dir := range []string{filepath.Dir(filepath.Clean(dataDir)), backupDir} {
+		if err := syncDir(dir); err != nil {
+			return dest, fmt.Errorf("moved %s to %s but: %w", dataDir, dest, err)
+		}
+	}
+	return dest, nil
+}
+
+// explainRename: a rename that cannot stay on one filesystem is refused,
+// never turned into a copy, which would be slow and not atomic in the middle
+// of a repair (field-notes §4: under systemd's ProtectSystem=strict every
+// StateDirectory=/ReadWritePaths= entry is its own mount).
+func explainRename(dataDir, backupDir string, err error) error {
+	switch {
+	case errors.Is(err, syscall.EXDEV):
+		return fmt.Errorf("move %s aside: %w: the backup dir %s is on another filesystem (or mount); it must be on the data dir's own filesystem, e.g. a sibling of the data dir; nothing was copied or moved",
+			dataDir, err, backupDir)
+	case errors.Is(err, syscall.EBUSY):
+		return fmt.Errorf("move %s aside: %w: the data dir is a mount point and cannot be renamed; put the data dir one level below the mount; nothing was moved",
+			dataDir, err)
+	}
+	return fmt.Errorf("move %s aside to %s: %w", dataDir, backupDir, err)
+}
+
+func missingOrEmpty(dir string) (bool, error) {
+	f, err := os.Open(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return true, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("data dir: %w", err)
+	}
+	defer f.Close()
+	_, err = f.Readdirnames(1)
+	if errors.Is(err, io.EOF) {
+		return true, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("data dir: %w", err)
+	}
+	return false, nil
+}
+
+// ListBackups returns the paths of the data dirs MoveAside put in
+// backupDir, newest first. Other entries are ignored; a missing backupDir
+// has none.
+func ListBackups(backupDir string) ([]string, error) {
+	entries, err := os.ReadDir(backupDir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list backups: %w", err)
+	}
+	var names []string
+	for _, e := range entries {
+		if isBackupName(e.Name()) {
+			names = append(names, e.Name())
+		}
+	}
+	// Fixed-width UTC stamps: reverse name order is newest first.
+	slices.Sort(names)
+	slices.Reverse(names)
+	for i, n := range names {
+		names[i] = filepath.Join(backupDir, n)
+	}
+	return names, nil
+}
+
+// isBackupName: "<backupStamp>-<basename>".
+func isBackupName(name string) bool {
+	n := len(backupStamp)
+	if len(name) < n+2 || name[n] != '-' {
+		return false
+	}
+	_, err := time.Parse(backupStamp, name[:n])
+	return err == nil
+}
+
+// FreeBytes is the space available to unprivileged users on the filesystem
+// that holds path, or would hold it: path need not exist yet, its nearest
+// existing ancestor is asked.
+func FreeBytes(path string) (uint64, error) {
+	p := filepath.Clean(path)
+	for {
+		var st syscall.Statfs_t
+		err := syscall.Statfs(p, &st)
+		if err == nil {
+			return st.Bavail * uint64(st.Bsize), nil
+		}
+		parent := filepath.Dir(p)
+		if !errors.Is(err, fs.ErrNotExist) || parent == p {
+			return 0, fmt.Errorf("statfs %s: %w", p, err)
+		}
+		p = parent
+	}
+}
+
+// RateLimited reports whether maxPerHour repairs already started in the
+// hour before now (attempts after now, from a clock that stepped back,
+// count too). maxPerHour <= 0 allows none.
+func RateLimited(attempts []time.Time, now time.Time, maxPerHour int) bool {
+	since := now.Add(-time.Hour)
+	n := 0
+	for _, a := range attempts {
+		if a.After(since) {
+			n++
+		}
+	}
+	return n >= maxPerHour
+}

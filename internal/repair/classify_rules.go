@@ -1,0 +1,324 @@
+package repair
+
+import (
+	"slices"
+	"strings"
+
+	"go.etcd.io/etcd/client/pkg/v3/fileutil"
+	"go.etcd.io/etcd/server/v3/etcdserver/api/membership"
+	"go.etcd.io/etcd/server/v3/etcdserver/api/rafthttp"
+	"go.etcd.io/etcd/server/v3/etcdserver/api/snap"
+	servererrors "go.etcd.io/etcd/server/v3/etcdserver/errors"
+	"go.etcd.io/etcd/server/v3/storage/wal"
+	"go.etcd.io/etcd/server/v3/storage/wal/walpb"
+)
+
+// rule is one row of the failure table (docs/etcd-failure-signals.md).
+// Error texts come from etcd's exported sentinel errors where there is one,
+// so they follow etcd; the rest are copied from the etcd v3.7.3 source file
+// named next to them.
+type rule struct {
+	class  Class
+	reason string
+	// msgs are zap "msg" values: constants in etcd's source, compared exactly
+	// on JSON lines (and searched for in plain text, e.g. "panic: <msg>").
+	msgs []string
+	// errs are fragments of an error text; "*" stands for any text.
+	errs []string
+}
+
+// rules are tried in order; the error field of a line is tried against
+// every rule before its msg is (see classifyLine).
+var rules = []rule{
+	// The environment comes first: "failed to open database" or "failed to
+	// open WAL" caused by permissions, a full disk or a held lock is not
+	// corruption, and must never make the agent move data (field-notes §3).
+	{
+		class: ClassMisconfig, reason: "etcd cannot access its files",
+		errs: []string{"permission denied", "operation not permitted", "read-only file system"},
+	},
+	{
+		class: ClassResource, reason: "the disk is full",
+		errs: []string{"no space left on device", "disk quota exceeded"},
+	},
+	{
+		class: ClassResource, reason: "out of memory or file descriptors",
+		errs: []string{"cannot allocate memory", "too many open files"},
+	},
+	lockedRule,
+	corruptWAL,
+	corruptDB,
+	corruptRunning,
+	removedRule,
+	misconfigFlags,
+	misconfigMembership,
+	misconfigDataDir,
+	misconfigVersion,
+	misconfigListener,
+	misconfigTLS,
+	{
+		// NOSPACE alarm: needs compaction + defrag + alarm disarm, not a rejoin.
+		class: ClassResource, reason: "the etcd database quota is exhausted",
+		errs: []string{"database space exceeded", servererrors.ErrNoSpace.Error()},
+	},
+	transient,
+}
+
+// lockedRule: another process holds a data file. etcd waits for bbolt's
+// flock forever and says so (at info level) after 10 s (storage/backend.go
+// OpenBackend); WAL files use fileutil locks and fail at once.
+var lockedRule = rule{
+	class: ClassTransient, reason: "a data file is locked by another process",
+	msgs: []string{"db file is flocked by another process, or taking too long"},
+	errs: []string{fileutil.ErrLocked.Error()},
+}
+
+// corruptWAL: etcdserver/bootstrap.go openWALFromSnapshot and storage/wal.
+// etcd only repairs a torn tail (io.ErrUnexpectedEOF) itself; these are the
+// errors it gives up on.
+var corruptWAL = rule{
+	class: ClassCorrupt, reason: "the WAL is corrupt and etcd cannot repair it",
+	msgs: []string{
+		"failed to read WAL, cannot be repaired",
+		"failed to repair WAL",
+		"failed to open WAL",
+		"failed to parse WAL file name", // storage/wal/util.go
+		"failed to parse WAL name",      // storage/wal/wal.go
+	},
+	errs: []string{
+		walpb.ErrCRCMismatch.Error(),
+		wal.ErrSnapshotMismatch.Error(),
+		wal.ErrSnapshotNotFound.Error(),
+		wal.ErrSliceOutOfRange.Error(),
+		wal.ErrMetadataConflict.Error(),
+		wal.ErrFileNotFound.Error(), // also "wal: file not found which matches the snapshot index"
+		"unexpected block type",
+		"wal: file sequence numbers * do not increase continuously",
+	},
+}
+
+// corruptDB: the bbolt file or its relation to the WAL snapshot
+// (etcdserver/bootstrap.go, storage/backend.go, storage/backend/backend.go).
+var corruptDB = rule{
+	class: ClassCorrupt, reason: "the database file is damaged or does not match the WAL",
+	msgs: []string{
+		"failed to open database", // bbolt: invalid database, checksum error, version mismatch
+		"failed to recover v3 backend from snapshot",
+		"failed to open snapshot backend",
+		"failed to restore mvcc store",
+		"failed to unmarshal mvccpb.KeyValue",
+	},
+	errs: []string{
+		"database file (* index *) does not match with snapshot",
+		"database file (*) of the backend is missing",
+		"failed to find database snapshot file",
+		snap.ErrNoDBSnapshot.Error(),
+		snap.ErrCRCMismatch.Error(),
+	},
+}
+
+// corruptRunning: the hash checks of etcdserver/corrupt.go.
+var corruptRunning = rule{
+	class: ClassCorrupt, reason: "this member's data diverged from its peers",
+	msgs: []string{"found hash mismatch", "Detected compaction hash mismatch"},
+	errs: []string{"found data inconsistency with peers", servererrors.ErrCorrupt.Error()},
+}
+
+// removedRule: a removed member logs the error then exits 0
+// (etcdserver/server.go); a member whose data dir belongs to another
+// cluster is told so by its peers (rafthttp). The caller should confirm a
+// cluster ID mismatch with Inspect(...).BelongsTo before acting.
+var removedRule = rule{
+	class: ClassRemoved, reason: "this member was removed from the cluster or has another cluster's identity",
+	msgs: []string{
+		"data-dir used by this member must be removed",
+		"request sent was ignored due to cluster ID mismatch",                // rafthttp/util.go
+		"request sent was ignored by remote peer due to cluster ID mismatch", // rafthttp/stream.go
+		"request cluster ID mismatch",                                        // rafthttp/http.go
+		"ignored streaming request; ID mismatch",                             // rafthttp/http.go
+		"cluster ID mismatch",                                                // etcdserver/corrupt.go
+	},
+	errs: []string{
+		"permanently removed from the cluster", // rafthttp errMemberRemoved (unexported)
+		rafthttp.ErrClusterIDMismatch.Error(),
+		membership.ErrIDRemoved.Error(),
+	},
+}
+
+// misconfigFlags: etcdmain/etcd.go ("failed to verify flags", exit 1), Go's
+// flag package (plain text, exit 2), embed/config.go Validate, config/config.go.
+var misconfigFlags = rule{
+	class: ClassMisconfig, reason: "etcd's flags are invalid",
+	msgs: []string{"failed to verify flags"},
+	errs: []string{
+		"flag provided but not defined",
+		"invalid value * for flag",
+		"is not a valid flag",
+		"multiple discovery or bootstrap flags are set",
+		"--advertise-client-urls is required",
+		"--initial-cluster has",
+		"--initial-advertise-peer-urls",
+		"--advertise-client-urls",
+		"--election-timeout",
+		"--heartbeat-interval",
+		"initial cluster unset and no discovery endpoints found",
+		"has duplicate url",
+		"expected IP in URL for binding",
+		"unexpected clusterState",
+		"failed to resolve * to match --initial-cluster",
+		"discovery URL should not be set",
+	},
+}
+
+// misconfigMembership: the flags disagree with the cluster's membership
+// (config/config.go, etcdserver/api/membership/cluster.go, bootstrap.go).
+// A fresh data dir fails the same way, so nothing is moved.
+var misconfigMembership = rule{
+	class: ClassMisconfig, reason: "the member's cluster flags do not match the cluster",
+	errs: []string{
+		"couldn't find local name * in the initial cluster configuration",
+		"member count is unequal",
+		"PeerURLs: no match found for existing member",
+		"has already been bootstrapped",
+		"incompatible with current running cluster",
+	},
+}
+
+// misconfigDataDir: etcdserver/bootstrap.go and etcdmain/etcd.go.
+var misconfigDataDir = rule{
+	class: ClassMisconfig, reason: "etcd cannot use its data directory",
+	msgs: []string{
+		"invalid datadir; both member and proxy directories exist",
+		"failed to list data directory",
+		"failed to create snapshot directory",
+	},
+	errs: []string{
+		"cannot access data directory",
+		"cannot access member directory",
+		"cannot write to WAL directory",
+		"cannot write to member directory",
+	},
+}
+
+// misconfigVersion: storage/schema/schema.go; the binary is older than the
+// data or the cluster.
+var misconfigVersion = rule{
+	class: ClassMisconfig, reason: "the etcd version does not fit the data or the cluster",
+	msgs: []string{"Failed to validate schema"},
+	errs: []string{
+		"cannot downgrade storage",
+		"cannot detect storage schema version",
+		"cannot create migration plan",
+		"version * is not supported",
+	},
+}
+
+// misconfigListener: etcdmain/etcd.go "listener failed", embed/etcd.go.
+var misconfigListener = rule{
+	class: ClassMisconfig, reason: "etcd cannot listen on its addresses",
+	msgs: []string{"listener failed", "creating peer listener failed"},
+	errs: []string{"address already in use", "cannot assign requested address"},
+}
+
+// misconfigTLS: certificate files and TLS settings (embed/etcd.go,
+// client/pkg/transport). A missing CA file looks like nothing else.
+var misconfigTLS = rule{
+	class: ClassMisconfig, reason: "etcd's TLS configuration is broken",
+	msgs: []string{
+		"failed to get peer self-signed certs",
+		"failed to get client self-signed certs",
+		"failed to set up TLS",
+		"failed to create TLS listener",
+	},
+	errs: []string{"x509: ", "tls: ", "certificate", "open *.crt", "open *.pem", "open *.key"},
+}
+
+// transient: rpctypes/error.go, etcdserver/errors, cluster_util.go. Retry.
+var transient = rule{
+	class: ClassTransient, reason: "the cluster is temporarily unavailable",
+	errs: []string{
+		servererrors.ErrNoLeader.Error(),
+		servererrors.ErrTimeout.Error(), // prefix of every "request timed out, ..." variant
+		servererrors.ErrLeaderChanged.Error(),
+		servererrors.ErrTooManyRequests.Error(),
+		servererrors.ErrUnhealthy.Error(),
+		servererrors.ErrNotEnoughStartedMembers.Error(),
+		servererrors.ErrLearnerNotReady.Error(),
+		"too many learner members in cluster",
+		"could not retrieve cluster information from the given URLs",
+		"cannot fetch cluster info from peer urls",
+		"context deadline exceeded",
+		"connection refused",
+		"i/o timeout",
+	},
+}
+
+// classifyLine lets the error field of a JSON line decide before its msg:
+// bootstrap errors all share msg "discovery failed" (etcdmain/etcd.go).
+func classifyLine(l logLine) (Verdict, bool) {
+	if !l.json {
+		return firstRule(l, func(r rule) bool { return r.matchesErr(l.raw) || r.mentionsMsg(l.raw) })
+	}
+	if l.err != "" {
+		if v, ok := firstRule(l, func(r rule) bool { return r.matchesErr(l.err) }); ok {
+			return v, true
+		}
+	}
+	return firstRule(l, func(r rule) bool { return slices.Contains(r.msgs, l.msg) })
+}
+
+func firstRule(l logLine, match func(rule) bool) (Verdict, bool) {
+	for _, r := range rules {
+		if match(r) {
+			return r.verdictFor(l), true
+		}
+	}
+	return Verdict{}, false
+}
+
+// verdict reports whether l matches r at all (error field or msg).
+func (r rule) verdict(l logLine) (Verdict, bool) {
+	ok := r.matchesErr(l.raw) || r.mentionsMsg(l.raw)
+	if l.json {
+		ok = r.matchesErr(l.err) || slices.Contains(r.msgs, l.msg)
+	}
+	if !ok || l.stack {
+		return Verdict{}, false
+	}
+	return r.verdictFor(l), true
+}
+
+func (r rule) verdictFor(l logLine) Verdict {
+	detail := strings.TrimSpace(l.raw)
+	if l.json {
+		detail = l.msg
+		if l.err != "" {
+			detail += ": " + l.err
+		}
+	}
+	return Verdict{Class: r.class, Reason: oneLine(r.reason + ": " + detail), Evidence: oneLine(l.raw)}
+}
+
+func (r rule) matchesErr(s string) bool {
+	if s == "" {
+		return false
+	}
+	return slices.ContainsFunc(r.errs, func(p string) bool { return containsPattern(s, p) })
+}
+
+func (r rule) mentionsMsg(s string) bool {
+	return slices.ContainsFunc(r.msgs, func(m string) bool { return strings.Contains(s, m) })
+}
+
+// containsPattern reports whether s contains pat, where "*" in pat matches
+// any text (including none).
+func containsPattern(s, pat string) bool {
+	for part := range strings.SplitSeq(pat, "*") {
+		i := strings.Index(s, part)
+		if i < 0 {
+			return false
+		}
+		s = s[i+len(part):]
+	}
+	return true
+}

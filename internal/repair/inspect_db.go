@@ -1,0 +1,108 @@
+package repair
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
+
+	"go.etcd.io/etcd/server/v3/storage/schema"
+)
+
+// dbLockTimeout bounds the wait for bbolt's file lock. A running etcd holds
+// it exclusively for its whole life, so waiting longer tells nothing more.
+var dbLockTimeout = 500 * time.Millisecond
+
+// dbFacts is what Inspect learns from member/snap/db.
+type dbFacts struct {
+	exists          bool
+	size            int64
+	consistentIndex uint64
+}
+
+// inspectDB opens the db read-only (a shared flock: it fails while etcd
+// holds its exclusive one) and walks every page with bbolt's tx.Check.
+func inspectDB(path string) (dbFacts, error) {
+	st, err := os.Stat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return dbFacts{}, nil
+	}
+	if err != nil {
+		return dbFacts{}, fmt.Errorf("database: %w", err)
+	}
+	f := dbFacts{exists: true, size: st.Size()}
+	if f.size == 0 {
+		// bbolt initialises a zero-length file like a missing one.
+		return f, nil
+	}
+	err = safely("checking the database", func() error {
+		var err error
+		f.consistentIndex, err = checkDB(path, f.size)
+		return err
+	})
+	return f, err
+}
+
+func checkDB(path string, size int64) (uint64, error) {
+	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: dbLockTimeout})
+	if errors.Is(err, berrors.ErrTimeout) {
+		return 0, fmt.Errorf("%w: %s is locked by another process (a running etcd?)", errLocked, path)
+	}
+	if err != nil {
+		// etcd panics with "failed to open database" on the same errors
+		// (storage/backend/backend.go).
+		return 0, fmt.Errorf("failed to open database %s: %w", path, err)
+	}
+	defer db.Close()
+	var index uint64
+	err = db.View(func(tx *bolt.Tx) error {
+		if err := checkPages(tx, size); err != nil {
+			return err
+		}
+		index = readConsistentIndex(tx)
+		return nil
+	})
+	return index, err
+}
+
+// checkPages runs bbolt's consistency check. A file shorter than the
+// meta page's high-water mark is refused first: reading those pages would
+// fault on the mmap inside tx.Check's own goroutine, which no recover (and
+// no SetPanicOnFault here) can catch.
+func checkPages(tx *bolt.Tx, size int64) error {
+	if want := tx.Size(); size < want {
+		return fmt.Errorf("database is truncated: %d bytes, its meta page needs %d", size, want)
+	}
+	var first error
+	n := 0
+	for err := range tx.Check() { // drain: Check's goroutine blocks otherwise
+		if first == nil {
+			first = err
+		}
+		n++
+	}
+	if first != nil {
+		return fmt.Errorf("database: bbolt check found %d problem(s), first: %w", n, first)
+	}
+	return nil
+}
+
+// readConsistentIndex reads what schema.UnsafeReadConsistentIndex reads:
+// the last raft index applied to the db (meta bucket, big-endian uint64;
+// 0 when absent).
+func readConsistentIndex(tx *bolt.Tx) uint64 {
+	b := tx.Bucket(schema.Meta.Name())
+	if b == nil {
+		return 0
+	}
+	v := b.Get(schema.MetaConsistentIndexKeyName)
+	if len(v) != 8 {
+		return 0
+	}
+	return binary.BigEndian.Uint64(v)
+}

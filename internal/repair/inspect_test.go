@@ -1,0 +1,189 @@
+package repair
+
+import (
+	"encoding/binary"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	"go.uber.org/zap"
+	"google.golang.org/protobuf/proto"
+
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/server/v3/storage/datadir"
+	"go.etcd.io/etcd/server/v3/storage/schema"
+	"go.etcd.io/etcd/server/v3/storage/wal"
+	"go.etcd.io/raft/v3/raftpb"
+)
+
+// These run under -short: no etcd server, only etcd's WAL writer and bbolt.
+
+func TestInspectLayout(t *testing.T) {
+	root := t.TempDir()
+	mkdir := func(p string) string {
+		if err := os.MkdirAll(p, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	empty := mkdir(filepath.Join(root, "empty"))
+	noWAL := mkdir(filepath.Join(root, "nowal"))
+	mkdir(datadir.ToWALDir(noWAL))
+	freshDB := mkdir(filepath.Join(root, "freshdb"))
+	writeDB(t, datadir.ToBackendFileName(freshDB), 0)
+	staleDB := mkdir(filepath.Join(root, "staledb"))
+	writeDB(t, datadir.ToBackendFileName(staleDB), 42)
+
+	for _, tt := range []struct {
+		name, dir string
+		want      DirState
+	}{
+		{"missing", filepath.Join(root, "nope"), DirMissing},
+		{"empty", empty, DirEmpty},
+		{"wal dir without wal files", noWAL, DirEmpty},
+		// etcd creates the db before the WAL: a failed first start leaves one.
+		{"db that applied nothing, no WAL", freshDB, DirEmpty},
+		{"db that applied entries, no WAL", staleDB, DirCorrupt},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if r := Inspect(nil, tt.dir); r.State != tt.want {
+				t.Fatalf("Inspect = %v (%s), want %v", r.State, r.Reason, tt.want)
+			}
+		})
+	}
+}
+
+func TestInspectSyntheticWAL(t *testing.T) {
+	dir := t.TempDir()
+	writeWAL(t, dir, 0xc1, 0xa1, 10)
+	r := Inspect(zap.NewNop(), dir)
+	if r.State != DirHealthy || r.ClusterID != 0xc1 || r.MemberID != 0xa1 {
+		t.Fatalf("Inspect = %+v, want healthy, cluster c1, member a1", r)
+	}
+	if !r.BelongsTo(0xc1) || r.BelongsTo(0xc2) || (Report{}).BelongsTo(0) {
+		t.Error("BelongsTo is wrong")
+	}
+
+	// The db already applied index 42 but the WAL ends at 10.
+	writeDB(t, datadir.ToBackendFileName(dir), 42)
+	if r := Inspect(nil, dir); r.State != DirCorrupt {
+		t.Fatalf("db ahead of WAL: Inspect = %v (%s), want corrupt", r.State, r.Reason)
+	}
+}
+
+// A process holding the db's exclusive flock (as a running etcd does) makes
+// the dir DirLocked, not corrupt, and Inspect gives up quickly.
+func TestInspectLockedDB(t *testing.T) {
+	dir := t.TempDir()
+	writeWAL(t, dir, 1, 2, 3)
+	path := datadir.ToBackendFileName(dir)
+	writeDB(t, path, 1)
+	db, err := bolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	start := time.Now()
+	r := Inspect(nil, dir)
+	if r.State != DirLocked {
+		t.Fatalf("Inspect = %v (%s), want locked", r.State, r.Reason)
+	}
+	if d := time.Since(start); d > 5*dbLockTimeout {
+		t.Errorf("Inspect of a locked dir took %v", d)
+	}
+}
+
+func TestInspectUnreadable(t *testing.T) {
+	if os.Geteuid() == 0 {
+		t.Skip("root reads everything")
+	}
+	dir := t.TempDir()
+	writeWAL(t, dir, 1, 2, 3)
+	if err := os.Chmod(datadir.ToWALDir(dir), 0); err != nil {
+		t.Fatal(err)
+	}
+	defer os.Chmod(datadir.ToWALDir(dir), 0o700)
+	if r := Inspect(nil, dir); r.State != DirUnreadable {
+		t.Fatalf("Inspect = %v (%s), want unreadable", r.State, r.Reason)
+	}
+}
+
+// Running as root the permission case cannot be made for real; the mapping
+// is what matters: permission errors never read as corruption.
+func TestStateOf(t *testing.T) {
+	for _, tt := range []struct {
+		err  error
+		want DirState
+	}{
+		{fmt.Errorf("WAL: listing x: %w", &fs.PathError{Op: "open", Path: "x", Err: syscall.EACCES}), DirUnreadable},
+		{fmt.Errorf("database: %w", errLocked), DirLocked},
+		{fmt.Errorf("WAL: %w", io.ErrUnexpectedEOF), DirCorrupt},
+	} {
+		if got := stateOf(tt.err); got != tt.want {
+			t.Errorf("stateOf(%v) = %v, want %v", tt.err, got, tt.want)
+		}
+	}
+}
+
+func TestDirStateString(t *testing.T) {
+	for s, want := range map[DirState]string{DirMissing: "missing", DirEmpty: "empty", DirHealthy: "healthy",
+		DirTornTail: "torn-tail", DirLocked: "locked", DirUnreadable: "unreadable", DirCorrupt: "corrupt", DirState(9): "DirState(9)"} {
+		if s.String() != want {
+			t.Errorf("%d.String() = %q, want %q", int(s), s.String(), want)
+		}
+	}
+}
+
+// writeWAL writes a WAL the way etcd's bootstrap does (wal.Create with the
+// member's metadata), then n entries and a HardState committing them.
+func writeWAL(t *testing.T, dataDir string, clusterID, memberID uint64, n uint64) {
+	t.Helper()
+	if err := os.MkdirAll(datadir.ToMemberDir(dataDir), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	meta, err := proto.Marshal(&etcdserverpb.Metadata{NodeID: new(memberID), ClusterID: new(clusterID)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := wal.Create(zap.NewNop(), datadir.ToWALDir(dataDir), meta)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	var ents []*raftpb.Entry
+	for i := uint64(1); i <= n; i++ {
+		ents = append(ents, &raftpb.Entry{Term: new(uint64(1)), Index: new(i), Data: []byte("x")})
+	}
+	if err := w.Save(&raftpb.HardState{Term: new(uint64(1)), Commit: new(n)}, ents); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// writeDB writes a bbolt db with etcd's meta bucket and consistent index.
+func writeDB(t *testing.T, path string, consistentIndex uint64) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	db, err := bolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	err = db.Update(func(tx *bolt.Tx) error {
+		b, err := tx.CreateBucketIfNotExists(schema.Meta.Name())
+		if err != nil || consistentIndex == 0 {
+			return err
+		}
+		return b.Put(schema.MetaConsistentIndexKeyName, binary.BigEndian.AppendUint64(nil, consistentIndex))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}

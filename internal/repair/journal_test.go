@@ -1,0 +1,150 @@
+package repair
+
+import (
+	"errors"
+	"io/fs"
+	"math"
+	"os"
+	"path/filepath"
+	"reflect"
+	"sync"
+	"testing"
+	"time"
+)
+
+func sampleJournal(step string) Journal {
+	t0 := time.Date(2026, 11, 29, 19, 58, 53, 745923000, time.UTC)
+	return Journal{
+		ID: "20261129T195853Z", Reason: "WAL is corrupt", Class: "corrupt", Step: step,
+		StartedAt: t0, UpdatedAt: t0.Add(time.Second),
+		OldMemberID: math.MaxUint64, NewMemberID: 0x8e9e05c52164694d, // exact above 2^53
+		BackupPath: "/var/lib/etcd.backups/x", SnapshotPath: "/var/lib/etcdkeeper/s.db",
+		Attempts: []time.Time{t0.Add(-time.Hour), t0},
+	}
+}
+
+func TestJournalRoundTrip(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state", "journal.json")
+	if _, exists, err := LoadJournal(path); exists || err != nil {
+		t.Fatalf("LoadJournal of nothing = %v, %v; want false, nil", exists, err)
+	}
+	want := sampleJournal("remove")
+	if err := SaveJournal(path, want); err != nil {
+		t.Fatal(err)
+	}
+	got, exists, err := LoadJournal(path)
+	if err != nil || !exists || !reflect.DeepEqual(got, want) {
+		t.Fatalf("LoadJournal = %+v, %v, %v; want %+v", got, exists, err, want)
+	}
+	if st, _ := os.Stat(path); st.Mode().Perm() != 0o600 {
+		t.Errorf("journal mode %v, want 0600", st.Mode().Perm())
+	}
+}
+
+// A journal that does not parse may hide a repair under way: it exists.
+func TestLoadJournalGarbage(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "journal.json")
+	os.WriteFile(path, []byte(`{"id": "x", "step": `), 0o600)
+	if _, exists, err := LoadJournal(path); !exists || err == nil {
+		t.Fatalf("LoadJournal(garbage) = %v, %v; want true and an error", exists, err)
+	}
+}
+
+// Crash safety: a crash during a save leaves at most a temp file next to
+// the journal, which readers never see; the journal keeps the old content.
+func TestJournalCrashLeavesOldContent(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "journal.json")
+	old := sampleJournal("snapshot")
+	if err := SaveJournal(path, old); err != nil {
+		t.Fatal(err)
+	}
+	// What a crash between write and rename leaves: a half-written temp file.
+	if err := os.WriteFile(filepath.Join(dir, ".journal.json.tmp-123456"), []byte(`{"step": "mo`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	got, _, err := LoadJournal(path)
+	if err != nil || got.Step != "snapshot" {
+		t.Fatalf("after a crashed save: %+v, %v; want the old journal", got, err)
+	}
+	// The next save still works and replaces the journal as a whole.
+	if err := SaveJournal(path, sampleJournal("move")); err != nil {
+		t.Fatal(err)
+	}
+	if got, _, _ := LoadJournal(path); got.Step != "move" {
+		t.Fatalf("after the next save: step %q, want move", got.Step)
+	}
+}
+
+// Readers racing a writer see a whole old or a whole new journal, never a
+// partial one.
+func TestJournalReadersSeeWholeVersions(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "journal.json")
+	steps := []string{"precheck", "snapshot", "remove", "move", "add", "start", "done"}
+	if err := SaveJournal(path, sampleJournal(steps[0])); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		defer close(done)
+		for i := range 200 {
+			if err := SaveJournal(path, sampleJournal(steps[i%len(steps)])); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+	for reads := 0; ; reads++ {
+		select {
+		case <-done:
+			wg.Wait()
+			return
+		default:
+		}
+		j, exists, err := LoadJournal(path)
+		if err != nil || !exists {
+			t.Fatalf("read %d: %v, exists %v", reads, err, exists)
+		}
+		want := sampleJournal(j.Step)
+		if !reflect.DeepEqual(j, want) {
+			t.Fatalf("read %d: partial journal %+v", reads, j)
+		}
+	}
+}
+
+func TestWriteFileAtomicFailureLeavesNothing(t *testing.T) {
+	dir := t.TempDir()
+	target := filepath.Join(dir, "target")
+	if err := os.Mkdir(target, 0o700); err != nil { // rename onto a directory fails
+		t.Fatal(err)
+	}
+	if err := WriteFileAtomic(target, []byte("x"), 0o600); err == nil {
+		t.Fatal("WriteFileAtomic onto a directory succeeded")
+	}
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 1 {
+		t.Fatalf("left behind: %v", entries)
+	}
+	if err := WriteFileAtomic(filepath.Join(dir, "missing", "f"), nil, 0o600); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("WriteFileAtomic in a missing dir: %v, want ErrNotExist", err)
+	}
+}
+
+func TestWriteFileAtomicReplaces(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "marker")
+	for _, content := range []string{"one", "two, longer", "3"} {
+		if err := WriteFileAtomic(path, []byte(content), 0o640); err != nil {
+			t.Fatal(err)
+		}
+		got, _ := os.ReadFile(path)
+		if string(got) != content {
+			t.Fatalf("content %q, want %q", got, content)
+		}
+	}
+	if st, _ := os.Stat(path); st.Mode().Perm() != 0o640 {
+		t.Errorf("mode %v, want 0640", st.Mode().Perm())
+	}
+}

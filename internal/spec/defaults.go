@@ -1,0 +1,105 @@
+package spec
+
+import (
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// Defaults for everything the spec may leave out.
+const (
+	defaultDataDir     = "/var/lib/etcd/{name}"
+	defaultAgentAddr   = "127.0.0.1:2378"
+	defaultStateDir    = "/var/lib/etcdkeeper/{name}"
+	defaultInterval    = 2 * time.Second
+	defaultLearnerTime = 2 * time.Minute
+	defaultStopTimeout = 10 * time.Second
+	defaultMaxPerHour  = 3
+	defaultKeepBackups = 5
+	defaultMinFreeMB   = 256
+	// backupSuffix names the backup dir next to the data dir when
+	// agent.backupDir is empty: a sibling stays on the data dir's
+	// filesystem, so moving a data dir aside is a rename, never a copy.
+	backupSuffix = ".backups"
+)
+
+// applyDefaults fills what the file left out, resolves relative paths
+// against base and fills each member's derived fields.
+func (d *doc) applyDefaults(s *Spec, base string) {
+	s.Etcd.DataDir = resolvePath(base, orDefault(s.Etcd.DataDir, defaultDataDir))
+	s.Agent.Addr = orDefault(s.Agent.Addr, defaultAgentAddr)
+	s.Agent.StateDir = resolvePath(base, orDefault(s.Agent.StateDir, defaultStateDir))
+	s.Agent.BackupDir = resolvePath(base, s.Agent.BackupDir)
+	if s.Etcd.Flags == nil {
+		s.Etcd.Flags = map[string]string{}
+	}
+	d.defaultDuration("agent.interval", &s.Agent.Interval, defaultInterval)
+	d.defaultDuration("agent.learnerTimeout", &s.Agent.LearnerTimeout, defaultLearnerTime)
+	d.defaultDuration("agent.stopTimeout", &s.Agent.StopTimeout, defaultStopTimeout)
+	d.defaultRepair(&s.Repair)
+	for i := range s.Members {
+		fillMember(s, &s.Members[i], base)
+	}
+}
+
+func (d *doc) defaultDuration(path string, v *Duration, def time.Duration) {
+	if !d.given[path] {
+		v.Duration = def
+	}
+}
+
+func (d *doc) defaultRepair(r *Repair) {
+	if r.Enabled == nil {
+		on := true
+		r.Enabled = &on
+	}
+	if !d.given["repair.maxPerHour"] {
+		r.MaxPerHour = defaultMaxPerHour
+	}
+	if !d.given["repair.keepBackups"] {
+		r.KeepBackups = defaultKeepBackups
+	}
+	if !d.given["repair.minFreeMB"] {
+		r.MinFreeMB = defaultMinFreeMB
+	}
+}
+
+func fillMember(s *Spec, m *Member, base string) {
+	m.DataDir = expand(resolvePath(base, orDefault(m.DataDir, s.Etcd.DataDir)), m.Name)
+	m.StateDir = expand(s.Agent.StateDir, m.Name)
+	m.BackupDir = expand(s.Agent.BackupDir, m.Name)
+	if m.BackupDir == "" {
+		m.BackupDir = m.DataDir + backupSuffix
+	}
+	m.AgentAddr = expand(orDefault(m.AgentAddr, s.Agent.Addr), m.Name)
+	if len(m.ListenPeerURLs) == 0 {
+		m.ListenPeerURLs = listenURLs(m.PeerURLs)
+	}
+	if len(m.ListenClientURLs) == 0 {
+		m.ListenClientURLs = listenURLs(m.ClientURLs)
+	}
+}
+
+// resolvePath makes p absolute against the spec file's directory and
+// cleans it, so that DataDir+".backups" is a sibling even when the file
+// wrote a trailing slash.
+func resolvePath(base, p string) string {
+	if p == "" {
+		return ""
+	}
+	if !filepath.IsAbs(p) {
+		p = filepath.Join(base, p)
+	}
+	return filepath.Clean(p)
+}
+
+func expand(template, name string) string {
+	return strings.ReplaceAll(template, "{name}", name)
+}
+
+func orDefault(v, def string) string {
+	if v == "" {
+		return def
+	}
+	return v
+}

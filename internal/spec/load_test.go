@@ -1,0 +1,270 @@
+package spec
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// writeSpec puts text in a spec file inside a fresh dir and returns its path.
+func writeSpec(t *testing.T, text string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "cluster.yaml")
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func TestLoadValid(t *testing.T) {
+	path := writeSpec(t, `cluster: {name: prod}
+members:
+  - name: n1
+    peerURLs: [http://10.0.0.1:2380, http://n1.example:2381]
+    clientURLs: [https://localhost:2379]
+  - name: n2
+    peerURLs: [http://10.0.0.2:2380]
+    clientURLs: [http://10.0.0.2:2379]
+    listenClientURLs: [http://0.0.0.0:2379]
+    dataDir: other/../n2data/
+    agentAddr: 10.0.0.2:2378
+etcd:
+  dataDir: data/{name}
+  flags:
+    --snapshot-count: 10000
+    quota-backend-bytes: "8589934592"
+agent:
+  stateDir: /srv/state/{name}
+  interval: 5s
+repair:
+  enabled: false
+  minFreeMB: 0
+`)
+	dir := filepath.Dir(path)
+	off := false
+	want := &Spec{
+		Cluster: Cluster{Name: "prod"},
+		Members: []Member{{
+			Name:             "n1",
+			PeerURLs:         []string{"http://10.0.0.1:2380", "http://n1.example:2381"},
+			ClientURLs:       []string{"https://localhost:2379"},
+			ListenPeerURLs:   []string{"http://10.0.0.1:2380", "http://0.0.0.0:2381"},
+			ListenClientURLs: []string{"https://127.0.0.1:2379"},
+			DataDir:          filepath.Join(dir, "data/n1"),
+			AgentAddr:        "127.0.0.1:2378",
+			StateDir:         "/srv/state/n1",
+			BackupDir:        filepath.Join(dir, "data/n1.backups"),
+			Line:             3,
+		}, {
+			Name:             "n2",
+			PeerURLs:         []string{"http://10.0.0.2:2380"},
+			ClientURLs:       []string{"http://10.0.0.2:2379"},
+			ListenPeerURLs:   []string{"http://10.0.0.2:2380"},
+			ListenClientURLs: []string{"http://0.0.0.0:2379"},
+			DataDir:          filepath.Join(dir, "n2data"),
+			AgentAddr:        "10.0.0.2:2378",
+			StateDir:         "/srv/state/n2",
+			BackupDir:        filepath.Join(dir, "n2data.backups"),
+			Line:             6,
+		}},
+		Etcd: Etcd{
+			DataDir: filepath.Join(dir, "data/{name}"),
+			Flags:   map[string]string{"snapshot-count": "10000", "quota-backend-bytes": "8589934592"},
+		},
+		Agent: Agent{
+			Addr:           "127.0.0.1:2378",
+			StateDir:       "/srv/state/{name}",
+			Interval:       Duration{5 * time.Second},
+			LearnerTimeout: Duration{2 * time.Minute},
+			StopTimeout:    Duration{10 * time.Second},
+		},
+		Repair: Repair{Enabled: &off, MaxPerHour: 3, KeepBackups: 5, MinFreeMB: 0},
+		Path:   path,
+	}
+	got, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Generation) != 12 {
+		t.Errorf("Generation = %q, want 12 hex digits", got.Generation)
+	}
+	want.Generation = got.Generation
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("Load:\n got %+v\nwant %+v", got, want)
+	}
+	assertRoundTrip(t, got)
+}
+
+// assertRoundTrip: a loaded spec written back out loads to the same spec,
+// so the effective spec can be shown to operators as YAML.
+func assertRoundTrip(t *testing.T, s *Spec) {
+	t.Helper()
+	out, err := yaml.Marshal(s)
+	if err != nil {
+		t.Fatalf("marshal: %v", err)
+	}
+	again, err := Parse(out, s.Path)
+	if err != nil {
+		t.Fatalf("reparse of\n%s\nfailed: %v", out, err)
+	}
+	if a, b := comparable(s), comparable(again); !reflect.DeepEqual(a, b) {
+		t.Fatalf("round trip changed the spec:\n got %+v\nwant %+v", b, a)
+	}
+}
+
+// comparable drops what depends on the file's bytes rather than its meaning.
+func comparable(s *Spec) Spec {
+	c := *s
+	c.Generation = ""
+	c.Members = append([]Member(nil), s.Members...)
+	for i := range c.Members {
+		c.Members[i].Line = 0
+	}
+	return c
+}
+
+func TestDefaults(t *testing.T) {
+	s, err := Parse([]byte(`cluster: {name: c}
+members: [{name: solo, peerURLs: ["http://[::1]:2380"], clientURLs: [http://db.example:2379]}]
+`), "/etc/etcdkeeper/cluster.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := s.Members[0]
+	checks := []struct {
+		what      string
+		got, want any
+	}{
+		{"etcd.dataDir", s.Etcd.DataDir, "/var/lib/etcd/{name}"},
+		{"agent.addr", s.Agent.Addr, "127.0.0.1:2378"},
+		{"agent.stateDir", s.Agent.StateDir, "/var/lib/etcdkeeper/{name}"},
+		{"agent.backupDir", s.Agent.BackupDir, ""},
+		{"agent.interval", s.Agent.Interval.Duration, 2 * time.Second},
+		{"agent.learnerTimeout", s.Agent.LearnerTimeout.Duration, 2 * time.Minute},
+		{"agent.stopTimeout", s.Agent.StopTimeout.Duration, 10 * time.Second},
+		{"repair.enabled", *s.Repair.Enabled, true},
+		{"repair.maxPerHour", s.Repair.MaxPerHour, 3},
+		{"repair.keepBackups", s.Repair.KeepBackups, 5},
+		{"repair.minFreeMB", s.Repair.MinFreeMB, int64(256)},
+		{"etcd.flags", s.Etcd.Flags, map[string]string{}},
+		{"DataDir", m.DataDir, "/var/lib/etcd/solo"},
+		{"StateDir", m.StateDir, "/var/lib/etcdkeeper/solo"},
+		{"BackupDir", m.BackupDir, "/var/lib/etcd/solo.backups"},
+		{"AgentAddr", m.AgentAddr, "127.0.0.1:2378"},
+		{"ListenPeerURLs", m.ListenPeerURLs, []string{"http://[::1]:2380"}},
+		{"ListenClientURLs", m.ListenClientURLs, []string{"http://0.0.0.0:2379"}},
+		{"Line", m.Line, 2},
+	}
+	for _, c := range checks {
+		if !reflect.DeepEqual(c.got, c.want) {
+			t.Errorf("%s = %#v, want %#v", c.what, c.got, c.want)
+		}
+	}
+}
+
+func TestDeriveListen(t *testing.T) {
+	tests := []struct {
+		name       string
+		advertised []string
+		want       []string
+	}{
+		{"IP listens on itself", []string{"https://10.1.2.3:2380"}, []string{"https://10.1.2.3:2380"}},
+		{"localhost is loopback", []string{"http://LocalHost:2379"}, []string{"http://127.0.0.1:2379"}},
+		{"a name listens everywhere", []string{"http://etcd-0.etcd:2380"}, []string{"http://0.0.0.0:2380"}},
+		{"IPv6", []string{"http://[fd00::1]:2380"}, []string{"http://[fd00::1]:2380"}},
+		{"two names, one port: one bind", []string{"http://a:2380", "http://b:2380"}, []string{"http://0.0.0.0:2380"}},
+		{"wildcard covers the IP on its port", []string{"http://10.0.0.1:2380", "http://a:2380", "http://10.0.0.1:2381"},
+			[]string{"http://0.0.0.0:2380", "http://10.0.0.1:2381"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := listenURLs(tt.advertised); !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("listenURLs(%q) = %q, want %q", tt.advertised, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestHelpers(t *testing.T) {
+	s, err := Parse([]byte(`cluster: {name: c}
+members:
+  - {name: b, peerURLs: [http://10.0.0.2:2380, http://b:2380], clientURLs: [http://10.0.0.2:2379]}
+  - {name: a, peerURLs: [http://10.0.0.1:2380], clientURLs: [http://10.0.0.1:2379]}
+`), "spec.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := s.Names(), []string{"b", "a"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("Names() = %q, want %q", got, want)
+	}
+	want := "b=http://10.0.0.2:2380,b=http://b:2380,a=http://10.0.0.1:2380"
+	if got := s.InitialCluster(); got != want {
+		t.Errorf("InitialCluster() = %q, want %q", got, want)
+	}
+	if m, ok := s.Lookup("a"); !ok || m.PeerURLs[0] != "http://10.0.0.1:2380" {
+		t.Errorf("Lookup(a) = %+v, %v", m, ok)
+	}
+	if _, ok := s.Lookup("z"); ok {
+		t.Error("Lookup(z) found a member")
+	}
+}
+
+func TestLoadExample(t *testing.T) {
+	path := filepath.Join("..", "..", "examples", "cluster.yaml")
+	s, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	examples, err := filepath.Abs(filepath.Join("..", "..", "examples"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := s.Names(), []string{"node1", "node2", "node3"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("Names() = %q, want %q", got, want)
+	}
+	if got, want := s.InitialCluster(), "node1=http://127.0.0.1:2380,node2=http://127.0.0.2:2380,node3=http://127.0.0.3:2380"; got != want {
+		t.Errorf("InitialCluster() = %q, want %q", got, want)
+	}
+	m, _ := s.Lookup("node2")
+	if want := filepath.Join(examples, "data/node2/etcd"); m.DataDir != want {
+		t.Errorf("node2 DataDir = %q, want %q (relative to the spec file)", m.DataDir, want)
+	}
+	if want := filepath.Join(examples, "data/node2/state"); m.StateDir != want {
+		t.Errorf("node2 StateDir = %q, want %q", m.StateDir, want)
+	}
+	if m.AgentAddr != "127.0.0.2:2378" || m.ListenClientURLs[0] != "http://127.0.0.2:2379" {
+		t.Errorf("node2 = %+v", m)
+	}
+	assertRoundTrip(t, s)
+}
+
+func TestLoadMissingFile(t *testing.T) {
+	_, err := Load(filepath.Join(t.TempDir(), "nope.yaml"))
+	if !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("Load(missing) = %v, want fs.ErrNotExist", err)
+	}
+}
+
+func TestDuration(t *testing.T) {
+	var d struct {
+		D Duration `yaml:"d"`
+	}
+	if err := yaml.Unmarshal([]byte("d: 1m30s"), &d); err != nil || d.D.Duration != 90*time.Second {
+		t.Fatalf("Unmarshal = %v, %v", d.D, err)
+	}
+	out, err := yaml.Marshal(d)
+	if err != nil || strings.TrimSpace(string(out)) != "d: 1m30s" {
+		t.Fatalf("Marshal = %q, %v", out, err)
+	}
+	err = yaml.Unmarshal([]byte("\nd: soon"), &d)
+	if err == nil || !strings.Contains(err.Error(), "line 2") {
+		t.Fatalf("Unmarshal(soon) = %v, want an error naming line 2", err)
+	}
+}

@@ -1,0 +1,34 @@
+package spec
+
+import "strings"
+
+// Lookup returns the member called name.
+func (s *Spec) Lookup(name string) (Member, bool) {
+	for _, m := range s.Members {
+		if m.Name == name {
+			return m, true
+		}
+	}
+	return Member{}, false
+}
+
+// Names returns the member names in spec order.
+func (s *Spec) Names() []string {
+	names := make([]string, len(s.Members))
+	for i, m := range s.Members {
+		names[i] = m.Name
+	}
+	return names
+}
+
+// InitialCluster is etcd's --initial-cluster for the whole spec:
+// name=peerURL for every peer URL of every member, in spec order.
+func (s *Spec) InitialCluster() string {
+	var pairs []string
+	for _, m := range s.Members {
+		for _, u := range m.PeerURLs {
+			pairs = append(pairs, m.Name+"="+u)
+		}
+	}
+	return strings.Join(pairs, ",")
+}

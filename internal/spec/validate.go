@@ -1,0 +1,83 @@
+package spec
+
+import (
+	"regexp"
+	"strings"
+)
+
+// validName is what etcd and the agent accept in cluster and member names:
+// both end up in paths, flags and etcd keys.
+var validName = regexp.MustCompile(`^[A-Za-z0-9._-]+$`)
+
+// maxNameLen keeps a member name usable as a DNS label and a host name.
+const maxNameLen = 63
+
+var placeholder = regexp.MustCompile(`\{[^{}]*\}`)
+
+// checkFields checks each value on its own, as written, before defaults.
+func (d *doc) checkFields(s *Spec) {
+	d.checkCluster(s.Cluster)
+	d.checkMemberFields(s)
+	d.checkPath("etcd.dataDir", s.Etcd.DataDir)
+	d.checkFlags(s.Etcd.Flags)
+	d.checkAgent(s.Agent)
+	d.checkRepair(s.Repair)
+}
+
+func (d *doc) checkCluster(c Cluster) {
+	switch {
+	case d.broken["cluster"]:
+	case c.Name == "":
+		d.errorf(d.line("cluster.name", "cluster"), "cluster.name: missing: name the cluster, e.g. cluster: {name: prod}")
+	case !validName.MatchString(c.Name):
+		d.errorf(d.line("cluster.name"), "cluster.name: %s: use only letters, digits, '.', '_' and '-'", quote(c.Name))
+	}
+}
+
+func (d *doc) checkAgent(a Agent) {
+	if a.Addr != "" {
+		d.checkAddr("agent.addr", a.Addr)
+	}
+	d.checkPath("agent.stateDir", a.StateDir)
+	d.checkPath("agent.backupDir", a.BackupDir)
+	d.checkPositive("agent.interval", a.Interval)
+	d.checkPositive("agent.learnerTimeout", a.LearnerTimeout)
+	d.checkPositive("agent.stopTimeout", a.StopTimeout)
+}
+
+func (d *doc) checkAddr(path, addr string) {
+	if err := checkAddr(addr); err != nil {
+		d.errorf(d.line(path), "%s: %s: %v", path, quote(addr), err)
+	}
+}
+
+func (d *doc) checkPositive(path string, v Duration) {
+	if d.given[path] && !d.broken[path] && v.Duration <= 0 {
+		d.errorf(d.line(path), "%s: %s: must be more than 0, e.g. 2s", path, v)
+	}
+}
+
+func (d *doc) checkRepair(r Repair) {
+	d.checkAtLeast("repair.maxPerHour", int64(r.MaxPerHour), 1, "set repair.enabled: false to turn repair off")
+	d.checkAtLeast("repair.keepBackups", int64(r.KeepBackups), 1, "a repair always keeps the data it moved aside")
+	d.checkAtLeast("repair.minFreeMB", r.MinFreeMB, 0, "use 0 to skip the free space check")
+}
+
+func (d *doc) checkAtLeast(path string, v, min int64, hint string) {
+	if d.given[path] && !d.broken[path] && v < min {
+		d.errorf(d.line(path), "%s: %d: must be at least %d: %s", path, v, min, hint)
+	}
+}
+
+// checkPath rejects what filepath would silently misread: "~" is a shell
+// feature, and a misspelt {name} would leave every member in one dir.
+func (d *doc) checkPath(path, p string) {
+	if p == "~" || strings.HasPrefix(p, "~/") {
+		d.errorf(d.line(path), "%s: %s: ~ is not expanded: write the full path", path, quote(p))
+	}
+	for _, ph := range placeholder.FindAllString(p, -1) {
+		if ph != "{name}" {
+			d.errorf(d.line(path), "%s: %s: unknown placeholder %s: only {name} is expanded", path, quote(p), ph)
+		}
+	}
+}

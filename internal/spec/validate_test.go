@@ -1,0 +1,202 @@
+package spec
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+// twoMembers is a valid spec that the error cases below extend; its lines
+// are 1 to 4, so added lines start at 5.
+const twoMembers = `cluster: {name: t}
+members:
+  - {name: a, peerURLs: [http://10.0.0.1:2380], clientURLs: [http://10.0.0.1:2379]}
+  - {name: b, peerURLs: [http://10.0.0.2:2380], clientURLs: [http://10.0.0.2:2379]}
+`
+
+// parseErrors parses text as spec.yaml and returns its problems.
+func parseErrors(t *testing.T, text string) Errors {
+	t.Helper()
+	s, err := Parse([]byte(text), "spec.yaml")
+	if err == nil {
+		t.Fatalf("Parse succeeded, want errors; spec: %+v", s)
+	}
+	var errs *Errors
+	if !errors.As(err, &errs) {
+		t.Fatalf("Parse error %T %v is not *Errors", err, err)
+	}
+	return *errs
+}
+
+func TestValidationErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		spec string
+		// want is the start of one error line: "spec.yaml:LINE: " and
+		// the field path; msg must appear in that line.
+		want string
+		msg  string
+	}{
+		{"missing cluster.name", "cluster: {}\nmembers: [{name: a, peerURLs: [http://10.0.0.1:2380], clientURLs: [http://10.0.0.1:2379]}]\n",
+			"spec.yaml:1: cluster.name", "missing"},
+		{"missing cluster", "members: [{name: a, peerURLs: [http://10.0.0.1:2380], clientURLs: [http://10.0.0.1:2379]}]\n",
+			"spec.yaml:1: cluster.name", "missing"},
+		{"bad cluster.name", strings.Replace(twoMembers, "name: t}", "name: t/1}", 1),
+			"spec.yaml:1: cluster.name", "use only letters, digits"},
+		{"no members", "cluster: {name: t}\nmembers: []\n",
+			"spec.yaml:2: members", "none listed"},
+		{"members not a list", "cluster: {name: t}\nmembers: {a: 1}\n",
+			"spec.yaml:2: members", "must be a list"},
+		{"member not a mapping", twoMembers + "  - node3\n",
+			"spec.yaml:5: members[2]", "must be a mapping"},
+		{"member without name", twoMembers + "  - {peerURLs: [http://10.0.0.3:2380], clientURLs: [http://10.0.0.3:2379]}\n",
+			"spec.yaml:5: members[2]", "missing name"},
+		{"bad member name", twoMembers + "  - {name: node 3, peerURLs: [http://10.0.0.3:2380], clientURLs: [http://10.0.0.3:2379]}\n",
+			"spec.yaml:5: members[2].name", "use only letters"},
+		{"long member name", twoMembers + "  - {name: " + strings.Repeat("x", 64) + ", peerURLs: [http://10.0.0.3:2380], clientURLs: [http://10.0.0.3:2379]}\n",
+			"spec.yaml:5: members[2].name", "longer than 63"},
+		{"dot-dot member name", twoMembers + "  - {name: .., peerURLs: [http://10.0.0.3:2380], clientURLs: [http://10.0.0.3:2379]}\n",
+			"spec.yaml:5: members[2].name", "path element"},
+		{"duplicate name", twoMembers + "  - {name: a, peerURLs: [http://10.0.0.3:2380], clientURLs: [http://10.0.0.3:2379]}\n",
+			"spec.yaml:5: members[2].name", `"a": already used by member a (line 3)`},
+		{"duplicate peer URL", twoMembers + "  - {name: c, peerURLs: [HTTP://10.0.0.2:2380], clientURLs: [http://10.0.0.3:2379]}\n",
+			"spec.yaml:5: members[2].peerURLs[0]", "already used by member b (line 4)"},
+		{"duplicate client URL", twoMembers + "  - {name: c, peerURLs: [http://10.0.0.3:2380], clientURLs: [http://10.0.0.1:2379]}\n",
+			"spec.yaml:5: members[2].clientURLs[0]", "already used by member a (line 3)"},
+		{"empty peerURLs", twoMembers + "  - {name: c, peerURLs: [], clientURLs: [http://10.0.0.3:2379]}\n",
+			"spec.yaml:5: members[2].peerURLs", "empty"},
+		{"missing clientURLs", twoMembers + "  - name: c\n    peerURLs: [http://10.0.0.3:2380]\n",
+			"spec.yaml:5: members[2].clientURLs", "empty"},
+		{"malformed URL", twoMembers + "  - {name: c, peerURLs: ['http://10.0.0.3:2380%zz'], clientURLs: [http://10.0.0.3:2379]}\n",
+			"spec.yaml:5: members[2].peerURLs[0]", "not a URL"},
+		{"bad scheme", twoMembers + "  - name: c\n    peerURLs: [htp://x:2380]\n    clientURLs: [http://10.0.0.3:2379]\n",
+			"spec.yaml:6: members[2].peerURLs[0]", `"htp://x:2380": scheme must be http or https`},
+		{"no scheme", twoMembers + "  - {name: c, peerURLs: [node3:2380], clientURLs: [http://10.0.0.3:2379]}\n",
+			"spec.yaml:5: members[2].peerURLs[0]", "scheme must be http or https"},
+		{"empty URL keeps its index", twoMembers + "  - name: c\n    peerURLs:\n      -\n      - htp://c:2380\n    clientURLs: [http://10.0.0.3:2379]\n",
+			"spec.yaml:8: members[2].peerURLs[1]", "scheme must be"},
+		{"no port", twoMembers + "  - {name: c, peerURLs: [http://10.0.0.3:2380], clientURLs: [http://10.0.0.3]}\n",
+			"spec.yaml:5: members[2].clientURLs[0]", "missing port"},
+		{"port out of range", twoMembers + "  - {name: c, peerURLs: [http://10.0.0.3:99999], clientURLs: [http://10.0.0.3:2379]}\n",
+			"spec.yaml:5: members[2].peerURLs[0]", "1 to 65535"},
+		{"URL with path", twoMembers + "  - {name: c, peerURLs: [http://10.0.0.3:2380/], clientURLs: [http://10.0.0.3:2379]}\n",
+			"spec.yaml:5: members[2].peerURLs[0]", "must not have a path"},
+		{"URL with query", twoMembers + "  - {name: c, peerURLs: [http://10.0.0.3:2380], clientURLs: ['http://10.0.0.3:2379?x=1']}\n",
+			"spec.yaml:5: members[2].clientURLs[0]", "must not have a path, query"},
+		{"advertised wildcard", twoMembers + "  - {name: c, peerURLs: [http://0.0.0.0:2380], clientURLs: [http://10.0.0.3:2379]}\n",
+			"spec.yaml:5: members[2].peerURLs[0]", "cannot reach 0.0.0.0"},
+		{"listen URL with a name", twoMembers + "  - name: c\n    peerURLs: [http://c:2380]\n    clientURLs: [http://c:2379]\n    listenPeerURLs: [http://c:2380]\n",
+			"spec.yaml:8: members[2].listenPeerURLs[0]", "use an IP or 0.0.0.0"},
+		{"shared listen URL", twoMembers + "  - name: c\n    peerURLs: [http://c:2380]\n    clientURLs: [http://c:2379]\n    listenClientURLs: [http://10.0.0.1:2379]\n",
+			"spec.yaml:8: members[2].listenClientURLs[0]", "which member a also binds (members[0].clientURLs[0], line 3)"},
+		{"peer URL on another member's client port", twoMembers + "  - {name: c, peerURLs: [https://10.0.0.1:2379], clientURLs: [http://10.0.0.3:2379]}\n",
+			"spec.yaml:5: members[2].peerURLs[0]", "which member a also binds"},
+		{"one member binds a port twice", twoMembers + "  - {name: c, peerURLs: [http://c:2380], clientURLs: [http://10.0.0.3:2380]}\n",
+			"spec.yaml:5: members[2].clientURLs[0]", "binds 10.0.0.3:2380, which members[2].peerURLs[0] (line 5) also binds"},
+		{"agent addr on the client port", twoMembers + "  - {name: c, peerURLs: [http://10.0.0.3:2380], clientURLs: [http://10.0.0.3:2379], agentAddr: '10.0.0.3:2379'}\n",
+			"spec.yaml:5: members[2].agentAddr", "binds 10.0.0.3:2379"},
+		{"owned flag", twoMembers + "etcd:\n  flags:\n    snapshot-count: 5\n    --initial-cluster-state: new\n",
+			"spec.yaml:8: etcd.flags.initial-cluster-state", "remove it: etcdkeeper sets --initial-cluster-state from the spec"},
+		{"owned flag without dashes", twoMembers + "etcd:\n  flags: {listen-client-urls: 'http://0.0.0.0:2379'}\n",
+			"spec.yaml:6: etcd.flags.listen-client-urls", "remove it: etcdkeeper sets --listen-client-urls"},
+		{"wal-dir flag", twoMembers + "etcd:\n  flags: {wal-dir: /wal}\n",
+			"spec.yaml:6: etcd.flags.wal-dir", "remove it"},
+		{"not a flag name", twoMembers + "etcd:\n  flags:\n    snapshot_count: 5\n",
+			"spec.yaml:7: etcd.flags.snapshot_count", "not an etcd flag name"},
+		{"flag twice", twoMembers + "etcd:\n  flags:\n    snapshot-count: 5\n    --snapshot-count: 6\n",
+			"spec.yaml:8: etcd.flags.snapshot-count", "first at line 7"},
+		{"flag without value", twoMembers + "etcd:\n  flags:\n    snapshot-count:\n",
+			"spec.yaml:7: etcd.flags.snapshot-count", "needs one value"},
+		{"zero interval", twoMembers + "agent:\n  interval: 0s\n",
+			"spec.yaml:6: agent.interval", "must be more than 0"},
+		{"negative learnerTimeout", twoMembers + "agent:\n  learnerTimeout: -1m\n",
+			"spec.yaml:6: agent.learnerTimeout", "must be more than 0"},
+		{"stopTimeout not a duration", twoMembers + "agent:\n  stopTimeout: 10\n",
+			"spec.yaml:6: agent.stopTimeout", "not a duration"},
+		{"maxPerHour 0", twoMembers + "repair:\n  maxPerHour: 0\n",
+			"spec.yaml:6: repair.maxPerHour", "must be at least 1"},
+		{"keepBackups 0", twoMembers + "repair:\n  keepBackups: 0\n",
+			"spec.yaml:6: repair.keepBackups", "must be at least 1"},
+		{"minFreeMB negative", twoMembers + "repair:\n  minFreeMB: -5\n",
+			"spec.yaml:6: repair.minFreeMB", "must be at least 0"},
+		{"minFreeMB not a number", twoMembers + "repair:\n  minFreeMB: lots\n",
+			"spec.yaml:6: repair.minFreeMB", "must be a whole number"},
+		{"enabled not a bool", twoMembers + "repair:\n  enabled: sometimes\n",
+			"spec.yaml:6: repair.enabled", "must be true or false"},
+		{"shared data dir", twoMembers + "etcd:\n  dataDir: /var/lib/etcd\n",
+			"spec.yaml:6: members[1]", "data dir /var/lib/etcd is also member a's: put {name} in etcd.dataDir"},
+		{"shared member data dir", strings.Replace(twoMembers, "name: b,", "name: b, dataDir: /var/lib/etcd/a,", 1),
+			"spec.yaml:4: members[1]", "data dir /var/lib/etcd/a is also member a's"},
+		{"shared state dir", twoMembers + "agent:\n  stateDir: /var/lib/etcdkeeper\n",
+			"spec.yaml:6: members[1]", "state dir /var/lib/etcdkeeper is also member a's"},
+		{"backup dir inside data dir", twoMembers + "agent:\n  backupDir: /var/lib/etcd/{name}/old\n",
+			"spec.yaml:6: members[0]", "must not contain each other"},
+		{"state dir inside data dir", twoMembers + "agent:\n  stateDir: /var/lib/etcd/{name}/agent\n",
+			"spec.yaml:6: members[0]", "must not be inside data dir"},
+		{"tilde path", twoMembers + "etcd:\n  dataDir: ~/etcd/{name}\n",
+			"spec.yaml:6: etcd.dataDir", "~ is not expanded"},
+		{"misspelt placeholder", twoMembers + "agent:\n  stateDir: /srv/{nmae}\n",
+			"spec.yaml:6: agent.stateDir", "unknown placeholder {nmae}"},
+		{"agent.addr not host:port", twoMembers + "agent:\n  addr: localhost\n",
+			"spec.yaml:6: agent.addr", "must be host:port"},
+		{"agentAddr bad port", strings.Replace(twoMembers, "name: b,", "name: b, agentAddr: 'x:y',", 1),
+			"spec.yaml:4: members[1].agentAddr", "1 to 65535"},
+		{"unknown top-level key", twoMembers + "repiar: {}\n",
+			"spec.yaml:5: repiar", "unknown key: remove it or use one of agent, cluster, etcd, members, repair"},
+		{"unknown member key", strings.Replace(twoMembers, "name: b,", "name: b, peerUrls: [],", 1),
+			"spec.yaml:4: members[1].peerUrls", "did you mean peerURLs?"},
+		{"repeated key", twoMembers + "agent: {}\nagent: {}\n",
+			"spec.yaml:6: agent", "repeated key, first set at line 5"},
+		{"merge key", twoMembers + "agent:\n  <<: {addr: ':1'}\n",
+			"spec.yaml:6: agent", "merge keys"},
+		{"string where a list goes", strings.Replace(twoMembers, "peerURLs: [http://10.0.0.2:2380]", "peerURLs: http://10.0.0.2:2380", 1),
+			"spec.yaml:4: members[1].peerURLs", "must be a list"},
+		{"not a mapping", "- a\n- b\n", "spec.yaml:1: the spec", "must be a mapping"},
+		{"syntax error", twoMembers + "etcd:\n  dataDir: [oops\n", "spec.yaml:6: YAML syntax", "did not find expected"},
+		{"syntax error on line 1", "cluster: {name: t", "spec.yaml:1: YAML syntax", "did not find expected"},
+		{"syntax error at the end", "cluster: {name: t\n", "spec.yaml:1: YAML syntax", "did not find expected"},
+		{"block mapping syntax error", "cluster:\n  name: t\n bad: 1\n", "spec.yaml:3: YAML syntax", "did not find expected key"},
+		{"scanner error", twoMembers + "etcd:\n  dataDir: a: b\n", "spec.yaml:6: YAML syntax", "mapping values are not allowed"},
+		{"tab indent", "cluster:\n\tname: t\n", "spec.yaml:2: YAML syntax", "cannot start any token"},
+		{"unknown anchor", twoMembers + "etcd: *base\n", "spec.yaml:5: YAML syntax", "unknown anchor"},
+		{"control character", twoMembers + "etcd: {dataDir: \"/x\x01\"}\n", "spec.yaml:5: YAML syntax", "control characters"},
+		{"second document", twoMembers + "---\ncluster: {name: u}\n", "spec.yaml:5: a second YAML document", "one document"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			errs := parseErrors(t, tt.spec)
+			for _, e := range errs {
+				if line := e.Error(); strings.HasPrefix(line, tt.want) && strings.Contains(line, tt.msg) {
+					return
+				}
+			}
+			t.Errorf("no error starts with %q and contains %q; got:\n%v", tt.want, tt.msg, &errs)
+		})
+	}
+}
+
+// TestAllErrorsAtOnce: an operator fixes the whole file in one pass.
+func TestAllErrorsAtOnce(t *testing.T) {
+	errs := parseErrors(t, `cluster: {name: "a b"}
+members:
+  - name: n1
+    peerURLs: [htp://x:2380]
+    clientURLs: []
+  - name: n1
+    peerURLs: [http://10.0.0.2:2380]
+    clientURLs: [http://10.0.0.2:2379]
+    color: blue
+agent: {interval: 0s}
+`)
+	want := []string{
+		`spec.yaml:1: cluster.name: "a b": use only letters, digits, '.', '_' and '-'`,
+		`spec.yaml:4: members[0].peerURLs[0]: "htp://x:2380": scheme must be http or https, e.g. http://10.0.0.1:2380`,
+		`spec.yaml:5: members[0].clientURLs: empty: list at least one URL, e.g. [http://10.0.0.1:2379]`,
+		`spec.yaml:6: members[1].name: "n1": already used by member n1 (line 3): each member needs its own`,
+		`spec.yaml:9: members[1].color: unknown key: remove it or use one of agentAddr, clientURLs, dataDir, listenClientURLs, listenPeerURLs, name, peerURLs`,
+		`spec.yaml:10: agent.interval: 0s: must be more than 0, e.g. 2s`,
+	}
+	if got := (&errs).Error(); got != strings.Join(want, "\n") {
+		t.Errorf("Error() =\n%s\nwant\n%s", got, strings.Join(want, "\n"))
+	}
+}

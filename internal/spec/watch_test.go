@@ -1,0 +1,80 @@
+package spec
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// TestWatch checks that both an in-place write and an atomic replace
+// (write temp, rename) are seen, also after the file was removed once.
+func TestWatch(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "cluster.yaml")
+	if err := os.WriteFile(path, []byte("a"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	calls := make(chan struct{}, 100)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	started := make(chan error, 1)
+	go func() { started <- Watch(ctx, path, 50*time.Millisecond, time.Hour, func() { calls <- struct{}{} }) }()
+	time.Sleep(200 * time.Millisecond) // let the watch be set up
+
+	expectCall := func(what string) {
+		t.Helper()
+		select {
+		case <-calls:
+		case err := <-started:
+			t.Fatalf("watch ended: %v", err)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no change seen after %s", what)
+		}
+		drain(calls)
+	}
+	if err := os.WriteFile(path, []byte("b"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	expectCall("an in-place write")
+
+	tmp := filepath.Join(dir, ".cluster.yaml.tmp")
+	if err := os.WriteFile(tmp, []byte("c"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+	expectCall("an atomic replace")
+
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	expectCall("a remove")
+	if err := os.WriteFile(path, []byte("d"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	expectCall("a re-create after remove")
+
+	// Other files in the directory are not the spec.
+	if err := os.WriteFile(filepath.Join(dir, "other.txt"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-calls:
+		t.Fatalf("a write to another file in the directory was taken for a spec change")
+	case <-time.After(300 * time.Millisecond):
+	}
+}
+
+func drain(c chan struct{}) {
+	time.Sleep(100 * time.Millisecond)
+	for {
+		select {
+		case <-c:
+		default:
+			return
+		}
+	}
+}

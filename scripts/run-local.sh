@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Runs a local 3-member etcd cluster: three etcdkeeper agents, one per
+# loopback "host" (127.0.0.1, .2, .3), from examples/cluster.yaml, with
+# data under examples/data/. Ctrl-C stops the agents, which stop etcd.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+BIN=bin/etcdkeeper
+SPEC=examples/cluster.yaml
+DATA=examples/data
+NAMES=(node1 node2 node3)
+
+"$BIN" validate --config "$SPEC"
+mkdir -p "$DATA"
+
+pids=()
+stop() {
+	trap - INT TERM
+	echo
+	echo "stopping the agents (each stops its etcd)..."
+	kill -TERM "${pids[@]}" 2>/dev/null || true
+	wait "${pids[@]}" 2>/dev/null || true
+	[[ -n "${tailpid:-}" ]] && kill "$tailpid" 2>/dev/null || true
+	echo "stopped. Data is kept under $DATA/ (make clean removes it)."
+	exit 0
+}
+trap stop INT TERM
+
+start=$(date +%s.%N)
+for n in "${NAMES[@]}"; do
+	"$BIN" run --config "$SPEC" --name "$n" --log-format console >"$DATA/$n.log" 2>&1 &
+	pids+=($!)
+	echo "started agent $n (pid $!), log: $DATA/$n.log"
+done
+
+echo "waiting for 3 healthy voters..."
+for _ in $(seq 1 240); do
+	if "$BIN" status --config "$SPEC" --quiet >/dev/null 2>&1; then
+		break
+	fi
+	sleep 0.25
+done
+end=$(date +%s.%N)
+"$BIN" status --config "$SPEC" || true
+printf "\ncluster healthy %s s after the agents started\n" "$(awk "BEGIN{printf \"%.1f\", $end-$start}")"
+
+cat <<EOT
+
+The cluster answers on http://127.0.0.1:2379, http://127.0.0.2:2379, http://127.0.0.3:2379
+  status:          $BIN status --config $SPEC
+  watch it heal:   kill -9 \$(cat $DATA/node2/state/etcd.pid)      # the agent restarts etcd
+  corrupt + repair: see README.md ("Watch it heal")
+Agent decisions follow (etcd's own log lines are in $DATA/<name>.log). Ctrl-C stops everything.
+
+EOT
+tail -q -n +1 -F "$DATA"/node*.log 2>/dev/null | grep --line-buffered -v -P '\tetcd\t' &
+tailpid=$!
+wait "${pids[@]}"

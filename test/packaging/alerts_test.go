@@ -1,0 +1,97 @@
+package packaging
+
+import (
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"gopkg.in/yaml.v3"
+)
+
+// The metrics the agent exports (internal/metrics); the alert rules may use
+// these and Prometheus' own `up`, nothing else.
+var agentMetrics = []string{
+	"etcdkeeper_member_healthy",
+	"etcdkeeper_repairs_total",
+	"etcdkeeper_cluster_healthy_voters",
+	"etcdkeeper_cluster_voters",
+	"etcdkeeper_config_reloads_total",
+	"etcdkeeper_seconds_since_last_reconcile",
+	"etcdkeeper_etcd_restarts_total",
+}
+
+var wantAlerts = []string{
+	"EtcdkeeperMemberUnhealthy",
+	"EtcdkeeperRepairFailed",
+	"EtcdkeeperRepairRefused",
+	"EtcdkeeperQuorumAtRisk",
+	"EtcdkeeperConfigReloadFailing",
+	"EtcdkeeperLoopStalled",
+	"EtcdkeeperEtcdCrashLooping",
+}
+
+type ruleFile struct {
+	Groups []struct {
+		Name  string `yaml:"name"`
+		Rules []struct {
+			Alert       string            `yaml:"alert"`
+			Expr        string            `yaml:"expr"`
+			For         string            `yaml:"for"`
+			Labels      map[string]string `yaml:"labels"`
+			Annotations map[string]string `yaml:"annotations"`
+		} `yaml:"rules"`
+	} `yaml:"groups"`
+}
+
+// TestAlertsShape parses the rules without promtool: every wanted alert is
+// there with a severity and a summary, and the expressions use only the
+// agent's metric names, each of them at least once.
+func TestAlertsShape(t *testing.T) {
+	var f ruleFile
+	dec := yaml.NewDecoder(strings.NewReader(readFile(t, packagingFile(t, "alerts.yml"))))
+	dec.KnownFields(true)
+	if err := dec.Decode(&f); err != nil {
+		t.Fatalf("alerts.yml: %v", err)
+	}
+	metricName := regexp.MustCompile(`\b(etcdkeeper_[a-z_]+)\b`)
+	var names []string
+	used := map[string]bool{}
+	for _, g := range f.Groups {
+		for _, r := range g.Rules {
+			names = append(names, r.Alert)
+			if r.Expr == "" || r.Labels["severity"] == "" || r.Annotations["summary"] == "" {
+				t.Errorf("alert %q: needs an expr, a severity label and a summary", r.Alert)
+			}
+			for _, m := range metricName.FindAllString(r.Expr, -1) {
+				if !slices.Contains(agentMetrics, m) {
+					t.Errorf("alert %q uses %s, which the agent does not export", r.Alert, m)
+				}
+				used[m] = true
+			}
+		}
+	}
+	for _, a := range wantAlerts {
+		if !slices.Contains(names, a) {
+			t.Errorf("alert %s missing", a)
+		}
+	}
+	for _, m := range agentMetrics {
+		if !used[m] {
+			t.Errorf("no alert uses %s", m)
+		}
+	}
+}
+
+// TestAlertRules checks the rules with promtool and runs their unit tests
+// (testdata/alerts_test.yml: which alerts fire on which series).
+func TestAlertRules(t *testing.T) {
+	promtool := need(t, "promtool", "prometheus")
+	t.Log(strings.TrimSpace(run(t, "", nil, promtool, "check", "rules", packagingFile(t, "alerts.yml"))))
+	abs, err := filepath.Abs("testdata")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Log(strings.TrimSpace(run(t, abs, nil, promtool, "test", "rules", "alerts_test.yml")))
+}

@@ -1,0 +1,185 @@
+package packaging
+
+import (
+	"bufio"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+const unitName = "etcdkeeper.service"
+
+// maxExposure is the highest `systemd-analyze security` score we accept
+// (0 = fully locked down, 10 = unprotected; the unit scored 1.6 when
+// written).
+const maxExposure = 2.5
+
+// TestUnitVerifies runs `systemd-analyze verify` on the unit. verify
+// refuses a unit whose ExecStart binary does not exist, so it checks a
+// copy whose ExecStart points at an executable stand-in; everything else
+// is the packaged file byte for byte. verify exits 0 even on unknown keys
+// or unparsable values (it only prints them), so any line it prints about
+// the unit fails the test.
+func TestUnitVerifies(t *testing.T) {
+	stub := filepath.Join(t.TempDir(), "etcdkeeper")
+	if err := os.WriteFile(stub, []byte("#!/bin/sh\nexit 0\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	verifyUnit(t, readFile(t, packagingFile(t, unitName)), stub)
+}
+
+// verifyUnit runs systemd-analyze verify on unit with ExecStart's
+// /usr/bin/etcdkeeper replaced by bin.
+func verifyUnit(t *testing.T, unit, bin string) {
+	t.Helper()
+	analyze := need(t, "systemd-analyze", "systemd")
+	const packaged = "\nExecStart=/usr/bin/etcdkeeper "
+	if n := strings.Count(unit, packaged); n != 1 {
+		t.Fatalf("want exactly one %q line in the unit, found %d", packaged[1:], n)
+	}
+	copyPath := filepath.Join(t.TempDir(), unitName)
+	unit = strings.Replace(unit, packaged, "\nExecStart="+bin+" ", 1)
+	if err := os.WriteFile(copyPath, []byte(unit), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := runErr("", nil, analyze, "verify", "--man=no", copyPath)
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		if strings.Contains(line, unitName) || strings.Contains(line, copyPath) {
+			t.Errorf("systemd-analyze verify: %s", line)
+		} else if line != "" {
+			t.Logf("systemd-analyze verify (not about our unit): %s", line)
+		}
+	}
+	if err != nil {
+		t.Fatalf("systemd-analyze verify: %v\n%s", err, out)
+	}
+}
+
+// TestUnitSecurityScore checks the unit's hardening with systemd's own
+// rating, offline (no running systemd needed).
+func TestUnitSecurityScore(t *testing.T) {
+	analyze := need(t, "systemd-analyze", "systemd")
+	out, err := runErr("", nil, analyze, "security", "--offline=yes", "--no-pager", packagingFile(t, unitName))
+	if err != nil && strings.Contains(out, "offline") {
+		t.Skipf("this systemd-analyze has no --offline (needs systemd >= 250): %s", out)
+	}
+	m := regexp.MustCompile(`Overall exposure level for ` + regexp.QuoteMeta(unitName) + `: ([0-9.]+)`).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("no exposure level in systemd-analyze security output (err %v):\n%s", err, out)
+	}
+	score, perr := strconv.ParseFloat(m[1], 64)
+	if perr != nil {
+		t.Fatalf("exposure level %q: %v", m[1], perr)
+	}
+	t.Logf("systemd-analyze security: exposure %.1f (at most %.1f accepted)", score, maxExposure)
+	if score > maxExposure {
+		t.Errorf("exposure %.1f > %.1f; what systemd counts against the unit:\n%s", score, maxExposure, failedChecks(out))
+	}
+}
+
+// failedChecks keeps the ✗ lines of systemd-analyze security's table.
+func failedChecks(out string) string {
+	var b strings.Builder
+	for _, line := range strings.Split(out, "\n") {
+		if strings.HasPrefix(line, "✗") {
+			b.WriteString(line + "\n")
+		}
+	}
+	return b.String()
+}
+
+// TestUnitDecisions pins the choices packaging/README.md explains, so a
+// change to one of them is a deliberate change to the README too.
+func TestUnitDecisions(t *testing.T) {
+	service := unitSection(t, readFile(t, packagingFile(t, unitName)), "Service")
+	want := map[string]string{
+		"Type":             "notify",
+		"NotifyAccess":     "main",
+		"WatchdogSec":      "30s",
+		"Restart":          "on-failure",
+		"RestartSec":       "5s",
+		"ExecStart":        "/usr/bin/etcdkeeper run --config /etc/etcdkeeper/cluster.yaml",
+		"KillMode":         "mixed",
+		"TimeoutStopSec":   "60s",
+		"TimeoutStartSec":  "120s",
+		"LimitNOFILE":      "65536",
+		"User":             "etcd",
+		"Group":            "etcd",
+		"StateDirectory":   "etcdkeeper etcd",
+		"UMask":            "0077",
+		"ProtectSystem":    "strict",
+		"NoNewPrivileges":  "yes",
+		"SystemCallFilter": "@system-service",
+	}
+	for key, value := range want {
+		if got := service[key]; len(got) != 1 || got[0] != value {
+			t.Errorf("%s=%v, want %s=%s", key, got, key, value)
+		}
+	}
+	// The reload must not need procps (/bin/kill), which the package
+	// does not depend on.
+	for _, r := range service["ExecReload"] {
+		if strings.Contains(r, "/bin/kill") || strings.Contains(r, "/usr/bin/kill") {
+			t.Errorf("ExecReload=%s needs procps; the package does not depend on it", r)
+		}
+	}
+	// Data dir /var/lib/etcd/<name> and its sibling <name>.backups must be
+	// in ONE writable mount: a repair renames between them (EXDEV otherwise).
+	if paths := service["ReadWritePaths"]; len(paths) > 0 {
+		t.Errorf("ReadWritePaths=%v: each is a mount of its own under ProtectSystem=strict; keep data and backups under StateDirectory=etcd", paths)
+	}
+	if _, ok := service["PrivateNetwork"]; ok {
+		t.Error("PrivateNetwork would cut etcd off from its peers")
+	}
+}
+
+// TestUnitDirectivesSayWhy: every directive in [Unit] and [Service] comes
+// right after a comment that says why, or shares one with at most one
+// neighbour (User= and Group=). Description= and Documentation= say it
+// themselves.
+func TestUnitDirectivesSayWhy(t *testing.T) {
+	section, sinceComment := "", 0
+	sc := bufio.NewScanner(strings.NewReader(readFile(t, packagingFile(t, unitName))))
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(sc.Text())
+		switch {
+		case line == "":
+			sinceComment = 99
+		case strings.HasPrefix(line, "#"):
+			sinceComment = 0
+		case strings.HasPrefix(line, "["):
+			section, sinceComment = line, 99
+		case strings.HasPrefix(line, "Description=") || strings.HasPrefix(line, "Documentation="):
+		default:
+			sinceComment++
+			if section != "[Install]" && sinceComment > 2 {
+				t.Errorf("%s:%d: %q has no comment saying why", unitName, n, line)
+			}
+		}
+	}
+}
+
+// unitSection returns a section's directives, key -> values in order.
+func unitSection(t *testing.T, unit, name string) map[string][]string {
+	t.Helper()
+	out, in := map[string][]string{}, false
+	for _, line := range strings.Split(unit, "\n") {
+		line = strings.TrimSpace(line)
+		if strings.HasPrefix(line, "[") {
+			in = line == "["+name+"]"
+			continue
+		}
+		if !in || line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		key, value, ok := strings.Cut(line, "=")
+		if !ok {
+			t.Fatalf("not a directive in [%s]: %q", name, line)
+		}
+		out[key] = append(out[key], value)
+	}
+	return out
+}
