@@ -20,7 +20,7 @@ run: build
 
 # Command 2: every test. Unit tests with -race, then the integration tests
 # that run real agents and real etcd on loopback.
-test: vet test-unit test-integration
+test: vet test-unit test-packaging test-integration
 
 vet:
 	$(GO) vet ./...
@@ -35,7 +35,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime 60s ./internal/spec/
 
 clean:
-	rm -rf bin examples/data
+	rm -rf bin dist examples/data
 
 # The Debian package, dist/etcdkeeper_<version>_<arch>.deb (packaging/README.md).
 # nfpm runs as a Go tool from its own module, tools/go.mod, so the root module

@@ -1,3 +1,7 @@
+// Build tools, kept out of the root module so that its go.mod stays lean.
+// Run them from the repo root: go tool -modfile=tools/go.mod nfpm ...
+// (see the Makefile's package target). nfpm is pinned at v2.45.2: newer
+// versions need modules the Go proxy here does not serve.
 module github.com/etcdkeeper/etcdkeeper/tools
 
 go 1.26.8

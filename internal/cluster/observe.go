@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"fmt"
 	"sync"
 
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -75,6 +76,13 @@ func (c *Client) fillStatus(ctx context.Context, mv *MemberView, endpoint string
 	st, err := c.Status(ctx, endpoint)
 	if err != nil {
 		mv.Err = err.Error()
+		return
+	}
+	// A re-added member reuses its host's URLs: the endpoint of a stale
+	// entry answers as the new member and must not make the stale one
+	// look healthy.
+	if st.Header.MemberId != mv.ID {
+		mv.Err = fmt.Sprintf("%s answers as member %x, not %x", endpoint, st.Header.MemberId, mv.ID)
 		return
 	}
 	mv.Leader = st.Leader

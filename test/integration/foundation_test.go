@@ -128,7 +128,7 @@ func TestJoinAndLostDataDir(t *testing.T) {
 		c.start("node2")
 		after := c.waitVoters(converge, c.allNames()...)
 		if after["node2"] == ids["node2"] {
-			t.Fatalf("node2 kept member ID %x with an empty data dir; want a new member", ids["node2"])
+			t.Fatalf("node2 kept member ID %x with an empty data dir; want a new member (before %v, after %v)", ids["node2"], ids, after)
 		}
 		eventually(t, converge, "node2 has the data again", func() string {
 			if v, err := c.getFrom("node2", "/k/a"); err != nil || v != "1" {

@@ -7,6 +7,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"net"
 	"os"
@@ -25,6 +26,7 @@ import (
 var binary string
 
 func TestMain(m *testing.M) {
+	flag.Parse()
 	if testing.Short() {
 		fmt.Println("integration tests skipped under -short")
 		os.Exit(0)
@@ -339,7 +341,9 @@ func (c *tcluster) members_(cli *clientv3.Client) ([]memberInfo, error) {
 		mi := memberInfo{ID: m.ID, Name: m.Name, IsLearner: m.IsLearner}
 		if len(m.ClientURLs) > 0 {
 			st, err := cli.Status(ctx, m.ClientURLs[0])
-			mi.Healthy = err == nil && st.Leader != 0 && len(st.Errors) == 0
+			// The endpoint must answer as this very member: a stale entry
+			// shares its URLs with the host's new member.
+			mi.Healthy = err == nil && st.Header.MemberId == m.ID && st.Leader != 0 && len(st.Errors) == 0
 		}
 		out = append(out, mi)
 	}
