@@ -18,8 +18,10 @@ build:
 run: build
 	./scripts/run-local.sh
 
-# Command 2: every test. Unit tests with -race, then the integration tests
-# that run real agents and real etcd on loopback.
+# Command 2: every test. Unit tests with -race (-short: pure logic), the
+# packaging checks, then the tests that start real etcd: the packages' own
+# (embedded etcd) and the integration tests that run real agents on
+# 127.0.x.y. Integration tests run 4 clusters at a time: they mostly wait.
 test: vet test-unit test-packaging test-integration
 
 vet:
@@ -29,7 +31,8 @@ test-unit:
 	$(GO) test -race -short -count=1 -timeout 10m ./...
 
 test-integration: build
-	ETCDKEEPER_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 20m -v ./test/integration/ 2>&1 | grep -Ev "^=== (RUN|PAUSE|CONT)"; exit $${PIPESTATUS[0]}
+	$(GO) test -count=1 -timeout 10m ./internal/...
+	ETCDKEEPER_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 20m -parallel 4 -v ./test/integration/ 2>&1 | grep -Ev "^=== (RUN|PAUSE|CONT|NAME)"; exit $${PIPESTATUS[0]}
 
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime 60s ./internal/spec/
@@ -57,3 +60,14 @@ package: build
 # packages systemd and dpkg (and runs promtool if prometheus is installed).
 test-packaging:
 	$(GO) test -count=1 -timeout 5m -v ./test/packaging/
+
+# End-to-end test bed on real systemd hosts (README.md, "End-to-end test
+# bed"): three Debian 12 containers (systemd-nspawn, systemd as PID 1)
+# install $(DEB) and run the cluster as the packaged service through
+# start, kill, WAL corruption, reload, watchdog, power cycle and
+# remove/reinstall. Needs root and the Debian packages systemd-container,
+# debootstrap, curl and jq. The Debian root is cached in
+# /var/cache/etcdkeeper-e2e/ (built on the first run, ~1 min).
+.PHONY: e2e
+e2e: package
+	timeout -k 60 1500 test/e2e/run.sh $(DEB)

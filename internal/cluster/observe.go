@@ -110,10 +110,18 @@ func leaderOf(ms []MemberView) uint64 {
 	return best
 }
 
+// fromPB converts a member. A member that never started has no client
+// URLs; a member of the initial cluster carries its name from
+// --initial-cluster even then, so the name is cleared: "unstarted" means
+// one thing everywhere (Name == "").
 func fromPB(m *etcdserverpb.Member) MemberView {
+	name := m.Name
+	if len(m.ClientURLs) == 0 {
+		name = ""
+	}
 	return MemberView{
 		ID:         m.ID,
-		Name:       m.Name,
+		Name:       name,
 		PeerURLs:   append([]string(nil), m.PeerURLs...),
 		ClientURLs: append([]string(nil), m.ClientURLs...),
 		IsLearner:  m.IsLearner,

@@ -30,6 +30,7 @@ mirror() {
 		return
 	fi
 	local m
+	# shellcheck disable=SC2016 # apt expands $(SITE), not the shell
 	m=$(apt-get indextargets --format '$(SITE) $(RELEASE) $(IDENTIFIER)' 2>/dev/null |
 		awk -v s="$SUITE" '$2 == s && $3 == "Packages" { print $1; exit }')
 	[[ -n $m ]] || die "no apt source for '$SUITE' on this machine (set E2E_MIRROR=http://<debian mirror>/debian)"

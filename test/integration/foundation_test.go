@@ -15,6 +15,7 @@ const converge = 90 * time.Second
 // checks supervision: a kill -9 of an etcd child, SIGTERM of an agent and
 // a restart, and a kill -9 of an agent that must leave no orphan etcd.
 func TestBootstrapAndSupervise(t *testing.T) {
+	t.Parallel()
 	c := testbed.New(t, 3)
 	for _, m := range c.Members {
 		c.Start(m.Name)
@@ -89,6 +90,7 @@ func TestBootstrapAndSupervise(t *testing.T) {
 // learner and is promoted; a member whose data dir is lost rejoins with a
 // new ID, leaving no ghost and no learner.
 func TestJoinAndLostDataDir(t *testing.T) {
+	t.Parallel()
 	c := testbed.New(t, 3)
 	for _, m := range c.Members {
 		c.Start(m.Name)

@@ -56,6 +56,7 @@ func expectKeys(t *testing.T, c *testbed.Cluster, name, prefix string, n int) {
 // starts, finds the corruption, and repairs it: new member ID, every key
 // readable on it, the old data dir kept, a snapshot kept, no failed write.
 func TestRepairCorruptWAL(t *testing.T) {
+	t.Parallel()
 	c := testbed.New(t, 3)
 	c.Extra = repairSpec
 	c.WriteSpec()
@@ -102,6 +103,7 @@ func TestRepairCorruptWAL(t *testing.T) {
 // TestRepairWhileRunning: the WAL of a running member is damaged and its
 // etcd is killed; the restart finds the corruption and repairs it.
 func TestRepairWhileRunning(t *testing.T) {
+	t.Parallel()
 	c := testbed.New(t, 3)
 	c.Extra = repairSpec
 	c.WriteSpec()
@@ -128,6 +130,7 @@ func TestRepairWhileRunning(t *testing.T) {
 // one healthy member alone is no quorum, so nothing may change: no file
 // moved, no member removed, and the agents say why.
 func TestRepairRefusedWithoutQuorum(t *testing.T) {
+	t.Parallel()
 	c := testbed.New(t, 3)
 	c.Extra = repairSpec
 	c.WriteSpec()
@@ -201,6 +204,7 @@ func fileSum(t *testing.T, path string) string {
 // right before each journal step, restarts it, and expects exactly three
 // healthy voters, no learner left and every key on the repaired member.
 func TestRepairSurvivesCrashAtEachStep(t *testing.T) {
+	t.Parallel()
 	c := testbed.New(t, 3)
 	c.Extra = repairSpec
 	c.WriteSpec()

@@ -7,6 +7,7 @@ package testbed
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -45,10 +46,20 @@ type Member struct {
 	PeerPort   int
 	ClientPort int
 	AgentPort  int
+	// Scheme of the member's URLs: "https" once the cluster uses TLS,
+	// "" for http.
+	Scheme string
 }
 
-func (m Member) PeerURL() string   { return fmt.Sprintf("http://%s:%d", m.IP, m.PeerPort) }
-func (m Member) ClientURL() string { return fmt.Sprintf("http://%s:%d", m.IP, m.ClientPort) }
+func (m Member) PeerURL() string   { return fmt.Sprintf("%s://%s:%d", m.scheme(), m.IP, m.PeerPort) }
+func (m Member) ClientURL() string { return fmt.Sprintf("%s://%s:%d", m.scheme(), m.IP, m.ClientPort) }
+
+func (m Member) scheme() string {
+	if m.Scheme == "" {
+		return "http"
+	}
+	return m.Scheme
+}
 
 // Cluster is a test cluster: a spec file, a data root and the agents.
 type Cluster struct {
@@ -58,6 +69,9 @@ type Cluster struct {
 	Members []Member
 	agents  map[string]*agentProc
 	Extra   string // extra YAML appended to the spec
+	// AgentExtra is YAML added under agent: (indented two spaces).
+	AgentExtra string
+	tls        *tls.Config
 }
 
 type agentProc struct {
@@ -91,8 +105,21 @@ func (c *Cluster) AddMember() Member {
 	ip := fmt.Sprintf("127.0.%d.%d", n/250, n%250+1)
 	m := Member{Name: fmt.Sprintf("node%d", len(c.Members)+1), IP: ip,
 		PeerPort: FreePort(c.t, ip), ClientPort: FreePort(c.t, ip), AgentPort: FreePort(c.t, ip)}
+	if c.tls != nil {
+		m.Scheme = "https"
+	}
 	c.Members = append(c.Members, m)
 	return m
+}
+
+// UseTLS switches the members' URLs to https and makes the test clients
+// connect with cfg. The spec's tls: section goes in Extra; call WriteSpec
+// after both.
+func (c *Cluster) UseTLS(cfg *tls.Config) {
+	c.tls = cfg
+	for i := range c.Members {
+		c.Members[i].Scheme = "https"
+	}
 }
 
 func FreePort(t TB, ip string) int {
@@ -118,7 +145,7 @@ func (c *Cluster) WriteSpec(names ...string) {
 			m.Name, m.PeerURL(), m.ClientURL(), m.IP, m.AgentPort)
 	}
 	fmt.Fprintf(&b, "etcd:\n  dataDir: %s/{name}/etcd\n  flags:\n    log-level: warn\n", c.Dir)
-	fmt.Fprintf(&b, "agent:\n  stateDir: %s/{name}/state\n  interval: 500ms\n  stopTimeout: 10s\n", c.Dir)
+	fmt.Fprintf(&b, "agent:\n  stateDir: %s/{name}/state\n  interval: 500ms\n  stopTimeout: 10s\n%s", c.Dir, c.AgentExtra)
 	b.WriteString(c.Extra)
 	tmp := c.Spec + ".tmp"
 	if err := os.WriteFile(tmp, []byte(b.String()), 0o644); err != nil {
@@ -293,7 +320,7 @@ func (c *Cluster) Client(names ...string) *clientv3.Client {
 			eps = append(eps, m.ClientURL())
 		}
 	}
-	cli, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 2 * time.Second, TLS: c.tls, Logger: zap.NewNop()})
 	if err != nil {
 		c.t.Fatalf("%v", err)
 	}
@@ -307,6 +334,9 @@ type MemberInfo struct {
 	Name      string
 	IsLearner bool
 	Healthy   bool
+	// Started: the member published its client URLs (an initial-cluster
+	// member that never started has a name but no client URL).
+	Started bool
 }
 
 // members lists the cluster's members through the given client and checks
@@ -320,7 +350,7 @@ func (c *Cluster) MemberList(cli *clientv3.Client) ([]MemberInfo, error) {
 	}
 	var out []MemberInfo
 	for _, m := range resp.Members {
-		mi := MemberInfo{ID: m.ID, Name: m.Name, IsLearner: m.IsLearner}
+		mi := MemberInfo{ID: m.ID, Name: m.Name, IsLearner: m.IsLearner, Started: len(m.ClientURLs) > 0}
 		if len(m.ClientURLs) > 0 {
 			st, err := cli.Status(ctx, m.ClientURLs[0])
 			// The endpoint must answer as this very member: a stale entry
@@ -358,7 +388,7 @@ func exactVoters(ms []MemberInfo, names []string) (map[string]uint64, string) {
 	ids := map[string]uint64{}
 	for _, m := range ms {
 		switch {
-		case m.Name == "":
+		case m.Name == "" || !m.Started:
 			return nil, fmt.Sprintf("unstarted Member %x", m.ID)
 		case m.IsLearner:
 			return nil, fmt.Sprintf("learner %s (%x)", m.Name, m.ID)
@@ -553,4 +583,21 @@ func (c *Cluster) StartWriter(prefix string, retryFor time.Duration, names ...st
 func (w *Writer) Stop() {
 	close(w.stop)
 	<-w.done
+}
+
+// PeerURLs maps each started member's name to its first peer URL.
+func (c *Cluster) PeerURLs(cli *clientv3.Client) (map[string]string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	resp, err := cli.MemberList(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	for _, m := range resp.Members {
+		if len(m.PeerURLs) > 0 {
+			out[m.Name] = m.PeerURLs[0]
+		}
+	}
+	return out, nil
 }

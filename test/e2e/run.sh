@@ -1,0 +1,947 @@
+#!/usr/bin/env bash
+# shellcheck disable=SC2016 # single quotes hold dpkg-query formats and code run inside the hosts
+# End-to-end test bed: three Debian 12 "hosts" (systemd-nspawn containers,
+# systemd as PID 1) install etcdkeeper from its .deb, run it as the packaged
+# systemd service and go through what real hosts go through: start, kill,
+# corrupt WAL, spec reload, watchdog, power cycle, package remove/reinstall.
+#
+#   test/e2e/run.sh dist/etcdkeeper_<version>_<arch>.deb     (make e2e)
+#
+# Needs root, systemd-container (systemd-nspawn), debootstrap, curl, jq.
+# The hosts share this machine's network namespace and each uses its own
+# loopback address: 127.0.3.11, .12, .13 (ports 2378-2380). Their Debian
+# root is built once and cached (test/e2e/rootfs.sh); each host boots from
+# an overlay of it, so a run starts from clean hosts in seconds.
+#
+#   E2E_WORKDIR  where the hosts' overlays live (default /var/tmp/etcdkeeper-e2e)
+#   E2E_KEEP=1   keep the hosts' files (not the containers) after a passing run
+#   E2E_CACHE, E2E_MIRROR, E2E_REBUILD: see test/e2e/rootfs.sh
+#
+# Every step is named and timed; a failing step prints why and the journal
+# of the host it failed on, and the run stops there. The containers, their
+# mounts and cgroups are removed on every exit (trap), also on failure and
+# Ctrl-C; the files of a failed run stay in E2E_WORKDIR until the next run.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+deb=${1:-}
+[[ $(id -u) == 0 ]] || { echo "e2e: must run as root (it boots containers)" >&2; exit 1; }
+[[ -n $deb && -f $deb ]] || { echo "usage: $0 path/to/etcdkeeper_<version>_<arch>.deb" >&2; exit 1; }
+deb=$(realpath "$deb")
+
+# Run in a mount namespace of our own: the overlay mounts exist only there
+# and vanish with the run even if it is killed with SIGKILL.
+if [[ -z ${E2E_PRIVATE_MOUNTS:-} ]]; then
+	export E2E_PRIVATE_MOUNTS=1
+	exec unshare --mount --propagation private -- "$0" "$deb"
+fi
+
+WORKBASE=${E2E_WORKDIR:-/var/tmp/etcdkeeper-e2e}
+WORK=$WORKBASE/run
+SPEC=/etc/etcdkeeper/cluster.yaml
+# Host i: machine and host name HOST[i], etcd member MEMBER[i], address IP[i].
+# Host c's host name is not its member name: it names its member with the
+# ExecStart drop-in the packaging README documents; a and b use the default
+# (the host name).
+HOST=(e2e-a e2e-b e2e-c-host)
+MEMBER=(e2e-a e2e-b e2e-c)
+IP=(127.0.3.11 127.0.3.12 127.0.3.13)
+T0=$EPOCHREALTIME
+
+# ---------------------------------------------------------------- output
+
+ts() { date +%T; }
+log() { printf '%s   %s\n' "$(ts)" "$*"; }
+hr() { printf '%s\n' "------------------------------------------------------------------------"; }
+
+# fail [-h HOST] MESSAGE: fails the current step; the journal of HOST (or
+# of every host when none is named) is printed.
+fail() {
+	local host=
+	if [[ ${1:-} == -h ]]; then
+		host=$2
+		shift 2
+	fi
+	printf '%s   FAIL: %s\n' "$(ts)" "$*" >&2
+	[[ -n $host ]] && echo "$host" >>"$WORK/failed-hosts"
+	exit 1
+}
+
+# ---------------------------------------------------------------- steps
+
+STEP_NAMES=()
+STEP_RESULTS=()
+STEP_SECS=()
+FAILED=
+
+# step NAME FUNCTION [ARGS]: runs FUNCTION in a subshell with errexit
+# (so any failing command fails the step), times it, records the result.
+# After a failure the remaining steps are skipped.
+step() {
+	local name=$1
+	shift
+	STEP_NAMES+=("$name")
+	if [[ -n $FAILED ]]; then
+		STEP_RESULTS+=(SKIP)
+		STEP_SECS+=(-)
+		return 0
+	fi
+	hr
+	printf '%s ==> %s\n' "$(ts)" "$name"
+	rm -f "$WORK/failed-hosts"
+	local t=$EPOCHREALTIME rc
+	set +e
+	(
+		set -e
+		"$@"
+	)
+	rc=$?
+	set -e
+	local secs
+	secs=$(elapsed "$t")
+	STEP_SECS+=("$secs")
+	if ((rc == 0)); then
+		STEP_RESULTS+=(PASS)
+		printf '%s <== PASS %s (%ss)\n' "$(ts)" "$name" "$secs"
+		return 0
+	fi
+	STEP_RESULTS+=(FAIL)
+	FAILED=$name
+	printf '%s <== FAIL %s (%ss)\n' "$(ts)" "$name" "$secs" >&2
+	local hosts h
+	if [[ -s $WORK/failed-hosts ]]; then
+		hosts=$(sort -u "$WORK/failed-hosts")
+	else
+		hosts=${HOST[*]}
+	fi
+	for h in $hosts; do
+		print_journal "$h"
+	done
+}
+
+elapsed() { awk -v a="$1" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }'; }
+
+summary() {
+	hr
+	echo "e2e summary (deb: $(basename "$deb"))"
+	printf '  %-52s %-6s %8s\n' STEP RESULT SECONDS
+	local i
+	for i in "${!STEP_NAMES[@]}"; do
+		printf '  %-52s %-6s %8s\n' "${STEP_NAMES[$i]}" "${STEP_RESULTS[$i]}" "${STEP_SECS[$i]}"
+	done
+	printf '  %-52s %-6s %8s\n' total "$([[ -z $FAILED ]] && echo PASS || echo FAIL)" "$(elapsed "$T0")"
+	hr
+}
+
+# ---------------------------------------------------------------- hosts
+
+hdir() { echo "$WORK/hosts/$1"; }
+idx() {
+	local i
+	for i in "${!HOST[@]}"; do
+		[[ ${HOST[$i]} == "$1" ]] && { echo "$i"; return 0; }
+	done
+	echo "unknown host $1" >&2
+	return 1
+}
+member() { echo "${MEMBER[$(idx "$1")]}"; }
+ip() { echo "${IP[$(idx "$1")]}"; }
+
+nspawn_pid() { cat "$(hdir "$1")/nspawn.pid" 2>/dev/null; }
+# The container's PID 1 (systemd), as seen from here: nspawn's only child.
+pid1() { ps -o pid= --ppid "$(nspawn_pid "$1")" 2>/dev/null | tr -d ' ' | head -n1; }
+running() {
+	local p
+	p=$(nspawn_pid "$1") && [[ -n $p ]] && kill -0 "$p" 2>/dev/null
+}
+
+# on HOST CMD...: runs CMD inside HOST (all its namespaces), clean
+# environment, with a deadline (E2E_CMD_TIMEOUT seconds, default 60).
+on() {
+	local h=$1 p
+	shift
+	p=$(pid1 "$h")
+	[[ -n $p ]] || { echo "$h: not running" >&2; return 1; }
+	timeout -k 5 "${E2E_CMD_TIMEOUT:-60}" nsenter -t "$p" -a -- \
+		env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8 TERM=dumb \
+		SYSTEMD_PAGER=cat SYSTEMD_COLORS=0 SYSTEMD_LESS= "$@"
+}
+sctl() {
+	local h=$1
+	shift
+	on "$h" systemctl --no-pager "$@"
+}
+prop() { sctl "$1" show -p "$2" --value etcdkeeper.service; }
+
+# The unit's journal, read from the host's journal files (works whether
+# the container is up or not).
+journal() {
+	local h=$1
+	shift
+	journalctl -D "$(hdir "$h")/root/var/log/journal" --no-pager -u etcdkeeper.service "$@"
+}
+print_journal() {
+	local h=$1
+	echo "----- journal of $h (etcdkeeper.service, last 150 lines; systemd's watchdog/status notifications left out) -----" >&2
+	journal "$h" -o short-precise 2>&1 | grep -Ev 'Got notification message .*\((WATCHDOG=1|STATUS=)|is-system-running' | tail -n 150 >&2 || true
+	echo "----- end of journal of $h -----" >&2
+}
+
+# A cursor for "the journal from now on" inside HOST.
+cursor() { on "$1" journalctl -n 0 --show-cursor --no-pager | sed -n 's/^-- cursor: //p'; }
+journal_since() {
+	local h=$1 c=$2
+	shift 2
+	on "$h" journalctl --no-pager --after-cursor="$c" "$@"
+}
+
+# wait_for SECONDS WHAT CMD...: runs CMD every second until it succeeds;
+# after SECONDS fails with WHAT and CMD's last output.
+wait_for() {
+	local limit=$1 what=$2
+	shift 2
+	local deadline=$((SECONDS + limit)) out
+	while :; do
+		if out=$("$@" 2>&1); then
+			[[ -n $out ]] && printf '%s\n' "$out" | sed 's/^/      /'
+			return 0
+		fi
+		if ((SECONDS >= deadline)); then
+			echo "timed out after ${limit}s waiting for: $what" >&2
+			[[ -n $out ]] && printf '%s\n' "$out" | tail -n 25 | sed 's/^/      last check: /' >&2
+			return 1
+		fi
+		sleep 1
+	done
+}
+
+# ---------------------------------------------------------------- agent, etcd
+
+# The agent's /status (JSON) of HOST, from its agentAddr.
+agent_status() { curl -sf --max-time 3 "http://$(ip "$1"):2378/status"; }
+agent_field() { agent_status "$1" | jq -r ".$2"; }
+etcd_pid() { on "$1" cat "/var/lib/etcdkeeper/$(member "$1")/etcd.pid"; }
+
+# member_healthy HOST [ID]: the agent says its member is a healthy voter
+# (and has member ID ID, when given).
+member_healthy() {
+	local h=$1 want=${2:-} st
+	st=$(agent_status "$h") || { echo "$h: agent endpoint does not answer"; return 1; }
+	if ! jq -e '.healthy and (.isLearner | not) and .phase == "running"' <<<"$st" >/dev/null; then
+		jq -r '"\(.member): phase \(.phase), healthy \(.healthy), learner \(.isLearner): \(.decision)"' <<<"$st"
+		return 1
+	fi
+	if [[ -n $want ]] && [[ $(jq -r .memberID <<<"$st") != "$want" ]]; then
+		echo "$h: member ID is $(jq -r .memberID <<<"$st"), want $want"
+		return 1
+	fi
+	jq -r '"\(.member): member \(.memberID) \(.role), healthy"' <<<"$st"
+}
+
+# converged VIA: `etcdkeeper status` run on host VIA says every spec member
+# is a healthy voter and nothing else is in the cluster (exit 0).
+converged() { on "$1" etcdkeeper status --config "$SPEC"; }
+
+# all_healthy: 3 healthy voters, seen by every running agent and by
+# `etcdkeeper status` on the first running host.
+all_healthy() {
+	local h via=
+	for h in "${HOST[@]}"; do
+		running "$h" || continue
+		[[ -n $via ]] || via=$h
+		agent_status "$h" | jq -e '.healthyVoters == 3 and .voters == 3' >/dev/null ||
+			{ echo "$h: agent sees $(agent_status "$h" | jq -r '"\(.healthyVoters)/\(.voters) healthy voters"' 2>/dev/null || echo nothing)"; return 1; }
+	done
+	converged "$via"
+}
+
+wait_all_healthy() { wait_for "${1:-90}" "3 healthy voters (etcdkeeper status exit 0, every agent 3/3)" all_healthy; }
+
+# status_says_healthy HOST: STATUS= (systemctl status) says 3/3 healthy.
+status_says_healthy() {
+	local st
+	st=$(prop "$1" StatusText)
+	[[ $st =~ ^$(member "$1"):\ (leader|voter),\ healthy\;\ leader\ .+\;\ 3/3\ healthy$ ]] || { echo "STATUS=$st"; return 1; }
+}
+# etcd_restarted HOST OLDPID ID: a new etcd runs, the member is ID, healthy.
+etcd_restarted() {
+	local p
+	p=$(etcd_pid "$1") || return 1
+	[[ $p != "$2" ]] || { echo "etcd.pid still $2"; return 1; }
+	member_healthy "$1" "$3"
+}
+# unit_restarted HOST N ID: NRestarts > N, unit active, member ID healthy.
+unit_restarted() {
+	local n
+	n=$(prop "$1" NRestarts)
+	((n > $2)) || { echo "NRestarts $n"; return 1; }
+	[[ $(prop "$1" ActiveState) == active ]] || { echo "unit $(prop "$1" ActiveState)"; return 1; }
+	[[ -z ${3:-} ]] || member_healthy "$1" "$3"
+}
+# new_member HOST OLDID: a healthy voter whose ID is not OLDID.
+new_member() {
+	local st
+	st=$(agent_status "$1") || { echo "agent does not answer"; return 1; }
+	jq -e --arg old "$2" '.healthy and (.isLearner | not) and .memberID != $old and .memberID != null' <<<"$st" >/dev/null ||
+		{ jq -r '"phase \(.phase), member \(.memberID), healthy \(.healthy): \(.decision)"' <<<"$st"; return 1; }
+}
+# etcd_procs HOST: PIDs of processes of user etcd inside HOST.
+etcd_procs() {
+	on "$1" sh -c 'u=$(id -u etcd); for p in /proc/[0-9]*; do [ "$(stat -c %u "$p" 2>/dev/null)" = "$u" ] && echo "${p#/proc/}"; done; true'
+}
+# reload_notified HOST CURSOR MAINPID: after CURSOR, systemd got the reload
+# job, then RELOADING=1, then READY=1 from the agent.
+reload_notified() {
+	journal_since "$1" "$2" -o cat _PID=1 |
+		grep -E "etcdkeeper.service: (Trying to enqueue job etcdkeeper.service/reload|Got notification message from PID $3 \((RELOADING|READY)=1)" |
+		awk '/job etcdkeeper.service\/reload/ { j = 1 } /RELOADING=1/ && j { r = 1 } /READY=1/ && r { ok = 1 } END { exit !ok }'
+}
+spec_applied() { journal_since "$1" "$2" -u etcdkeeper -o cat | grep -F '"msg":"spec applied"'; }
+# etcd_has_flag FLAG: every host's etcd runs with FLAG.
+etcd_has_flag() {
+	local h e
+	for h in "${HOST[@]}"; do
+		e=$(etcd_pid "$h") || { echo "$h: no etcd.pid"; return 1; }
+		on "$h" cat "/proc/$e/cmdline" | tr '\0' ' ' | grep -q -- "$1" || { echo "$h: etcd $e runs without $1"; return 1; }
+	done
+}
+others_see_down() { agent_status "$1" | jq -e '.healthyVoters == 2' >/dev/null; }
+exited() { ! kill -0 "$1" 2>/dev/null; }
+
+b64() { printf '%s' "$1" | base64 -w0; }
+unb64() { base64 -d <<<"$1"; }
+etcd_put() {
+	curl -sf --max-time 5 -X POST "http://$1:2379/v3/kv/put" \
+		-d "{\"key\":\"$(b64 "$2")\",\"value\":\"$(b64 "$3")\"}" >/dev/null
+}
+# etcd_get IP KEY: the value, read from that member alone (serializable).
+etcd_get() {
+	curl -sf --max-time 5 -X POST "http://$1:2379/v3/kv/range" \
+		-d "{\"key\":\"$(b64 "$2")\",\"serializable\":true}" | jq -r '.kvs[0].value // empty' | base64 -d
+}
+# etcd_count IP: how many e2e/ keys that member holds (serializable).
+etcd_count() {
+	curl -sf --max-time 5 -X POST "http://$1:2379/v3/kv/range" \
+		-d "{\"key\":\"$(b64 e2e/)\",\"range_end\":\"$(b64 e2e0)\",\"count_only\":true,\"serializable\":true}" |
+		jq -r '.count // "0"'
+}
+NKEYS=100
+value_of() { printf 'value-%03d-%s' "$1" "$(printf 'x%.0s' {1..500})"; }
+has_all_keys() {
+	local n
+	n=$(etcd_count "$1") || { echo "$1: range failed"; return 1; }
+	[[ $n == "$NKEYS" ]] || { echo "$1 holds $n of $NKEYS e2e/ keys"; return 1; }
+	[[ $(etcd_get "$1" e2e/k042) == "$(value_of 42)" ]] || { echo "$1: e2e/k042 has the wrong value"; return 1; }
+	echo "$1 holds all $NKEYS keys, e2e/k042 intact"
+}
+
+# Per-run facts passed between steps (steps run in subshells).
+put() { printf '%s\n' "$2" >"$WORK/state/$1"; }
+get() { cat "$WORK/state/$1"; }
+
+spec_yaml() {
+	cat <<EOF
+# etcdkeeper e2e test bed: one spec for all three hosts.
+cluster:
+  name: e2e
+members:
+  - name: ${MEMBER[0]}
+    peerURLs: [http://${IP[0]}:2380]
+    clientURLs: [http://${IP[0]}:2379]
+    agentAddr: ${IP[0]}:2378
+  - name: ${MEMBER[1]}
+    peerURLs: [http://${IP[1]}:2380]
+    clientURLs: [http://${IP[1]}:2379]
+    agentAddr: ${IP[1]}:2378
+  - name: ${MEMBER[2]}
+    peerURLs: [http://${IP[2]}:2380]
+    clientURLs: [http://${IP[2]}:2379]
+    agentAddr: ${IP[2]}:2378
+agent:
+  interval: 1s
+EOF
+	if [[ ${1:-} == reloaded ]]; then
+		cat <<EOF
+etcd:
+  flags:
+    snapshot-count: "5000"
+EOF
+	fi
+}
+
+# ---------------------------------------------------------------- containers
+
+# The cgroup hierarchies to give each container a cgroup of its own. Two
+# containers in one cgroup share it, and each one's systemd then kills the
+# other's services.
+cgroup_roots() {
+	local d
+	if [[ $(stat -fc %T /sys/fs/cgroup 2>/dev/null) == cgroup2fs ]]; then
+		echo /sys/fs/cgroup
+		return
+	fi
+	for d in /sys/fs/cgroup/systemd /sys/fs/cgroup/unified; do
+		case $(stat -fc %T "$d" 2>/dev/null) in cgroup2fs | cgroupfs) echo "$d" ;; esac
+	done
+}
+
+# make_host HOST: an overlay of the cached root (a copy where overlayfs
+# does not work), with its own host name and machine ID, and the .deb.
+make_host() {
+	local h=$1 d
+	d=$(hdir "$h")
+	mkdir -p "$d/upper" "$d/work" "$d/root"
+	if ! mount -t overlay overlay -o "lowerdir=$ROOTFS,upperdir=$d/upper,workdir=$d/work" "$d/root" 2>"$d/mount.err"; then
+		log "$h: overlayfs not available here ($(cat "$d/mount.err")): copying the root instead"
+		rm -rf "$d/root"
+		cp -a --reflink=auto "$ROOTFS" "$d/root"
+	fi
+	echo "$h" >"$d/root/etc/hostname"
+	printf '127.0.0.1\tlocalhost\n127.0.1.1\t%s\n::1\tlocalhost ip6-localhost ip6-loopback\n' "$h" >"$d/root/etc/hosts"
+	tr -d '-' </proc/sys/kernel/random/uuid >"$d/root/etc/machine-id"
+	cp "$deb" "$d/root/root/$(basename "$deb")"
+}
+
+# boot HOST: boots the container (again) and waits until its systemd says
+# the system is running.
+boot() {
+	local h=$1 d cg
+	d=$(hdir "$h")
+	running "$h" && fail -h "$h" "$h is already running"
+	local cgs=()
+	mapfile -t cgs < <(cgroup_roots)
+	for cg in "${cgs[@]}"; do
+		mkdir -p "$cg/etcdkeeper-e2e/$h"
+	done
+	(
+		for cg in "${cgs[@]}"; do
+			echo "$BASHPID" >"$cg/etcdkeeper-e2e/$h/cgroup.procs"
+		done
+		# --register=no --keep-unit: this machine has no systemd (or
+		# machined) of its own to register with; no --private-network: the
+		# hosts share this network namespace and use their own 127.0.3.x.
+		exec systemd-nspawn --quiet --register=no --keep-unit --link-journal=no \
+			--console=read-only --machine="$h" --directory="$d/root" --boot
+	) >>"$d/console.log" 2>&1 </dev/null &
+	echo $! >"$d/nspawn.pid"
+	wait_for 30 "$h: container PID 1" pid1 "$h" >/dev/null || fail -h "$h" "$h: systemd-nspawn did not start (console: $d/console.log)"
+	local state
+	state=$(E2E_CMD_TIMEOUT=90 on "$h" systemctl is-system-running --wait) || true
+	if [[ $state != running ]]; then
+		on "$h" systemctl --no-pager --failed || true
+		tail -n 30 "$d/console.log" >&2 || true
+		fail -h "$h" "$h: systemctl is-system-running says '${state:-nothing}' after boot (want running)"
+	fi
+	# systemd's debug log shows each sd_notify message a unit sends and
+	# each state change: the checks read READY/RELOADING from it.
+	on "$h" systemd-analyze log-level debug
+	log "$h: booted (nspawn pid $(nspawn_pid "$h"), PID 1 = $(pid1 "$h")): $state"
+}
+
+# power_off HOST: a clean shutdown from inside, then waits for nspawn to exit.
+power_off() {
+	local h=$1 p
+	p=$(nspawn_pid "$h")
+	on "$h" systemctl poweroff --no-block || true
+	wait_for 90 "$h: container powered off" exited "$p" || fail -h "$h" "$h did not power off within 90s"
+	rm -f "$(hdir "$h")/nspawn.pid"
+	rm_cgroups "$h"
+}
+
+rm_cgroups() {
+	local cg h=$1
+	for cg in $(cgroup_roots); do
+		[[ -d $cg/etcdkeeper-e2e/$h ]] || continue
+		for _ in 1 2 3 4 5; do
+			find "$cg/etcdkeeper-e2e/$h" -depth -type d -exec rmdir {} + 2>/dev/null && break
+			sleep 0.5
+		done
+		rmdir "$cg/etcdkeeper-e2e" 2>/dev/null || true
+	done
+}
+
+# cleanup: stop every container this run (or a killed earlier run) started,
+# by the PIDs recorded in WORK, unmount, remove the cgroups.
+cleanup() {
+	local h d p p1 pids=()
+	for d in "$WORK"/hosts/*/; do
+		[[ -d $d ]] || continue
+		h=$(basename "$d")
+		p=$(cat "$d/nspawn.pid" 2>/dev/null) || continue
+		# Only our own nspawn: the PID may have been reused since.
+		if [[ -n $p ]] && tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | grep -q "systemd-nspawn.*--directory=$d"root; then
+			p1=$(ps -o pid= --ppid "$p" | tr -d ' ' | head -n1)
+			# SIGRTMIN+4 asks systemd for a clean poweroff.
+			[[ -n $p1 ]] && kill -s RTMIN+4 "$p1" 2>/dev/null
+			pids+=("$p:$p1:$h")
+		fi
+	done
+	local deadline=$((SECONDS + 30)) e alive
+	while ((${#pids[@]})) && ((SECONDS < deadline)); do
+		alive=0
+		for e in "${pids[@]}"; do kill -0 "${e%%:*}" 2>/dev/null && alive=1; done
+		((alive)) || break
+		sleep 0.5
+	done
+	for e in "${pids[@]}"; do
+		p=${e%%:*}
+		p1=${e#*:}
+		p1=${p1%%:*}
+		if kill -0 "$p" 2>/dev/null; then
+			echo "cleanup: ${e##*:} did not power off within 30s: killing it" >&2
+			# SIGKILL to a PID namespace's init kills the whole namespace.
+			[[ -n $p1 ]] && kill -KILL "$p1" 2>/dev/null
+			kill -KILL "$p" 2>/dev/null
+		fi
+	done
+	for e in "${pids[@]}"; do
+		p=${e%%:*}
+		for _ in $(seq 20); do kill -0 "$p" 2>/dev/null || break; sleep 0.25; done
+	done
+	for d in "$WORK"/hosts/*/; do
+		[[ -d $d ]] || continue
+		h=$(basename "$d")
+		rm -f "$d/nspawn.pid"
+		mountpoint -q "$d/root" && { umount "$d/root" 2>/dev/null || umount -l "$d/root"; }
+		rm_cgroups "$h"
+		# nspawn leaves this behind when /run is not a tmpfs.
+		rm -rf "/run/systemd/nspawn/propagate/$h"
+	done
+}
+
+on_exit() {
+	local rc=$?
+	trap - EXIT INT TERM
+	set +e
+	cleanup
+	if [[ ${#STEP_NAMES[@]} -gt 0 ]]; then
+		summary
+	fi
+	if [[ -z $FAILED && $rc == 0 ]]; then
+		[[ ${E2E_KEEP:-} == 1 ]] || rm -rf "$WORK"
+		echo "e2e: PASS"
+	else
+		[[ -n $FAILED ]] && echo "e2e: FAIL at step '$FAILED'" >&2
+		echo "e2e: files of this run (console logs, journals, data) kept in $WORK" >&2
+		((rc)) || rc=1
+	fi
+	exit "$rc"
+}
+
+# ================================================================ the steps
+
+s_preflight() {
+	local c
+	for c in systemd-nspawn nsenter unshare journalctl curl jq ps timeout flock debootstrap; do
+		command -v "$c" >/dev/null || fail "$c is not installed (apt-get install systemd-container debootstrap curl jq procps)"
+	done
+	# The hosts bind 127.0.3.11-13:2378-2380 in this network namespace.
+	local busy
+	busy=$(ss -Htln 2>/dev/null | awk '{print $4}' | grep -E '^(127\.0\.3\.1[123]|0\.0\.0\.0|\*|\[::\]):23(78|79|80)$' || true)
+	[[ -z $busy ]] || fail "ports the hosts need are taken here: $busy"
+	log "deb: $deb ($(du -h "$deb" | cut -f1))"
+	log "cgroups: $(cgroup_roots | tr '\n' ' ')"
+}
+
+s_root() {
+	local r
+	r=$("$here/rootfs.sh") || fail "could not build or find the Debian root (see above)"
+	echo "$r" >"$WORK/rootfs"
+}
+
+s_boot() {
+	local h
+	for h in "${HOST[@]}"; do make_host "$h"; done
+	for h in "${HOST[@]}"; do boot "$h"; done
+}
+
+s_install() {
+	local h m spec
+	spec=$(mktemp)
+	spec_yaml >"$spec"
+	for h in "${HOST[@]}"; do
+		m=$(member "$h")
+		on "$h" dpkg -i "/root/$(basename "$deb")" | sed "s/^/      $h: /" || fail -h "$h" "$h: dpkg -i failed"
+		# The package must not start (or enable) anything by itself.
+		[[ $(sctl "$h" is-active etcdkeeper || true) == inactive ]] || fail -h "$h" "$h: etcdkeeper runs right after install"
+		[[ $(sctl "$h" is-enabled etcdkeeper || true) == disabled ]] || fail -h "$h" "$h: etcdkeeper is enabled by the install"
+		on "$h" sh -c "cat >$SPEC" <"$spec"
+		on "$h" etcdkeeper validate --config "$SPEC" >/dev/null || fail -h "$h" "$h: etcdkeeper validate rejects the spec"
+		if [[ $m != "$h" ]]; then
+			# The README's drop-in for a member not named like its host.
+			on "$h" sh -c "mkdir -p /etc/systemd/system/etcdkeeper.service.d && cat >/etc/systemd/system/etcdkeeper.service.d/name.conf" <<EOF
+[Service]
+ExecStart=
+ExecStart=/usr/bin/etcdkeeper run --config $SPEC --name $m
+EOF
+			sctl "$h" daemon-reload
+			log "$h: member name $m from a drop-in (host name $h)"
+		fi
+	done
+	rm -f "$spec"
+	log "installed $(on "${HOST[0]}" dpkg-query -W -f '${Package} ${Version}' etcdkeeper) on ${HOST[*]}, spec written, nothing started"
+}
+
+# 1. enable --now on each host, one after the other: each returns when its
+# agent sent READY=1, not when the cluster has quorum (else the first host
+# would hang); the unit turns active only on READY=1.
+s_ready() {
+	local h c t
+	for h in "${HOST[@]}"; do
+		c=$(cursor "$h")
+		t=$EPOCHREALTIME
+		E2E_CMD_TIMEOUT=150 sctl "$h" enable --now etcdkeeper 2>&1 | sed "s/^/      $h: /" ||
+			fail -h "$h" "$h: systemctl enable --now etcdkeeper failed"
+		log "$h: systemctl enable --now returned after $(elapsed "$t")s"
+		[[ $(prop "$h" Type) == notify ]] || fail -h "$h" "$h: unit Type is $(prop "$h" Type), want notify"
+		[[ $(prop "$h" ActiveState)/$(prop "$h" SubState) == active/running ]] ||
+			fail -h "$h" "$h: after enable --now the unit is $(prop "$h" ActiveState)/$(prop "$h" SubState)"
+		# systemd's own log: the unit stayed in "start" (activating) until
+		# the agent's READY=1 arrived, then went to "running".
+		local main seq
+		main=$(prop "$h" MainPID)
+		seq=$(journal_since "$h" "$c" -o cat _PID=1 | grep -E "etcdkeeper.service: (Got notification message from PID $main \(READY=1|Changed [a-z-]+ -> (start|running))" | sed -E 's/^etcdkeeper.service: //')
+		printf '%s\n' "$seq" | sed "s/^/      $h systemd: /"
+		printf '%s\n' "$seq" | awk '
+			/Changed .* -> start$/ { s = NR }
+			/READY=1/ && s && !r { r = NR }
+			/Changed start -> running$/ && r { ok = 1 }
+			END { exit !ok }' ||
+			fail -h "$h" "$h: systemd's log does not show start -> READY=1 -> running (above)"
+	done
+	wait_all_healthy 90 || fail "the cluster did not reach 3 healthy voters"
+	for h in "${HOST[@]}"; do
+		local id
+		wait_for 10 "$h: STATUS= says 3/3 healthy" status_says_healthy "$h" ||
+			fail -h "$h" "$h: STATUS is '$(prop "$h" StatusText)', want '<member>: voter|leader, healthy; leader ...; 3/3 healthy'"
+		sctl "$h" status etcdkeeper | grep -q "Status: \"$(member "$h"): .*3/3 healthy\"" ||
+			fail -h "$h" "$h: systemctl status shows no agent Status: line"
+		sctl "$h" status etcdkeeper | grep -E '^ *(Active|Status):' | sed "s/^ */      $h: /"
+		id=$(agent_field "$h" memberID)
+		put "id-$h" "$id"
+	done
+	converged "${HOST[0]}" | sed 's/^/      /'
+}
+
+# 2. The agent and etcd run as etcd, without capabilities, under the
+# system call filter, in a mount namespace where only the state dirs (and
+# a private /tmp) are writable; etcd works there.
+s_hardened() {
+	local h=${HOST[0]} m main epid uid gid p f
+	m=$(member "$h")
+	main=$(prop "$h" MainPID)
+	epid=$(etcd_pid "$h")
+	uid=$(on "$h" id -u etcd)
+	gid=$(on "$h" id -g etcd)
+	for p in "$main" "$epid"; do
+		f=$(on "$h" cat "/proc/$p/status")
+		local what
+		what="$h: pid $p ($(on "$h" cat "/proc/$p/comm"))"
+		grep -Eq "^Uid:\s+$uid\s+$uid\s+$uid\s+$uid$" <<<"$f" || fail -h "$h" "$what: not running as etcd ($(grep ^Uid: <<<"$f"))"
+		grep -Eq "^Gid:\s+$gid\s+$gid\s+$gid\s+$gid$" <<<"$f" || fail -h "$h" "$what: not in group etcd ($(grep ^Gid: <<<"$f"))"
+		grep -Eq '^CapEff:\s+0+$' <<<"$f" || fail -h "$h" "$what: has capabilities ($(grep ^CapEff: <<<"$f"))"
+		grep -Eq '^CapBnd:\s+0+$' <<<"$f" || fail -h "$h" "$what: bounding set not empty ($(grep ^CapBnd: <<<"$f"))"
+		grep -Eq '^NoNewPrivs:\s+1$' <<<"$f" || fail -h "$h" "$what: NoNewPrivs is off"
+		grep -Eq '^Seccomp:\s+2$' <<<"$f" || fail -h "$h" "$what: no seccomp filter"
+		on "$h" cat "/proc/$p/cgroup" | grep -q 'etcdkeeper.service' || fail -h "$h" "$what: not in the etcdkeeper.service cgroup"
+		log "$what: uid/gid etcd, no capabilities, NoNewPrivs, seccomp filter, in etcdkeeper.service"
+	done
+	[[ $(on "$h" cat "/proc/$epid/stat" | awk '{print $4}') == "$main" ]] || fail -h "$h" "$h: etcd ($epid) is not the agent's child"
+
+	# Probe the service's mount namespace: as root (so a refusal is the
+	# mount, not file permissions) and as etcd.
+	on "$h" touch /tmp/e2e-outside
+	local probe
+	probe='
+		for d in "$@"; do
+			f="$d/.e2e-probe-$$"
+			if err=$( { : >"$f"; } 2>&1); then rm -f "$f"; echo "$d writable"; else echo "$d not writable: ${err##*: }"; fi
+		done
+		[ -e /tmp/e2e-outside ] && echo "/tmp is shared" || echo "/tmp is private"
+		[ -e /root/'"$(basename "$deb")"' ] && echo "/root is visible" || echo "/root is hidden"'
+	local as_root as_etcd
+	as_root=$(on "$h" nsenter -t "$main" -m -- sh -c "$probe" probe / /etc /etc/etcdkeeper /usr /var /var/lib /var/lib/etcd /var/lib/etcdkeeper /tmp /var/tmp)
+	as_etcd=$(on "$h" nsenter -t "$main" -m -S "$uid" -G "$gid" -- sh -c "$probe" probe /etc/etcdkeeper "/var/lib/etcd/$m" "/var/lib/etcdkeeper/$m" /tmp)
+	printf '%s\n' "$as_root" | sed "s/^/      $h unit namespace, root: /"
+	printf '%s\n' "$as_etcd" | sed "s/^/      $h unit namespace, etcd: /"
+	local want_root="/ not writable: Read-only file system
+/etc not writable: Read-only file system
+/etc/etcdkeeper not writable: Read-only file system
+/usr not writable: Read-only file system
+/var not writable: Read-only file system
+/var/lib not writable: Read-only file system
+/var/lib/etcd writable
+/var/lib/etcdkeeper writable
+/tmp writable
+/var/tmp writable
+/tmp is private
+/root is hidden"
+	local want_etcd="/etc/etcdkeeper not writable: Read-only file system
+/var/lib/etcd/$m writable
+/var/lib/etcdkeeper/$m writable
+/tmp writable
+/tmp is private
+/root is hidden"
+	[[ $as_root == "$want_root" ]] || fail -h "$h" "$h: the unit's file system is not what ProtectSystem=strict/PrivateTmp/ProtectHome make (want: $(tr '\n' ';' <<<"$want_root"))"
+	[[ $as_etcd == "$want_etcd" ]] || fail -h "$h" "$h: as etcd in the unit's namespace (want: $(tr '\n' ';' <<<"$want_etcd"))"
+	on "$h" rm -f /tmp/e2e-outside
+
+	local score
+	score=$(on "$h" systemd-analyze security etcdkeeper.service --no-pager | sed -n 's/.*Overall exposure level for etcdkeeper.service: \([0-9.]*\).*/\1/p')
+	[[ -n $score ]] || fail -h "$h" "$h: systemd-analyze security printed no exposure level"
+	awk -v s="$score" 'BEGIN { exit !(s < 2.0) }' || fail -h "$h" "$h: systemd-analyze security: exposure $score, want < 2.0"
+	log "$h: systemd-analyze security etcdkeeper.service: exposure $score"
+
+	# etcd works inside the sandbox: writes through one member, every
+	# member has them; every file in the state dirs belongs to etcd.
+	local i
+	for i in $(seq 1 "$NKEYS"); do
+		etcd_put "${IP[0]}" "$(printf 'e2e/k%03d' "$i")" "$(value_of "$i")" || fail -h "$h" "put e2e/k$i through ${IP[0]} failed"
+	done
+	for p in "${IP[@]}"; do
+		wait_for 30 "$p holds the $NKEYS keys" has_all_keys "$p" || fail "member $p does not have the keys written"
+	done
+	local foreign
+	for p in "${HOST[@]}"; do
+		foreign=$(on "$p" find /var/lib/etcd /var/lib/etcdkeeper ! -user etcd)
+		[[ -z $foreign ]] || fail -h "$p" "$p: files not owned by etcd in the state dirs: $foreign"
+	done
+	log "etcd writes and replicates inside the sandbox; the state dirs hold only etcd's files"
+}
+
+# 3. etcd killed: the agent restarts it (same member). The agent killed
+# too (systemctl kill -s KILL): systemd restarts the unit (same member).
+s_kill() {
+	local h=${HOST[0]} id main old new n0
+	id=$(get "id-$h")
+	main=$(prop "$h" MainPID)
+	old=$(etcd_pid "$h")
+	on "$h" sh -c "kill -KILL $old"
+	log "$h: killed etcd (pid $old) with SIGKILL"
+	wait_for 60 "$h: etcd restarted by the agent, member $id healthy" etcd_restarted "$h" "$old" "$id" ||
+		fail -h "$h" "$h: etcd was not restarted as member $id within 60s"
+	new=$(etcd_pid "$h")
+	[[ $(prop "$h" MainPID) == "$main" ]] || fail -h "$h" "$h: the agent itself was restarted (MainPID $main -> $(prop "$h" MainPID)); the agent should have restarted etcd"
+	log "$h: agent (pid $main) restarted etcd: pid $old -> $new, member $id"
+	journal "$h" -o cat | grep -F '"msg":"etcd exited"' | tail -n1 | sed "s/^/      $h: /" || true
+	wait_all_healthy 60 || fail "cluster not healthy after etcd was killed on $h"
+
+	n0=$(prop "$h" NRestarts)
+	sctl "$h" kill -s KILL etcdkeeper
+	log "$h: systemctl kill -s KILL etcdkeeper (agent and etcd)"
+	wait_for 60 "$h: systemd restarted the unit, member $id healthy" unit_restarted "$h" "$n0" "$id" ||
+		fail -h "$h" "$h: the unit was not restarted with member $id healthy within 60s"
+	log "$h: unit restarted by systemd (NRestarts $n0 -> $(prop "$h" NRestarts), MainPID $main -> $(prop "$h" MainPID)), member $id"
+	wait_all_healthy 60 || fail "cluster not healthy after the unit was killed on $h"
+}
+
+# Offset in the middle of the written part of a WAL file. etcd
+# preallocates 64 MB of zeros and stops reading at the first zero record
+# length, so a byte flipped at filesize/2 is never read: flip one in the
+# middle of the records instead.
+wal_mid() {
+	local used
+	used=$(cmp -l "$1" /dev/zero 2>/dev/null | tail -n1 | awk '{print $1}') || true
+	[[ -n $used ]] || return 1
+	echo $((used / 2))
+}
+flip_byte() {
+	local f=$1 off=$2 b
+	b=$(od -An -tu1 -j "$off" -N1 "$f" | tr -d ' ')
+	# shellcheck disable=SC2059
+	printf "\\$(printf %03o $((b ^ 255)))" | dd of="$f" bs=1 seek="$off" count=1 conv=notrunc status=none
+}
+
+# 4. A corrupt WAL: the agent replaces its member (new ID) from the healthy
+# peers, keeps the broken data in the backups dir and says so in the journal.
+s_repair() {
+	local h=${HOST[1]} m id d wal off sum c
+	m=$(member "$h")
+	id=$(get "id-$h")
+	d=$(hdir "$h")/root
+	sctl "$h" stop etcdkeeper
+	[[ $(sctl "$h" is-active etcdkeeper || true) == inactive ]] || fail -h "$h" "$h: still active after systemctl stop"
+	[[ -z $(etcd_procs "$h") ]] || fail -h "$h" "$h: processes of user etcd left after systemctl stop: $(etcd_procs "$h" | tr '\n' ' ')"
+	wal=$d/var/lib/etcd/$m/member/wal/0000000000000000-0000000000000000.wal
+	[[ -f $wal ]] || fail -h "$h" "$h: no WAL at $wal"
+	off=$(wal_mid "$wal") || fail -h "$h" "$h: WAL $wal is empty"
+	flip_byte "$wal" "$off"
+	sum=$(sha256sum <"$wal" | cut -d' ' -f1)
+	log "$h: flipped the byte at offset $off of $(basename "$wal") ($(stat -c %s "$wal") bytes)"
+	local verdict
+	verdict=$(on "$h" etcdkeeper inspect --data-dir "/var/lib/etcd/$m" 2>&1) && fail -h "$h" "$h: etcdkeeper inspect does not see the damage: $verdict"
+	printf '%s\n' "$verdict" | sed "s/^/      $h inspect: /"
+	c=$(cursor "$h")
+	local t=$EPOCHREALTIME
+	E2E_CMD_TIMEOUT=150 sctl "$h" start etcdkeeper || fail -h "$h" "$h: systemctl start failed"
+	log "$h: systemctl start returned after $(elapsed "$t")s; status: $(prop "$h" StatusText)"
+	wait_for 120 "$h: repaired: healthy voter with a new member ID" new_member "$h" "$id" ||
+		fail -h "$h" "$h: not a healthy voter with a new member ID within 120s"
+	local nid
+	nid=$(agent_field "$h" memberID)
+	put "id-$h" "$nid"
+	log "$h: member $id replaced by $nid"
+	wait_all_healthy 90 || fail -h "$h" "cluster not healthy after the repair of $h"
+	agent_status "$h" | jq -e --arg old "$id" '[.members[].id] | index($old) | not' >/dev/null || fail -h "$h" "old member $id is still in the member list"
+	wait_for 30 "$h holds the data" has_all_keys "$(ip "$h")" || fail -h "$h" "$h: data not intact after the repair"
+
+	local backups b
+	backups=$(on "$h" sh -c "ls -1 /var/lib/etcd/$m.backups/") || fail -h "$h" "$h: no backups dir /var/lib/etcd/$m.backups"
+	[[ $(wc -l <<<"$backups") == 1 && $backups == *"-$m" ]] || fail -h "$h" "$h: want one <timestamp>-$m in /var/lib/etcd/$m.backups, have: $backups"
+	b=$d/var/lib/etcd/$m.backups/$backups/member/wal/$(basename "$wal")
+	[[ -f $b && $(sha256sum <"$b" | cut -d' ' -f1) == "$sum" ]] || fail -h "$h" "$h: the backup does not hold the corrupt WAL ($b)"
+	log "$h: the broken data dir is kept: /var/lib/etcd/$m.backups/$backups (its WAL is the corrupted one)"
+
+	local j
+	j=$(journal_since "$h" "$c" -u etcdkeeper -o cat)
+	for want in '"msg":"rejoin started"' '"msg":"rejoin step"' '"msg":"rejoin finished: member is a healthy voter"'; do
+		grep -qF "$want" <<<"$j" || fail -h "$h" "$h: journalctl -u etcdkeeper has no $want"
+	done
+	grep -E '"msg":"(rejoin[^"]*|data is corrupt[^"]*)"' <<<"$j" | jq -rc '[.msg, (.step // .kind // .reason // "")] | join(" ")' 2>/dev/null | sed "s/^/      $h journal: /" || true
+}
+
+# 5. A spec edit + systemctl reload: the agent tells systemd RELOADING=1
+# then READY=1, and applies the spec (a changed etcd flag: each member is
+# restarted with it, one at a time).
+s_reload() {
+	local h c main spec gen0 seq
+	spec=$(mktemp)
+	spec_yaml reloaded >"$spec"
+	gen0=$(agent_field "${HOST[0]}" specGeneration)
+	for h in "${HOST[@]}"; do
+		main=$(prop "$h" MainPID)
+		c=$(cursor "$h")
+		on "$h" sh -c "cat >$SPEC.new && mv $SPEC.new $SPEC" <"$spec"
+		sctl "$h" reload etcdkeeper || fail -h "$h" "$h: systemctl reload failed"
+		wait_for 20 "$h: systemd got RELOADING=1 then READY=1 from the agent after the reload" reload_notified "$h" "$c" "$main" ||
+			fail -h "$h" "$h: no RELOADING=1 then READY=1 after systemctl reload"
+		seq=$(journal_since "$h" "$c" -o cat _PID=1 | grep -E "etcdkeeper.service: (Got notification message from PID $main \((RELOADING|READY)=1|Changed (running|reload) -> (reload|running))" | sed 's/^etcdkeeper.service: //')
+		printf '%s\n' "$seq" | sed "s/^/      $h systemd: /"
+		wait_for 20 "$h: the agent applied the spec" spec_applied "$h" "$c" || fail -h "$h" "$h: no 'spec applied' in the journal"
+		[[ $(prop "$h" ActiveState) == active ]] || fail -h "$h" "$h: unit is $(prop "$h" ActiveState) after the reload"
+	done
+	rm -f "$spec"
+	# Applied: every agent runs the new spec and every etcd runs with the
+	# new flag (restarted one at a time), same members, all healthy.
+	wait_for 120 "every etcd restarted with --snapshot-count=5000" etcd_has_flag --snapshot-count=5000 ||
+		fail "etcd was not restarted with the new flag everywhere"
+	wait_all_healthy 90 || fail "cluster not healthy after the spec reload"
+	local gen
+	for h in "${HOST[@]}"; do
+		gen=$(agent_field "$h" specGeneration)
+		[[ $gen != "$gen0" && $gen == $(agent_field "${HOST[0]}" specGeneration) ]] || fail -h "$h" "$h: runs spec generation $gen (before: $gen0)"
+		member_healthy "$h" "$(get "id-$h")" >/dev/null || fail -h "$h" "$h: member changed or unhealthy after the reload"
+		[[ $(agent_field "$h" reloadsOK) -ge 1 ]] || fail -h "$h" "$h: reloadsOK is $(agent_field "$h" reloadsOK)"
+	done
+	log "all agents run spec $gen0 -> $gen; every etcd runs --snapshot-count=5000; same members, 3/3 healthy"
+}
+
+# 6. A frozen agent (SIGSTOP) stops pinging the watchdog: systemd kills and
+# restarts it; the member stays (or is again) a healthy voter, same ID.
+s_watchdog() {
+	local h=${HOST[2]} id main n0 c
+	id=$(get "id-$h")
+	on "$h" sh -c 'mkdir -p /etc/systemd/system/etcdkeeper.service.d && printf "[Service]\nWatchdogSec=8s\n" >/etc/systemd/system/etcdkeeper.service.d/e2e-watchdog.conf'
+	sctl "$h" daemon-reload
+	E2E_CMD_TIMEOUT=150 sctl "$h" restart etcdkeeper || fail -h "$h" "$h: restart with WatchdogSec=8s failed"
+	[[ $(prop "$h" WatchdogUSec) == 8s ]] || fail -h "$h" "$h: WatchdogUSec is $(prop "$h" WatchdogUSec), want 8s"
+	wait_for 60 "$h: member $id healthy" member_healthy "$h" "$id" || fail -h "$h" "$h: not healthy after the restart"
+	main=$(prop "$h" MainPID)
+	n0=$(prop "$h" NRestarts)
+	# A healthy agent pings in time: 12s (> WatchdogSec) without a kill.
+	sleep 12
+	[[ $(prop "$h" MainPID) == "$main" ]] || fail -h "$h" "$h: the watchdog killed a healthy agent (MainPID $main -> $(prop "$h" MainPID))"
+	log "$h: agent $main kept the 8s watchdog happy for 12s"
+	c=$(cursor "$h")
+	sctl "$h" kill -s SIGSTOP --kill-who=main etcdkeeper
+	on "$h" grep -q '^State:.*stopped' "/proc/$main/status" || fail -h "$h" "$h: agent $main is not stopped after SIGSTOP"
+	log "$h: agent $main frozen (SIGSTOP)"
+	wait_for 60 "$h: systemd killed the frozen agent and restarted the unit" unit_restarted "$h" "$n0" ||
+		fail -h "$h" "$h: the frozen agent was not restarted within 60s"
+	journal_since "$h" "$c" -u etcdkeeper -o cat | grep -E 'Watchdog timeout|Killing process|Main process exited|Scheduled restart job' | sed "s/^/      $h: /"
+	journal_since "$h" "$c" -u etcdkeeper -o cat | grep -q 'Watchdog timeout' || fail -h "$h" "$h: no 'Watchdog timeout' from systemd"
+	wait_for 60 "$h: member $id healthy after the watchdog restart" member_healthy "$h" "$id" || fail -h "$h" "$h: member not healthy (or changed) after the watchdog restart"
+	wait_all_healthy 60 || fail "cluster not healthy after the watchdog restart on $h"
+	log "$h: MainPID $main -> $(prop "$h" MainPID), NRestarts $n0 -> $(prop "$h" NRestarts), member $id healthy"
+	on "$h" rm -f /etc/systemd/system/etcdkeeper.service.d/e2e-watchdog.conf
+	sctl "$h" daemon-reload
+}
+
+# 7. Power a host off and boot it again: the enabled unit starts at boot
+# and resumes the same member.
+s_powercycle() {
+	local h=${HOST[0]} id
+	id=$(get "id-$h")
+	power_off "$h"
+	log "$h: powered off"
+	wait_for 30 "the other agents see 2/3 healthy" others_see_down "${HOST[1]}" ||
+		fail "the others do not see $h down"
+	boot "$h"
+	[[ $(on "$h" journalctl --list-boots --no-pager | grep -c .) -ge 2 ]] || fail -h "$h" "$h: the journal does not show a second boot"
+	wait_for 90 "$h: member $id healthy after the reboot" member_healthy "$h" "$id" || fail -h "$h" "$h: member $id not healthy after the reboot"
+	[[ $(sctl "$h" is-active etcdkeeper) == active ]] || fail -h "$h" "$h: etcdkeeper is not active after boot"
+	wait_all_healthy 90 || fail -h "$h" "cluster not healthy after $h rebooted"
+}
+
+# 8. apt-get remove (not purge) stops the agent and keeps data and spec;
+# installing again resumes the same member.
+s_reinstall() {
+	local h=${HOST[2]} m id sum
+	m=$(member "$h")
+	id=$(get "id-$h")
+	sum=$(on "$h" sha256sum "$SPEC" | cut -d' ' -f1)
+	on "$h" env DEBIAN_FRONTEND=noninteractive apt-get remove -y -q etcdkeeper </dev/null | sed "s/^/      $h: /" ||
+		fail -h "$h" "$h: apt-get remove failed"
+	[[ $(on "$h" dpkg-query -W -f '${db:Status-Abbrev}' etcdkeeper) == rc* ]] || fail -h "$h" "$h: package state is not rc (removed, config kept)"
+	[[ $(sctl "$h" is-active etcdkeeper || true) != active ]] || fail -h "$h" "$h: etcdkeeper still active after remove"
+	[[ -z $(etcd_procs "$h") ]] || fail -h "$h" "$h: processes of user etcd still run after remove"
+	on "$h" test -d "/var/lib/etcd/$m/member/wal" || fail -h "$h" "$h: data dir gone after remove"
+	on "$h" test -d "/var/lib/etcdkeeper/$m" || fail -h "$h" "$h: state dir gone after remove"
+	[[ $(on "$h" sha256sum "$SPEC" | cut -d' ' -f1) == "$sum" ]] || fail -h "$h" "$h: spec changed or gone after remove"
+	on "$h" id etcd >/dev/null || fail -h "$h" "$h: user etcd gone after remove"
+	log "$h: removed; data, state, spec and user etcd kept"
+	# The others keep the member: the spec still lists it.
+	sleep 3
+	agent_status "${HOST[1]}" | jq -e --arg id "$id" '[.members[].id] | index($id)' >/dev/null ||
+		fail "member $id was removed from the cluster while its host's package was removed"
+
+	on "$h" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q "/root/$(basename "$deb")" </dev/null | sed "s/^/      $h: /" ||
+		fail -h "$h" "$h: reinstall failed"
+	[[ $(on "$h" sha256sum "$SPEC" | cut -d' ' -f1) == "$sum" ]] || fail -h "$h" "$h: the reinstall replaced the edited spec"
+	[[ $(sctl "$h" is-active etcdkeeper || true) != active ]] || fail -h "$h" "$h: the reinstall started etcdkeeper by itself"
+	E2E_CMD_TIMEOUT=150 sctl "$h" enable --now etcdkeeper 2>&1 | sed "s/^/      $h: /" || fail -h "$h" "$h: start after reinstall failed"
+	wait_for 90 "$h: same member $id healthy after the reinstall" member_healthy "$h" "$id" || fail -h "$h" "$h: not the same healthy member after the reinstall"
+	wait_all_healthy 90 || fail "cluster not healthy after the reinstall on $h"
+	converged "${HOST[0]}" | sed 's/^/      /'
+}
+
+# ================================================================ main
+
+mkdir -p "$WORKBASE"
+exec 8>"$WORKBASE/.lock"
+flock -n 8 || { echo "e2e: another run holds $WORKBASE/.lock" >&2; exit 1; }
+# A run killed before its trap ran leaves its containers: stop them now.
+if [[ -d $WORK ]]; then
+	echo "e2e: cleaning up after an earlier run in $WORK"
+	cleanup
+	rm -rf "$WORK"
+fi
+mkdir -p "$WORK/hosts" "$WORK/state"
+trap on_exit EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+step "preflight (tools, free ports)" s_preflight
+step "Debian root (debootstrap, cached)" s_root
+ROOTFS=$(cat "$WORK/rootfs" 2>/dev/null || true)
+step "boot 3 hosts (systemd-nspawn, systemd as PID 1)" s_boot
+step "install the .deb, write the spec" s_install
+step "1. enable --now: active on READY, STATUS, 3 voters" s_ready
+step "2. hardened unit, etcd works in the sandbox" s_hardened
+step "3. kill etcd / systemctl kill: same member back" s_kill
+step "4. corrupt WAL: repaired, new ID, data kept" s_repair
+step "5. spec edit + systemctl reload: notified, applied" s_reload
+step "6. watchdog: frozen agent killed and restarted" s_watchdog
+step "7. power off + boot: same member" s_powercycle
+step "8. apt-get remove keeps data; reinstall resumes" s_reinstall
+[[ -z $FAILED ]]
