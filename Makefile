@@ -70,4 +70,4 @@ test-packaging:
 # /var/cache/etcdkeeper-e2e/ (built on the first run, ~1 min).
 .PHONY: e2e
 e2e: package
-	timeout -k 60 1500 test/e2e/run.sh $(DEB)
+	timeout -k 60 1200 test/e2e/run.sh $(DEB)

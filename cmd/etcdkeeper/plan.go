@@ -6,7 +6,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/etcdkeeper/etcdkeeper/internal/cluster"
 	"github.com/etcdkeeper/etcdkeeper/internal/reconcile"
 	"github.com/etcdkeeper/etcdkeeper/internal/spec"
 )
@@ -32,7 +31,7 @@ Exit status: 0 when nothing is to be done, 2 when changes are pending, 1 on erro
 			for _, m := range s.Members {
 				eps = append(eps, m.ClientURLs...)
 			}
-			cli, err := cluster.Dial(eps, nil)
+			cli, err := dialSpec(s, eps)
 			if err != nil {
 				return err
 			}

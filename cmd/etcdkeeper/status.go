@@ -77,7 +77,7 @@ func clusterRows(ctx context.Context, s *spec.Spec) ([]statusRow, bool, error) {
 	for _, m := range s.Members {
 		eps = append(eps, m.ClientURLs...)
 	}
-	cli, err := cluster.Dial(eps, nil)
+	cli, err := dialSpec(s, eps)
 	if err != nil {
 		return nil, false, err
 	}

@@ -67,6 +67,9 @@ type Agent struct {
 	lastSpecErr string
 	reloadReq   atomic.Bool
 	notify      *notifier
+	// silentSince is when the running etcd stopped answering (zero while
+	// it answers).
+	silentSince time.Time
 	metrics     *metrics.Metrics
 }
 

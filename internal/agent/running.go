@@ -19,9 +19,9 @@ func (a *Agent) converge(ctx context.Context) (string, error) {
 	_, self := a.Spec()
 	st, err := a.client.Status(ctx, self.ClientURLs[0])
 	if err != nil {
-		a.updateStatus(func(s *Status) { s.Healthy = false; s.Phase = "starting" })
-		return "waiting: local etcd is not answering yet", nil
+		return a.notAnswering(ctx)
 	}
+	a.silentSince = time.Time{}
 	id, cid := st.Header.MemberId, st.Header.ClusterId
 	if err := a.recordMarker(cid, id); err != nil {
 		return "recording membership", err
@@ -127,4 +127,52 @@ func alarmed(errs []string, id uint64, kind string) bool {
 		}
 	}
 	return false
+}
+
+// readyDeadline is how long a running etcd may stay silent (its client
+// port serves only once it has published itself through raft) while its
+// peers are healthy, before the agent stops it and checks its data.
+const readyDeadline = 90 * time.Second
+
+// notAnswering handles a running etcd whose client port does not answer.
+// Waiting for peers is normal; but an etcd that stays silent although the
+// others form a healthy quorum is stuck (e.g. it cut a damaged WAL and now
+// lacks committed entries): stop it, so that the start path inspects the
+// data dir and decides again.
+func (a *Agent) notAnswering(ctx context.Context) (string, error) {
+	a.updateStatus(func(s *Status) { s.Healthy = false; s.Phase = "starting" })
+	a.metrics.MemberHealthy.Set(0)
+	if a.silentSince.IsZero() || a.silentSince.Before(a.proc.Started()) {
+		a.silentSince = time.Now()
+	}
+	silent := time.Since(a.silentSince)
+	if silent < readyDeadline {
+		return "waiting: local etcd is not answering yet", nil
+	}
+	if v, err := a.client.Observe(ctx); err != nil || !a.othersHaveQuorum(v) {
+		return "waiting: local etcd is not answering and the peers have no healthy quorum without it", nil
+	}
+	s, _ := a.Spec()
+	a.lg.Error("etcd is not answering although its peers are healthy: stopping it to check its data",
+		zap.Duration("silent", silent.Round(time.Second)))
+	if err := a.proc.Stop(s.Agent.StopTimeout.Duration); err != nil {
+		return "stopping a stuck etcd", err
+	}
+	a.noteExit()
+	a.silentSince = time.Time{}
+	return fmt.Sprintf("stopped etcd: not answering for %s while its peers are healthy", silent.Round(time.Second)), nil
+}
+
+// othersHaveQuorum: the voters other than the local member form a healthy
+// quorum of the voters without it.
+func (a *Agent) othersHaveQuorum(v cluster.View) bool {
+	_, self := a.Spec()
+	for _, m := range v.Members {
+		if m.Name == self.Name {
+			ok, _ := reconcile.QuorumWithout(&v, m.ID)
+			return ok
+		}
+	}
+	ok, _ := reconcile.QuorumWithout(&v, 0)
+	return ok
 }

@@ -199,7 +199,7 @@ func (a *Agent) ensureClient() error {
 			eps = append(eps, m.ClientURLs...)
 		}
 	}
-	c, err := cluster.Dial(eps, nil)
+	c, err := cluster.DialSpec(s, self, eps)
 	if err != nil {
 		return err
 	}

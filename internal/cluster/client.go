@@ -9,6 +9,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -24,32 +25,94 @@ const CallTimeout = 2 * time.Second
 
 // Client talks to the cluster through a set of client endpoints.
 type Client struct {
-	c       *clientv3.Client
-	tls     *tls.Config
-	timeout time.Duration
+	endpoints []string
+	tls       *tls.Config
+	auth      credentials
+	timeout   time.Duration
+
+	mu sync.Mutex
+	c  *clientv3.Client // see conn
+}
+
+// credentials are an etcd user's, for clusters with auth enabled.
+type credentials struct{ user, password string }
+
+// DialOption adds to how Dial connects.
+type DialOption func(*Client)
+
+// WithCredentials logs in as user: needed when the cluster has auth
+// enabled. clientv3 ignores them while auth is off.
+func WithCredentials(user, password string) DialOption {
+	return func(c *Client) { c.auth = credentials{user: user, password: password} }
 }
 
 // Dial connects to endpoints without waiting for any of them to answer.
-func Dial(endpoints []string, tlsCfg *tls.Config) (*Client, error) {
-	c, err := clientv3.New(clientv3.Config{
-		Endpoints:            endpoints,
-		DialTimeout:          CallTimeout,
-		DialKeepAliveTime:    5 * time.Second,
-		DialKeepAliveTimeout: CallTimeout,
-		TLS:                  tlsCfg,
-		Logger:               zap.NewNop(),
-	})
-	if err != nil {
-		return nil, fmt.Errorf("etcd client for %v: %w", endpoints, err)
+// tlsCfg is nil for plain http.
+func Dial(endpoints []string, tlsCfg *tls.Config, opts ...DialOption) (*Client, error) {
+	c := &Client{endpoints: endpoints, tls: tlsCfg, timeout: CallTimeout}
+	for _, o := range opts {
+		o(c)
 	}
-	return &Client{c: c, tls: tlsCfg, timeout: CallTimeout}, nil
+	if c.auth.user != "" {
+		return c, nil // logs in on first use: see conn
+	}
+	if _, err := c.conn(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// conn is the etcd client, made on first use when there are credentials:
+// clientv3.New logs in at once and fails while no endpoint answers, and
+// the agent must be able to dial a cluster that is down, to find out that
+// no peer answers. Until the login succeeds, every call fails with the
+// reason.
+func (c *Client) conn() (*clientv3.Client, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.c != nil {
+		return c.c, nil
+	}
+	cli, err := clientv3.New(c.config(c.endpoints...))
+	if err != nil {
+		return nil, fmt.Errorf("etcd client for %v: %w", c.endpoints, err)
+	}
+	c.c = cli
+	return cli, nil
+}
+
+// config is the clientv3 config for endpoints with this client's TLS and
+// credentials: the main client and the one-endpoint clients (snapshot,
+// move leader) connect the same way.
+func (c *Client) config(endpoints ...string) clientv3.Config {
+	return clientv3.Config{
+		Endpoints:            endpoints,
+		DialTimeout:          c.timeout,
+		DialKeepAliveTime:    5 * time.Second,
+		DialKeepAliveTimeout: c.timeout,
+		TLS:                  c.tls,
+		Username:             c.auth.user,
+		Password:             c.auth.password,
+		Logger:               zap.NewNop(),
+	}
 }
 
 // Close releases the connections.
-func (c *Client) Close() error { return c.c.Close() }
+func (c *Client) Close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.c == nil {
+		return nil
+	}
+	return c.c.Close()
+}
 
-// Raw is the underlying client, for the lock and for tests.
-func (c *Client) Raw() *clientv3.Client { return c.c }
+// Raw is the underlying client, for tests; nil while a client with
+// credentials cannot log in.
+func (c *Client) Raw() *clientv3.Client {
+	cli, _ := c.conn()
+	return cli
+}
 
 func (c *Client) ctx(parent context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(parent, c.timeout)
@@ -60,7 +123,11 @@ func (c *Client) ctx(parent context.Context) (context.Context, context.CancelFun
 func (c *Client) Members(ctx context.Context) (uint64, []*etcdserverpb.Member, error) {
 	ctx, cancel := c.ctx(ctx)
 	defer cancel()
-	resp, err := c.c.MemberList(ctx)
+	cli, err := c.conn()
+	if err != nil {
+		return 0, nil, err
+	}
+	resp, err := cli.MemberList(ctx)
 	if err != nil {
 		return 0, nil, fmt.Errorf("member list: %w", err)
 	}
@@ -72,7 +139,11 @@ func (c *Client) Members(ctx context.Context) (uint64, []*etcdserverpb.Member, e
 func (c *Client) AddLearner(ctx context.Context, peerURLs []string) (*etcdserverpb.Member, []*etcdserverpb.Member, error) {
 	ctx, cancel := c.ctx(ctx)
 	defer cancel()
-	resp, err := c.c.MemberAddAsLearner(ctx, peerURLs)
+	cli, err := c.conn()
+	if err != nil {
+		return nil, nil, err
+	}
+	resp, err := cli.MemberAddAsLearner(ctx, peerURLs)
 	if err != nil {
 		return nil, nil, fmt.Errorf("member add --learner %v: %w", peerURLs, err)
 	}
@@ -83,7 +154,11 @@ func (c *Client) AddLearner(ctx context.Context, peerURLs []string) (*etcdserver
 func (c *Client) Remove(ctx context.Context, id uint64) error {
 	ctx, cancel := c.ctx(ctx)
 	defer cancel()
-	_, err := c.c.MemberRemove(ctx, id)
+	cli, err := c.conn()
+	if err != nil {
+		return err
+	}
+	_, err = cli.MemberRemove(ctx, id)
 	if err != nil && !errors.Is(err, rpctypes.ErrMemberNotFound) {
 		return fmt.Errorf("member remove %x: %w", id, err)
 	}
@@ -94,7 +169,11 @@ func (c *Client) Remove(ctx context.Context, id uint64) error {
 func (c *Client) Promote(ctx context.Context, id uint64) error {
 	ctx, cancel := c.ctx(ctx)
 	defer cancel()
-	_, err := c.c.MemberPromote(ctx, id)
+	cli, err := c.conn()
+	if err != nil {
+		return err
+	}
+	_, err = cli.MemberPromote(ctx, id)
 	if err != nil && !errors.Is(err, rpctypes.ErrMemberNotLearner) {
 		return fmt.Errorf("member promote %x: %w", id, err)
 	}
@@ -106,7 +185,11 @@ func (c *Client) Promote(ctx context.Context, id uint64) error {
 func (c *Client) UpdatePeerURLs(ctx context.Context, id uint64, peerURLs []string) error {
 	ctx, cancel := c.ctx(ctx)
 	defer cancel()
-	if _, err := c.c.MemberUpdate(ctx, id, peerURLs); err != nil {
+	cli, err := c.conn()
+	if err != nil {
+		return err
+	}
+	if _, err := cli.MemberUpdate(ctx, id, peerURLs); err != nil {
 		return fmt.Errorf("member update %x %v: %w", id, peerURLs, err)
 	}
 	return nil
@@ -117,7 +200,7 @@ func (c *Client) UpdatePeerURLs(ctx context.Context, id uint64, peerURLs []strin
 func (c *Client) MoveLeader(ctx context.Context, leaderEndpoint string, to uint64) error {
 	ctx, cancel := c.ctx(ctx)
 	defer cancel()
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{leaderEndpoint}, DialTimeout: c.timeout, TLS: c.tls, Logger: zap.NewNop()})
+	cli, err := clientv3.New(c.config(leaderEndpoint))
 	if err != nil {
 		return fmt.Errorf("client for leader %s: %w", leaderEndpoint, err)
 	}
@@ -132,7 +215,11 @@ func (c *Client) MoveLeader(ctx context.Context, leaderEndpoint string, to uint6
 func (c *Client) Status(ctx context.Context, endpoint string) (*clientv3.StatusResponse, error) {
 	ctx, cancel := c.ctx(ctx)
 	defer cancel()
-	resp, err := c.c.Status(ctx, endpoint)
+	cli, err := c.conn()
+	if err != nil {
+		return nil, err
+	}
+	resp, err := cli.Status(ctx, endpoint)
 	if err != nil {
 		return nil, fmt.Errorf("status of %s: %w", endpoint, err)
 	}

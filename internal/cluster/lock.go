@@ -76,11 +76,15 @@ func (l *Lock) Unlock(ctx context.Context) error {
 func (c *Client) session(ctx context.Context) (*concurrency.Session, error) {
 	gctx, cancel := c.ctx(ctx)
 	defer cancel()
-	lease, err := c.c.Grant(gctx, LockTTL)
+	cli, err := c.conn()
+	if err != nil {
+		return nil, err
+	}
+	lease, err := cli.Grant(gctx, LockTTL)
 	if err != nil {
 		return nil, fmt.Errorf("grant lease: %w", err)
 	}
-	s, err := concurrency.NewSession(c.c, concurrency.WithTTL(LockTTL), concurrency.WithLease(lease.ID))
+	s, err := concurrency.NewSession(cli, concurrency.WithTTL(LockTTL), concurrency.WithLease(lease.ID))
 	if err != nil {
 		return nil, fmt.Errorf("session on lease %x: %w", lease.ID, err)
 	}

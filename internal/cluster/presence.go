@@ -75,7 +75,11 @@ func (p *Presence) Close() error { return closeSession(p.session) }
 func (c *Client) Agents(ctx context.Context, clusterName string) ([]AgentRecord, error) {
 	ctx, cancel := c.ctx(ctx)
 	defer cancel()
-	resp, err := c.c.Get(ctx, AgentsKey(clusterName), clientv3.WithPrefix())
+	cli, err := c.conn()
+	if err != nil {
+		return nil, err
+	}
+	resp, err := cli.Get(ctx, AgentsKey(clusterName), clientv3.WithPrefix())
 	if err != nil {
 		return nil, fmt.Errorf("read agent records: %w", err)
 	}

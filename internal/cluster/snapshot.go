@@ -9,7 +9,6 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 )
 
 // SnapshotTimeout bounds one snapshot download.
@@ -20,7 +19,7 @@ const SnapshotTimeout = 10 * time.Minute
 func (c *Client) SaveSnapshot(ctx context.Context, endpoint, path string) (int64, error) {
 	ctx, cancel := context.WithTimeout(ctx, SnapshotTimeout)
 	defer cancel()
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{endpoint}, DialTimeout: c.timeout, TLS: c.tls, Logger: zap.NewNop()})
+	cli, err := clientv3.New(c.config(endpoint))
 	if err != nil {
 		return 0, fmt.Errorf("client for %s: %w", endpoint, err)
 	}

@@ -43,6 +43,7 @@ func Flags(s *spec.Spec, m spec.Member, b Bootstrap) []string {
 		"--initial-cluster-state=" + b.State,
 		"--initial-cluster=" + b.InitialCluster,
 	}
+	args = append(args, tlsFlags(m.TLS)...)
 	extra := map[string]string{}
 	for k, v := range defaultFlags {
 		extra[k] = v
@@ -59,6 +60,29 @@ func Flags(s *spec.Spec, m spec.Member, b Bootstrap) []string {
 		args = append(args, fmt.Sprintf("--%s=%s", k, extra[k]))
 	}
 	return args
+}
+
+// tlsFlags are etcd's TLS flags for the member's certificates, only those
+// the spec sets (validation made them consistent).
+func tlsFlags(t spec.TLS) []string {
+	var out []string
+	side := func(prefix string, s spec.TLSServer) {
+		for _, f := range []struct{ name, value string }{
+			{"cert-file", s.CertFile},
+			{"key-file", s.KeyFile},
+			{"trusted-ca-file", s.TrustedCAFile},
+		} {
+			if f.value != "" {
+				out = append(out, "--"+prefix+f.name+"="+f.value)
+			}
+		}
+		if s.ClientCertAuth {
+			out = append(out, "--"+prefix+"client-cert-auth=true")
+		}
+	}
+	side("", t.Client)
+	side("peer-", t.Peer)
+	return out
 }
 
 // NewClusterBootstrap is the bootstrap of a cluster that has never run: the

@@ -44,6 +44,8 @@ func (d *doc) decodeSpec(root *yaml.Node, s *Spec) bool {
 			"keepBackups": integer(d, &s.Repair.KeepBackups),
 			"minFreeMB":   integer(d, &s.Repair.MinFreeMB),
 		}),
+		"tls":  d.object(d.tlsFields(&s.TLS)),
+		"auth": d.object(d.authFields(&s.Auth)),
 	})
 	return true
 }

@@ -37,6 +37,8 @@ func (d *doc) applyDefaults(s *Spec, base string) {
 	d.defaultDuration("agent.learnerTimeout", &s.Agent.LearnerTimeout, defaultLearnerTime)
 	d.defaultDuration("agent.stopTimeout", &s.Agent.StopTimeout, defaultStopTimeout)
 	d.defaultRepair(&s.Repair)
+	resolveTLS(base, &s.TLS)
+	s.Auth.CredentialsFile = resolvePath(base, s.Auth.CredentialsFile)
 	for i := range s.Members {
 		fillMember(s, &s.Members[i], base)
 	}
@@ -72,6 +74,7 @@ func fillMember(s *Spec, m *Member, base string) {
 		m.BackupDir = m.DataDir + backupSuffix
 	}
 	m.AgentAddr = expand(orDefault(m.AgentAddr, s.Agent.Addr), m.Name)
+	m.TLS = expandTLS(s.TLS, m.Name)
 	if len(m.ListenPeerURLs) == 0 {
 		m.ListenPeerURLs = listenURLs(m.PeerURLs)
 	}

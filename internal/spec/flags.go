@@ -26,6 +26,16 @@ var ownedFlags = map[string]string{
 	// etcd ignores every command-line flag when a config file is given,
 	// which would silently drop all the flags above.
 	"config-file": "remove it: etcd ignores all other flags when --config-file is set",
+	// TLS comes from tls:, where the files are checked and the agent finds
+	// the certificates it needs to talk to etcd.
+	"cert-file":             "remove it: set tls.client.certFile",
+	"key-file":              "remove it: set tls.client.keyFile",
+	"trusted-ca-file":       "remove it: set tls.client.trustedCAFile",
+	"client-cert-auth":      "remove it: set tls.client.clientCertAuth",
+	"peer-cert-file":        "remove it: set tls.peer.certFile",
+	"peer-key-file":         "remove it: set tls.peer.keyFile",
+	"peer-trusted-ca-file":  "remove it: set tls.peer.trustedCAFile",
+	"peer-client-cert-auth": "remove it: set tls.peer.clientCertAuth",
 }
 
 var flagName = regexp.MustCompile(`^[a-z][a-z0-9-]*$`)

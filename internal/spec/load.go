@@ -49,6 +49,7 @@ func Parse(data []byte, path string) (*Spec, error) {
 	d.checkFields(s)
 	d.applyDefaults(s, baseDir(path))
 	d.checkMembers(s)
+	d.checkSecurity(s)
 	if len(d.errs) > 0 {
 		return nil, d.failed()
 	}

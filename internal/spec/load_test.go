@@ -28,7 +28,7 @@ func TestLoadValid(t *testing.T) {
 members:
   - name: n1
     peerURLs: [http://10.0.0.1:2380, http://n1.example:2381]
-    clientURLs: [https://localhost:2379]
+    clientURLs: [http://localhost:2379]
   - name: n2
     peerURLs: [http://10.0.0.2:2380]
     clientURLs: [http://10.0.0.2:2379]
@@ -54,9 +54,9 @@ repair:
 		Members: []Member{{
 			Name:             "n1",
 			PeerURLs:         []string{"http://10.0.0.1:2380", "http://n1.example:2381"},
-			ClientURLs:       []string{"https://localhost:2379"},
+			ClientURLs:       []string{"http://localhost:2379"},
 			ListenPeerURLs:   []string{"http://10.0.0.1:2380", "http://0.0.0.0:2381"},
-			ListenClientURLs: []string{"https://127.0.0.1:2379"},
+			ListenClientURLs: []string{"http://127.0.0.1:2379"},
 			DataDir:          filepath.Join(dir, "data/n1"),
 			AgentAddr:        "127.0.0.1:2378",
 			StateDir:         "/srv/state/n1",

@@ -13,6 +13,8 @@ type Spec struct {
 	Etcd    Etcd     `yaml:"etcd"`
 	Agent   Agent    `yaml:"agent"`
 	Repair  Repair   `yaml:"repair"`
+	TLS     TLS      `yaml:"tls"`
+	Auth    Auth     `yaml:"auth"`
 
 	// Path is the file the spec was loaded from.
 	Path string `yaml:"-"`
@@ -49,6 +51,9 @@ type Member struct {
 	// BackupDir is agent.backupDir with {name} expanded, or, when that is
 	// empty, DataDir + ".backups" (not a YAML field).
 	BackupDir string `yaml:"-"`
+	// TLS is the spec's tls: with {name} expanded for this member: the
+	// files this member's etcd and agent use (not a YAML field).
+	TLS TLS `yaml:"-"`
 	// Line is the line of the member's entry in the spec file.
 	Line int `yaml:"-"`
 }
@@ -93,3 +98,41 @@ type Repair struct {
 
 // Duration is a time.Duration written as "2s", "2m" in YAML.
 type Duration struct{ time.Duration }
+
+// TLS configures certificates for etcd's client and peer ports and for the
+// agent's own connections to etcd. Paths may contain {name}; relative
+// paths are relative to the spec file. An empty section means plain http.
+type TLS struct {
+	// Client: etcd's client port (--cert-file, --key-file,
+	// --trusted-ca-file, --client-cert-auth). clientURLs must be https.
+	Client TLSServer `yaml:"client"`
+	// Peer: etcd's peer port (--peer-cert-file, --peer-key-file,
+	// --peer-trusted-ca-file, --peer-client-cert-auth). peerURLs must be
+	// https.
+	Peer TLSServer `yaml:"peer"`
+	// Agent: the certificate the agent (and etcdkeeper status/plan)
+	// presents to etcd's client port, and the CA it trusts.
+	Agent TLSClient `yaml:"agent"`
+}
+
+// TLSServer is one of etcd's listening sides.
+type TLSServer struct {
+	CertFile       string `yaml:"certFile"`
+	KeyFile        string `yaml:"keyFile"`
+	TrustedCAFile  string `yaml:"trustedCAFile"`
+	ClientCertAuth bool   `yaml:"clientCertAuth"`
+}
+
+// TLSClient is a client certificate and the CA to trust.
+type TLSClient struct {
+	CertFile      string `yaml:"certFile"`
+	KeyFile       string `yaml:"keyFile"`
+	TrustedCAFile string `yaml:"trustedCAFile"`
+}
+
+// Auth: when the cluster has etcd auth enabled, the agent logs in with the
+// credentials in CredentialsFile ("user:password" on the first line). The
+// password is never logged.
+type Auth struct {
+	CredentialsFile string `yaml:"credentialsFile"`
+}

@@ -22,6 +22,7 @@ func (d *doc) checkFields(s *Spec) {
 	d.checkFlags(s.Etcd.Flags)
 	d.checkAgent(s.Agent)
 	d.checkRepair(s.Repair)
+	d.checkSecurityFields(s)
 }
 
 func (d *doc) checkCluster(c Cluster) {

@@ -10,12 +10,14 @@ import (
 	"crypto/tls"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -600,4 +602,151 @@ func (c *Cluster) PeerURLs(cli *clientv3.Client) (map[string]string, error) {
 		}
 	}
 	return out, nil
+}
+
+// Signal sends sig to the agent of member name.
+func (c *Cluster) Signal(name string, sig syscall.Signal) error {
+	p := c.agents[name]
+	if p == nil {
+		return fmt.Errorf("agent %s is not running", name)
+	}
+	return p.cmd.Process.Signal(sig)
+}
+
+// ---- For the bench and chaos programs (test/bench, test/chaos) ----
+
+// AgentPID is the process ID of the running agent of member name, 0 when
+// the test bed runs no agent for it.
+func (c *Cluster) AgentPID(name string) int {
+	p := c.agents[name]
+	if p == nil {
+		return 0
+	}
+	return p.cmd.Process.Pid
+}
+
+// AgentRunning reports whether the test bed runs an agent for member name
+// that has not exited.
+func (c *Cluster) AgentRunning(name string) bool {
+	p := c.agents[name]
+	if p == nil {
+		return false
+	}
+	select {
+	case <-p.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// LogPath is the agent log of member name (its own lines and etcd's).
+func (c *Cluster) LogPath(name string) string { return filepath.Join(c.Dir, name+".log") }
+
+// Runner is a TB for programs: Logf and Errorf print with a time stamp,
+// Fatalf panics with a FatalError that Catch turns into an error, and
+// Close runs the cleanups, last first. Safe for concurrent use.
+type Runner struct {
+	mu       sync.Mutex
+	root     string
+	n        int
+	cleanups []func()
+	failed   bool
+	// Out receives Logf and Errorf; os.Stderr when nil.
+	Out io.Writer
+}
+
+// FatalError is what Runner.Fatalf panics with.
+type FatalError struct{ Msg string }
+
+func (e FatalError) Error() string { return e.Msg }
+
+// NewRunner makes a Runner whose TempDir creates numbered folders under
+// root (created if missing).
+func NewRunner(root string) (*Runner, error) {
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		return nil, err
+	}
+	return &Runner{root: root}, nil
+}
+
+func (r *Runner) Helper() {}
+
+func (r *Runner) out() io.Writer {
+	if r.Out == nil {
+		return os.Stderr
+	}
+	return r.Out
+}
+
+func (r *Runner) Logf(format string, args ...any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	fmt.Fprintf(r.out(), "%s %s\n", time.Now().Format("15:04:05.000"), fmt.Sprintf(format, args...))
+}
+
+func (r *Runner) Errorf(format string, args ...any) {
+	r.mu.Lock()
+	r.failed = true
+	r.mu.Unlock()
+	r.Logf("ERROR: "+format, args...)
+}
+
+func (r *Runner) Fatalf(format string, args ...any) {
+	r.Errorf(format, args...)
+	panic(FatalError{Msg: fmt.Sprintf(format, args...)})
+}
+
+func (r *Runner) Cleanup(f func()) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.cleanups = append(r.cleanups, f)
+}
+
+func (r *Runner) TempDir() string {
+	r.mu.Lock()
+	r.n++
+	dir := filepath.Join(r.root, fmt.Sprintf("%03d", r.n))
+	r.mu.Unlock()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		r.Fatalf("temp dir: %v", err)
+	}
+	return dir
+}
+
+func (r *Runner) Failed() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.failed
+}
+
+// Close runs the cleanups registered so far, last first.
+func (r *Runner) Close() {
+	for {
+		r.mu.Lock()
+		if len(r.cleanups) == 0 {
+			r.mu.Unlock()
+			return
+		}
+		f := r.cleanups[len(r.cleanups)-1]
+		r.cleanups = r.cleanups[:len(r.cleanups)-1]
+		r.mu.Unlock()
+		f()
+	}
+}
+
+// Catch runs f and returns the FatalError it panicked with, if any; other
+// panics go on.
+func Catch(f func()) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			fe, ok := p.(FatalError)
+			if !ok {
+				panic(p)
+			}
+			err = fe
+		}
+	}()
+	f()
+	return nil
 }

@@ -1,0 +1,207 @@
+package kubeadm
+
+import (
+	"errors"
+	"fmt"
+	"path"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Manifest is what an etcd static pod says about its host's member: etcd's
+// flags, the container's ETCD_* environment and where the container's
+// paths are on the host.
+type Manifest struct {
+	// Source names the manifest in comments and errors, e.g. the file it
+	// was read from. ParseManifest leaves it empty.
+	Source string
+	// Flags are etcd's flags in command-line order, names without dashes.
+	Flags []Flag
+	// Env holds the names of the container's ETCD_* variables: etcd reads
+	// them as flags, but import does not (values may come from secrets).
+	Env []string
+	// Mounts map container paths to host paths (hostPath volumes only).
+	Mounts []Mount
+}
+
+// Flag is one etcd command-line flag, name without dashes.
+type Flag struct {
+	Name, Value string
+}
+
+// Mount is a hostPath volume mounted into the etcd container.
+type Mount struct {
+	ContainerPath, HostPath string
+}
+
+// pod is the part of a v1 Pod that import reads. Anything else in the
+// manifest (probes, resources, image) has no counterpart in the spec.
+type pod struct {
+	APIVersion string `yaml:"apiVersion"`
+	Kind       string `yaml:"kind"`
+	Spec       struct {
+		Containers []container `yaml:"containers"`
+		Volumes    []struct {
+			Name     string `yaml:"name"`
+			HostPath *struct {
+				Path string `yaml:"path"`
+			} `yaml:"hostPath"`
+		} `yaml:"volumes"`
+	} `yaml:"spec"`
+}
+
+type container struct {
+	Name    string   `yaml:"name"`
+	Command []string `yaml:"command"`
+	Args    []string `yaml:"args"`
+	Env     []struct {
+		Name string `yaml:"name"`
+	} `yaml:"env"`
+	VolumeMounts []struct {
+		Name      string `yaml:"name"`
+		MountPath string `yaml:"mountPath"`
+	} `yaml:"volumeMounts"`
+}
+
+// ParseManifest reads kubeadm's etcd static pod manifest. It fails when the
+// data is not a Pod with an etcd container whose flags name the member.
+func ParseManifest(data []byte) (Manifest, error) {
+	var p pod
+	if err := yaml.Unmarshal(data, &p); err != nil {
+		return Manifest{}, fmt.Errorf("not a pod manifest: %w", err)
+	}
+	if p.Kind != "Pod" {
+		return Manifest{}, fmt.Errorf("kind is %q, want Pod: give kubeadm's etcd static pod, /etc/kubernetes/manifests/etcd.yaml", p.Kind)
+	}
+	c, err := etcdContainer(p.Spec.Containers)
+	if err != nil {
+		return Manifest{}, err
+	}
+	flags, err := parseArgs(commandLine(c))
+	if err != nil {
+		return Manifest{}, fmt.Errorf("container %s: %w", c.Name, err)
+	}
+	m := Manifest{Flags: flags}
+	if v, _ := m.Flag("name"); v == "" {
+		return Manifest{}, fmt.Errorf("container %s: no --name: import needs the member's name", c.Name)
+	}
+	for _, e := range c.Env {
+		if strings.HasPrefix(e.Name, "ETCD_") {
+			m.Env = append(m.Env, e.Name)
+		}
+	}
+	hostPaths := map[string]string{}
+	for _, v := range p.Spec.Volumes {
+		if v.HostPath != nil {
+			hostPaths[v.Name] = path.Clean(v.HostPath.Path)
+		}
+	}
+	for _, vm := range c.VolumeMounts {
+		if hp, ok := hostPaths[vm.Name]; ok {
+			m.Mounts = append(m.Mounts, Mount{ContainerPath: path.Clean(vm.MountPath), HostPath: hp})
+		}
+	}
+	return m, nil
+}
+
+// etcdContainer is the container named etcd (kubeadm's name), or else the
+// only one that runs an etcd binary.
+func etcdContainer(cs []container) (container, error) {
+	var found []container
+	for _, c := range cs {
+		if c.Name == "etcd" {
+			return c, nil
+		}
+		if cl := commandLine(c); len(cl) > 0 && path.Base(cl[0]) == "etcd" {
+			found = append(found, c)
+		}
+	}
+	switch len(found) {
+	case 0:
+		return container{}, errors.New("no etcd container (named etcd or running etcd) in the pod")
+	case 1:
+		return found[0], nil
+	}
+	return container{}, fmt.Errorf("%d containers run etcd: expected one", len(found))
+}
+
+// commandLine is the container's command followed by its args, the way the
+// runtime starts it. kubeadm puts everything in command, starting with etcd.
+func commandLine(c container) []string {
+	return append(append([]string{}, c.Command...), c.Args...)
+}
+
+// parseArgs reads etcd's flags the way etcd's flag package does: --name=value,
+// --name value, or --name alone for true. The program name, when present, is
+// skipped.
+func parseArgs(args []string) ([]Flag, error) {
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		args = args[1:]
+	}
+	var flags []Flag
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if !strings.HasPrefix(a, "-") || strings.Trim(a, "-") == "" {
+			return nil, fmt.Errorf("argument %q is not a flag: etcd takes only flags", a)
+		}
+		name, value, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if !hasValue {
+			value = "true"
+			if i+1 < len(args) && !strings.HasPrefix(args[i+1], "-") {
+				value = args[i+1]
+				i++
+			}
+		}
+		flags = append(flags, Flag{Name: name, Value: value})
+	}
+	return flags, nil
+}
+
+// Flag returns the value of flag name. etcd, like Go's flag package, takes
+// the last one when a flag is given twice.
+func (m Manifest) Flag(name string) (string, bool) {
+	value, found := "", false
+	for _, f := range m.Flags {
+		if f.Name == name {
+			value, found = f.Value, true
+		}
+	}
+	return value, found
+}
+
+// Name is the member's name, etcd's --name.
+func (m Manifest) Name() string {
+	v, _ := m.Flag("name")
+	return v
+}
+
+// HostPath maps a path seen inside the container to the host, through the
+// hostPath volume mounted deepest above it. ok is false when no volume
+// covers it: the file then lives in the container image.
+func (m Manifest) HostPath(p string) (hostPath string, ok bool) {
+	p = path.Clean(p)
+	best := -1
+	for i, mt := range m.Mounts {
+		if within(p, mt.ContainerPath) && (best < 0 || len(mt.ContainerPath) > len(m.Mounts[best].ContainerPath)) {
+			best = i
+		}
+	}
+	if best < 0 {
+		return p, false
+	}
+	mt := m.Mounts[best]
+	return path.Join(mt.HostPath, strings.TrimPrefix(p, mt.ContainerPath)), true
+}
+
+func within(p, dir string) bool {
+	return p == dir || dir == "/" || strings.HasPrefix(p, dir+"/")
+}
+
+// label names the manifest in comments: "cp1 (testdata/cp1.yaml)".
+func (m Manifest) label() string {
+	if m.Source == "" {
+		return m.Name() + "'s manifest"
+	}
+	return m.Name() + "'s manifest " + m.Source
+}

@@ -1,0 +1,250 @@
+package kubeadm
+
+import (
+	"fmt"
+	"net"
+	"net/url"
+	"sort"
+	"strings"
+)
+
+// defaultClientPort is the client port kubeadm gives every member.
+const defaultClientPort = "2379"
+
+// peerList is one manifest's --initial-cluster: member name -> peer URLs.
+type peerList struct {
+	from  Manifest
+	peers map[string][]string
+}
+
+// members builds one spec member per host: from its own manifest when
+// given, else from the --initial-cluster of the manifests that name it.
+func (b *builder) members() error {
+	own := map[string]Manifest{}
+	var lists []peerList
+	for _, m := range b.ms {
+		own[m.Name()] = m
+		ic, _ := m.Flag("initial-cluster")
+		peers, err := parseInitialCluster(ic)
+		if err != nil {
+			return fmt.Errorf("%s: --initial-cluster: %w", m.label(), err)
+		}
+		lists = append(lists, peerList{from: m, peers: peers})
+	}
+	var derived []string
+	for _, name := range memberNames(own, lists) {
+		if m, ok := own[name]; ok {
+			mb, err := b.ownMember(m, lists)
+			if err != nil {
+				return err
+			}
+			b.doc.Members = append(b.doc.Members, mb)
+			continue
+		}
+		b.doc.Members = append(b.doc.Members, b.listedMember(name, lists))
+		derived = append(derived, name)
+	}
+	b.listenWarning()
+	if len(derived) > 0 {
+		b.warn("no manifest of %s: their clientURLs and listenClientURLs are derived (see the members); "+
+			"import every control-plane host's manifest, or check them against each host's /etc/kubernetes/manifests/etcd.yaml",
+			strings.Join(derived, ", "))
+	}
+	return nil
+}
+
+// memberNames is every member a manifest names, itself or in its
+// --initial-cluster, sorted.
+func memberNames(own map[string]Manifest, lists []peerList) []string {
+	seen := map[string]bool{}
+	var names []string
+	add := func(name string) {
+		if !seen[name] {
+			seen[name] = true
+			names = append(names, name)
+		}
+	}
+	for name := range own {
+		add(name)
+	}
+	for _, l := range lists {
+		for name := range l.peers {
+			add(name)
+		}
+	}
+	sort.Strings(names)
+	return names
+}
+
+// parseInitialCluster reads name=peerURL,...; a name may come more than once
+// when its member has several peer URLs.
+func parseInitialCluster(v string) (map[string][]string, error) {
+	peers := map[string][]string{}
+	if v == "" {
+		return peers, nil
+	}
+	for _, pair := range strings.Split(v, ",") {
+		name, u, ok := strings.Cut(strings.TrimSpace(pair), "=")
+		if !ok || name == "" || u == "" {
+			return nil, fmt.Errorf("%q is not name=peerURL", pair)
+		}
+		peers[name] = append(peers[name], u)
+	}
+	return peers, nil
+}
+
+// ownMember is the member of the host whose manifest this is: its own flags
+// say how it is reached and what it binds.
+func (b *builder) ownMember(m Manifest, lists []peerList) (Member, error) {
+	mb := Member{Name: m.Name(), Note: "From " + m.label() + "."}
+	mb.PeerURLs = flagList(m, "initial-advertise-peer-urls")
+	if len(mb.PeerURLs) == 0 {
+		own, _ := parseInitialCluster(flagValue(m, "initial-cluster"))
+		mb.PeerURLs = own[mb.Name]
+	}
+	if len(mb.PeerURLs) == 0 {
+		return Member{}, fmt.Errorf("%s: no --initial-advertise-peer-urls and no entry for %s in --initial-cluster: import needs the member's peer URLs", m.label(), mb.Name)
+	}
+	for _, l := range lists {
+		if urls, ok := l.peers[mb.Name]; ok && strings.Join(urls, ",") != strings.Join(mb.PeerURLs, ",") {
+			mb.Note += fmt.Sprintf(" %s lists it with %s: etcd uses --initial-cluster only at a member's first start, so its own flag is taken.",
+				l.from.label(), strings.Join(urls, ","))
+		}
+	}
+	mb.ClientURLs = flagList(m, "advertise-client-urls")
+	if len(mb.ClientURLs) == 0 {
+		mb.ClientURLs = clientURLsFor(mb.PeerURLs)
+		mb.Note += " It sets no --advertise-client-urls: clientURLs is its peer host with port " + defaultClientPort + "."
+	}
+	mb.ListenPeerURLs = flagList(m, "listen-peer-urls")
+	kubeadmListen := flagList(m, "listen-client-urls")
+	mb.ListenClientURLs = kubeadmListen
+	if wildcard, ok := wildcardFor(kubeadmListen); ok {
+		mb.ListenClientURLs = []string{wildcard}
+		b.wildcard = true
+		mb.ListenClientNote = "kubeadm listens on " + strings.Join(kubeadmListen, " and ") + " (see the header)."
+	}
+	return mb, nil
+}
+
+// listedMember is a member only other hosts' --initial-cluster names. Its
+// client URL is guessed the kubeadm way: the peer URL's host, port 2379.
+func (b *builder) listedMember(name string, lists []peerList) Member {
+	var first peerList
+	var by []string
+	for _, l := range lists {
+		if _, ok := l.peers[name]; ok {
+			if len(by) == 0 {
+				first = l
+			}
+			by = append(by, l.from.Name())
+		}
+	}
+	mb := Member{Name: name, PeerURLs: first.peers[name]}
+	mb.ClientURLs = clientURLsFor(mb.PeerURLs)
+	mb.Note = fmt.Sprintf("No manifest of %s: named in the --initial-cluster of %s. "+
+		"clientURLs is its peer host with port %s, and listenClientURLs assumes kubeadm's layout "+
+		"(127.0.0.1 and its own address), as on the other hosts.",
+		name, strings.Join(by, ", "), defaultClientPort)
+	for _, l := range lists {
+		if urls, ok := l.peers[name]; ok && strings.Join(urls, ",") != strings.Join(mb.PeerURLs, ",") {
+			b.warn("%s: %s lists its peer URLs as %s, %s as %s: took the first; check them with etcdctl member list",
+				name, first.from.label(), strings.Join(mb.PeerURLs, ","), l.from.label(), strings.Join(urls, ","))
+		}
+	}
+	if u, err := url.Parse(mb.PeerURLs[0]); err == nil {
+		mb.ListenClientURLs = []string{u.Scheme + "://" + net.JoinHostPort(unspecified(u.Hostname()), defaultClientPort)}
+		b.wildcard = true
+	}
+	return mb
+}
+
+// clientURLsFor derives client URLs from peer URLs: same scheme and host,
+// port 2379.
+func clientURLsFor(peerURLs []string) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, p := range peerURLs {
+		u, err := url.Parse(p)
+		if err != nil {
+			continue
+		}
+		c := u.Scheme + "://" + net.JoinHostPort(u.Hostname(), defaultClientPort)
+		if !seen[c] {
+			seen[c] = true
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// wildcardFor turns kubeadm's client listen URLs (127.0.0.1 and the host's
+// address) into one wildcard URL: the spec's validation takes a listen IP to
+// be one member's, so 127.0.0.1 on every member is refused. ok is false when
+// urls bind no loopback address or differ in scheme or port.
+func wildcardFor(urls []string) (string, bool) {
+	var scheme, port, host string
+	loopback := false
+	for _, raw := range urls {
+		u, err := url.Parse(raw)
+		if err != nil || (scheme != "" && (u.Scheme != scheme || u.Port() != port)) {
+			return "", false
+		}
+		scheme, port = u.Scheme, u.Port()
+		if ip := net.ParseIP(u.Hostname()); ip != nil && ip.IsLoopback() {
+			loopback = true
+		} else {
+			host = u.Hostname()
+		}
+	}
+	if !loopback || port == "" {
+		return "", false
+	}
+	return scheme + "://" + net.JoinHostPort(unspecified(host), port), true
+}
+
+// unspecified is the wildcard address of host's family: [::] for IPv6.
+func unspecified(host string) string {
+	if ip := net.ParseIP(host); ip != nil && ip.To4() == nil {
+		return "::"
+	}
+	return "0.0.0.0"
+}
+
+// listenWarning explains, once, why members listen on the wildcard address.
+func (b *builder) listenWarning() {
+	if !b.wildcard {
+		return
+	}
+	b.warn("listenClientURLs: kubeadm binds etcd's client port on 127.0.0.1 (the kube-apiserver's --etcd-servers) "+
+		"and on the host's address. The spec takes a listen IP to be one member's and refuses 127.0.0.1 on several members, "+
+		"so each member listens on the wildcard address instead. That covers both, but also the host's other addresses: %s",
+		b.clientAuthWord())
+}
+
+func (b *builder) clientAuthWord() string {
+	for _, m := range b.ms {
+		if v, _ := m.Flag("client-cert-auth"); !isTrue(v) {
+			return "firewall the client port, as --client-cert-auth is not on for every host"
+		}
+	}
+	return "clients still need a certificate from the etcd CA (tls.client.clientCertAuth)"
+}
+
+// flagList splits a comma-separated flag value.
+func flagList(m Manifest, name string) []string {
+	v := flagValue(m, name)
+	if v == "" {
+		return nil
+	}
+	parts := strings.Split(v, ",")
+	for i := range parts {
+		parts[i] = strings.TrimSpace(parts[i])
+	}
+	return parts
+}
+
+func flagValue(m Manifest, name string) string {
+	v, _ := m.Flag(name)
+	return v
+}

@@ -1,0 +1,250 @@
+package spec
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/etcdkeeper/etcdkeeper/internal/testpki"
+)
+
+// tlsSpec is a valid spec with TLS on both ports, client certificates
+// required, and auth credentials; paths are relative to the spec file.
+// Its line numbers are what the cases below expect.
+const tlsSpec = `cluster: {name: t}
+members:
+  - {name: a, peerURLs: [https://127.0.0.1:2380], clientURLs: [https://127.0.0.1:2379]}
+  - {name: b, peerURLs: [https://127.0.0.2:2380], clientURLs: [https://127.0.0.2:2379]}
+tls:
+  client:
+    certFile: pki/{name}.crt
+    keyFile: pki/{name}.key
+    trustedCAFile: pki/ca.crt
+    clientCertAuth: true
+  peer:
+    certFile: pki/{name}-peer.crt
+    keyFile: pki/{name}-peer.key
+    trustedCAFile: pki/ca.crt
+    clientCertAuth: true
+  agent:
+    certFile: pki/agent.crt
+    keyFile: pki/agent.key
+    trustedCAFile: pki/ca.crt
+auth:
+  credentialsFile: pki/credentials
+`
+
+// pkiDir makes dir/pki with a CA, certificates for members a and b and the
+// agent, a key of another CA, a file that is not PEM, and credentials.
+func pkiDir(t *testing.T, dir string) {
+	t.Helper()
+	pki := filepath.Join(dir, "pki")
+	ca := testpki.NewCA(t, "test CA")
+	testpki.WriteFile(t, filepath.Join(pki, "ca.crt"), ca.CertPEM)
+	for i, name := range []string{"a", "b"} {
+		ip := net.IPv4(127, 0, 0, byte(i+1))
+		ca.Issue(t, name, ip).Write(t, pki, name)
+		ca.Issue(t, name, ip).Write(t, pki, name+"-peer")
+	}
+	ca.Issue(t, "root").Write(t, pki, "agent")
+	testpki.NewCA(t, "other").Issue(t, "x").Write(t, pki, "other")
+	testpki.WriteFile(t, filepath.Join(pki, "garbage"), []byte("not a certificate\n"))
+	testpki.WriteFile(t, filepath.Join(pki, "credentials"), []byte("root:s3cret:with:colons\n"))
+}
+
+// loadTLS writes text as dir/spec.yaml next to a fresh pki dir and loads it.
+func loadTLS(t *testing.T, text string, prepare func(dir string)) (*Spec, error, string) {
+	t.Helper()
+	dir := t.TempDir()
+	pkiDir(t, dir)
+	if prepare != nil {
+		prepare(dir)
+	}
+	path := filepath.Join(dir, "spec.yaml")
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Load(path)
+	return s, err, dir
+}
+
+func TestLoadTLS(t *testing.T) {
+	s, err, dir := loadTLS(t, tlsSpec, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pki := filepath.Join(dir, "pki")
+	if got, want := s.TLS.Client.CertFile, filepath.Join(pki, "{name}.crt"); got != want {
+		t.Errorf("tls.client.certFile = %q, want %q (absolute, {name} kept)", got, want)
+	}
+	b, _ := s.Lookup("b")
+	want := TLS{
+		Client: TLSServer{CertFile: filepath.Join(pki, "b.crt"), KeyFile: filepath.Join(pki, "b.key"),
+			TrustedCAFile: filepath.Join(pki, "ca.crt"), ClientCertAuth: true},
+		Peer: TLSServer{CertFile: filepath.Join(pki, "b-peer.crt"), KeyFile: filepath.Join(pki, "b-peer.key"),
+			TrustedCAFile: filepath.Join(pki, "ca.crt"), ClientCertAuth: true},
+		Agent: TLSClient{CertFile: filepath.Join(pki, "agent.crt"), KeyFile: filepath.Join(pki, "agent.key"),
+			TrustedCAFile: filepath.Join(pki, "ca.crt")},
+	}
+	if !reflect.DeepEqual(b.TLS, want) {
+		t.Errorf("member b TLS:\n got %+v\nwant %+v", b.TLS, want)
+	}
+	if got := s.Auth.CredentialsFile; got != filepath.Join(pki, "credentials") {
+		t.Errorf("auth.credentialsFile = %q", got)
+	}
+	if b.ListenClientURLs[0] != "https://127.0.0.2:2379" {
+		t.Errorf("listen client URLs %q, want https", b.ListenClientURLs)
+	}
+	assertRoundTrip(t, s)
+}
+
+func TestTLSValidationErrors(t *testing.T) {
+	// replace edits tlsSpec: the first occurrence of each old by new.
+	replace := func(pairs ...string) string {
+		text := tlsSpec
+		for i := 0; i+1 < len(pairs); i += 2 {
+			if !strings.Contains(text, pairs[i]) {
+				t.Fatalf("tlsSpec has no %q", pairs[i])
+			}
+			text = strings.Replace(text, pairs[i], pairs[i+1], 1)
+		}
+		return text
+	}
+	remove := func(dir string, names ...string) {
+		for _, n := range names {
+			if err := os.Remove(filepath.Join(dir, "pki", n)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	credentials := func(content string) func(string) {
+		return func(dir string) { testpki.WriteFile(t, filepath.Join(dir, "pki", "credentials"), []byte(content)) }
+	}
+	tests := []struct {
+		name    string
+		spec    string
+		prepare func(dir string)
+		line    int
+		// field starts the message; msg must appear in it.
+		field, msg string
+	}{
+		{"missing file", replace("pki/ca.crt", "pki/nope.crt"), nil,
+			9, "tls.client.trustedCAFile", "nope.crt\": cannot read it: no such file or directory"},
+		{"one member's file missing", tlsSpec, func(dir string) { remove(dir, "b-peer.key") },
+			13, "tls.peer.keyFile", "b-peer.key\" (member b): cannot read it"},
+		{"key of another certificate", replace("keyFile: pki/agent.key", "keyFile: pki/other.key"), nil,
+			17, "tls.agent.certFile", "are not a pair: tls: private key does not match public key"},
+		{"certificate not PEM", replace("certFile: pki/{name}.crt", "certFile: pki/garbage"), nil,
+			7, "tls.client.certFile", "are not a pair"},
+		{"CA not PEM", replace("trustedCAFile: pki/ca.crt\n    clientCertAuth: true\n  agent", "trustedCAFile: pki/garbage\n    clientCertAuth: true\n  agent"), nil,
+			14, "tls.peer.trustedCAFile", "no PEM certificate in it"},
+		{"http client URL with tls.client", replace("clientURLs: [https://127.0.0.2:2379]", "clientURLs: [http://127.0.0.2:2379]"), nil,
+			4, "members[1].clientURLs[0]", `"http://127.0.0.2:2379": must be https: tls.client.certFile (line 7)`},
+		{"http peer URL with tls.peer", replace("peerURLs: [https://127.0.0.1:2380]", "peerURLs: [http://127.0.0.1:2380]"), nil,
+			3, "members[0].peerURLs[0]", "must be https: tls.peer.certFile (line 12)"},
+		{"written listen URL with the wrong scheme", replace("clientURLs: [https://127.0.0.2:2379]}",
+			"clientURLs: [https://127.0.0.2:2379], listenClientURLs: [http://127.0.0.2:2379]}"), nil,
+			4, "members[1].listenClientURLs[0]", "must be https"},
+		{"https without tls", strings.Replace(twoMembers, "http://10.0.0.1:2379", "https://10.0.0.1:2379", 1), nil,
+			3, "members[0].clientURLs[0]", "must be http: tls.client sets no certFile and keyFile"},
+		{"client certificates without an agent certificate", replace("  agent:\n    certFile: pki/agent.crt\n    keyFile: pki/agent.key\n", "  agent:\n"), nil,
+			16, "tls.agent", "missing: tls.client.clientCertAuth is true"},
+		{"certFile without keyFile", replace("    keyFile: pki/{name}-peer.key\n", ""), nil,
+			12, "tls.peer.keyFile", "missing: certFile needs the private key"},
+		{"keyFile without certFile", replace("    certFile: pki/agent.crt\n", ""), nil,
+			17, "tls.agent.certFile", "missing: keyFile needs the certificate"},
+		{"clientCertAuth without a CA", replace("    trustedCAFile: pki/ca.crt\n    clientCertAuth: true\n  peer", "    clientCertAuth: true\n  peer"), nil,
+			9, "tls.client.clientCertAuth", "needs tls.client.trustedCAFile"},
+		{"clientCertAuth not a bool", replace("clientCertAuth: true", "clientCertAuth: yes please"), nil,
+			10, "tls.client.clientCertAuth", "must be true or false"},
+		{"misspelt key", replace("certFile: pki/agent.crt", "certfile: pki/agent.crt"), nil,
+			17, "tls.agent.certfile", "did you mean certFile?"},
+		{"unknown auth key", tlsSpec + "  server: {}\n", nil,
+			22, "auth.server", "unknown key"},
+		{"TLS in etcd.flags", tlsSpec + "etcd:\n  flags: {peer-cert-file: /x.crt}\n", nil,
+			23, "etcd.flags.peer-cert-file", "remove it: set tls.peer.certFile"},
+		{"tilde path", replace("pki/agent.crt", "~/agent.crt"), nil,
+			17, "tls.agent.certFile", "~ is not expanded"},
+		{"credentials file missing", tlsSpec, func(dir string) { remove(dir, "credentials") },
+			21, "auth.credentialsFile", "cannot read it: no such file or directory"},
+		{"credentials without a colon", tlsSpec, credentials("s3cret\n"),
+			21, "auth.credentialsFile", "has no ':'"},
+		{"credentials without a user", tlsSpec, credentials(":s3cret\n"),
+			21, "auth.credentialsFile", "the user before ':' is empty"},
+		{"credentials without a password", tlsSpec, credentials("root:\nroot:s3cret\n"),
+			21, "auth.credentialsFile", "the password after ':' is empty"},
+		{"credentials file per member", replace("pki/credentials", "pki/{name}.credentials"), nil,
+			21, "auth.credentialsFile", "{name} is not expanded here"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err, _ := loadTLS(t, tt.spec, tt.prepare)
+			var errs *Errors
+			if !errors.As(err, &errs) {
+				t.Fatalf("Load = %v, want *Errors", err)
+			}
+			for _, e := range *errs {
+				if e.Line == tt.line && strings.HasPrefix(e.Msg, tt.field+":") && strings.Contains(e.Msg, tt.msg) {
+					if strings.Contains(errs.Error(), "s3cret") {
+						t.Errorf("an error shows the password:\n%v", errs)
+					}
+					return
+				}
+			}
+			t.Errorf("no error at line %d starts with %q and contains %q; got:\n%v", tt.line, tt.field, tt.msg, errs)
+		})
+	}
+}
+
+// TestSharedFileReportedOnce: a path without {name} is one file, however
+// many members use it.
+func TestSharedFileReportedOnce(t *testing.T) {
+	_, err, _ := loadTLS(t, tlsSpec, func(dir string) {
+		if err := os.Remove(filepath.Join(dir, "pki", "ca.crt")); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if err == nil {
+		t.Fatal("Load succeeded without the CA file")
+	}
+	// One error per key that names the CA: client, peer and agent.
+	if n := strings.Count(err.Error(), "ca.crt\": cannot read it"); n != 3 {
+		t.Errorf("%d errors about ca.crt, want 3 (one per key):\n%v", n, err)
+	}
+}
+
+func TestParseCredentials(t *testing.T) {
+	tests := []struct {
+		in, user, pass, err string
+	}{
+		{"root:pw\n", "root", "pw", ""},
+		{"root:p:w\r\nignored", "root", "p:w", ""},
+		{"root:pw", "root", "pw", ""},
+		{"", "", "", "has no ':'"},
+		{"\nroot:pw\n", "", "", "has no ':'"},
+		{":pw\n", "", "", "user before ':' is empty"},
+		{"root:\n", "", "", "password after ':' is empty"},
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprintf("%q", tt.in), func(t *testing.T) {
+			user, pass, err := ParseCredentials([]byte(tt.in))
+			if tt.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.err) {
+					t.Fatalf("err = %v, want %q", err, tt.err)
+				}
+				if strings.Contains(err.Error(), "pw") {
+					t.Errorf("error %q shows the password", err)
+				}
+				return
+			}
+			if err != nil || user != tt.user || pass != tt.pass {
+				t.Errorf("= %q, %q, %v; want %q, %q", user, pass, err, tt.user, tt.pass)
+			}
+		})
+	}
+}

@@ -1,0 +1,124 @@
+// Package testpki makes a throwaway certificate authority and the
+// certificates tests need (etcd servers, peers, the agent's client
+// certificate), with crypto/x509 and ECDSA P-256. Only tests use it.
+package testpki
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// CA signs certificates for one test.
+type CA struct {
+	cert *x509.Certificate
+	key  *ecdsa.PrivateKey
+	// CertPEM is the CA certificate, what trustedCAFile holds.
+	CertPEM []byte
+}
+
+// Pair is a PEM certificate and its PEM private key.
+type Pair struct {
+	CertPEM, KeyPEM []byte
+}
+
+var serial atomic.Int64
+
+// NewCA makes a self-signed CA valid for a day.
+func NewCA(t testing.TB, name string) *CA {
+	t.Helper()
+	key := newKey(t)
+	tmpl := &x509.Certificate{
+		SerialNumber:          nextSerial(),
+		Subject:               pkix.Name{CommonName: name},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(24 * time.Hour),
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatalf("create CA: %v", err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatalf("parse CA: %v", err)
+	}
+	return &CA{cert: cert, key: key, CertPEM: pemBlock("CERTIFICATE", der)}
+}
+
+// Issue signs a certificate for cn, valid for servers and clients (etcd
+// members use their peer certificate both ways), with ips as its IP SANs
+// and cn as its DNS SAN.
+func (ca *CA) Issue(t testing.TB, cn string, ips ...net.IP) Pair {
+	t.Helper()
+	key := newKey(t)
+	tmpl := &x509.Certificate{
+		SerialNumber: nextSerial(),
+		Subject:      pkix.Name{CommonName: cn},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(24 * time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+		DNSNames:     []string{cn},
+		IPAddresses:  ips,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
+	if err != nil {
+		t.Fatalf("issue %s: %v", cn, err)
+	}
+	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		t.Fatalf("marshal key of %s: %v", cn, err)
+	}
+	return Pair{CertPEM: pemBlock("CERTIFICATE", der), KeyPEM: pemBlock("PRIVATE KEY", keyDER)}
+}
+
+// Write puts the pair in dir as <name>.crt and <name>.key and returns
+// their paths.
+func (p Pair) Write(t testing.TB, dir, name string) (certFile, keyFile string) {
+	t.Helper()
+	certFile, keyFile = filepath.Join(dir, name+".crt"), filepath.Join(dir, name+".key")
+	WriteFile(t, certFile, p.CertPEM)
+	WriteFile(t, keyFile, p.KeyPEM)
+	return certFile, keyFile
+}
+
+// WriteFile writes data to path (0600), creating its dir.
+func WriteFile(t testing.TB, path string, data []byte) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func newKey(t testing.TB) *ecdsa.PrivateKey {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatalf("generate key: %v", err)
+	}
+	return key
+}
+
+func nextSerial() *big.Int {
+	return big.NewInt(time.Now().UnixNano() + serial.Add(1))
+}
+
+func pemBlock(typ string, der []byte) []byte {
+	return pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der})
+}
