@@ -115,6 +115,8 @@ func (a *Agent) decideStart(ctx context.Context) (reconcile.StartDecision, *clus
 	}
 	if v, err := a.client.Observe(ctx); err == nil {
 		in.Cluster = &v
+	} else {
+		in.PeerAnswered = a.client.AnyPeerAnswers(ctx, a.peerEndpoints())
 	}
 	in.RepairBlocked = a.repairBlocked()
 	return reconcile.DecideStart(in), in.Cluster, nil
@@ -187,11 +189,9 @@ func (a *Agent) idle(d reconcile.StartDecision) (string, error) {
 
 func (a *Agent) setPhase(p string) { a.updateStatus(func(s *Status) { s.Phase = p }) }
 
-// ensureClient dials the peers named in the spec.
-func (a *Agent) ensureClient() error {
-	if a.client != nil {
-		return nil
-	}
+// peerEndpoints are the client URLs of the spec's other members (of this
+// one, in a one-member cluster).
+func (a *Agent) peerEndpoints() []string {
 	s, self := a.Spec()
 	var eps []string
 	for _, m := range s.Members {
@@ -199,6 +199,16 @@ func (a *Agent) ensureClient() error {
 			eps = append(eps, m.ClientURLs...)
 		}
 	}
+	return eps
+}
+
+// ensureClient dials the peers named in the spec.
+func (a *Agent) ensureClient() error {
+	if a.client != nil {
+		return nil
+	}
+	s, self := a.Spec()
+	eps := a.peerEndpoints()
 	c, err := cluster.DialSpec(s, self, eps)
 	if err != nil {
 		return err

@@ -2,10 +2,14 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"sync"
 
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // MemberView is one member as the cluster reports it, with the answer of
@@ -126,4 +130,51 @@ func fromPB(m *etcdserverpb.Member) MemberView {
 		ClientURLs: append([]string(nil), m.ClientURLs...),
 		IsLearner:  m.IsLearner,
 	}
+}
+
+// AnyPeerAnswers asks each endpoint for its status and returns the first
+// evidence that an etcd is there: a status answer, or a refusal (TLS
+// handshake, authentication, permission). It returns "" only when no
+// endpoint could be reached at all — the one case in which a never-joined
+// host may form a new cluster.
+func (c *Client) AnyPeerAnswers(ctx context.Context, endpoints []string) string {
+	answers := make(chan string, len(endpoints))
+	for _, ep := range endpoints {
+		go func(ep string) {
+			_, err := c.Status(ctx, ep)
+			switch {
+			case err == nil:
+				answers <- ep + " answers"
+			case refused(err):
+				answers <- fmt.Sprintf("%s refused us: %v", ep, err)
+			default:
+				answers <- ""
+			}
+		}(ep)
+	}
+	evidence := ""
+	for range endpoints {
+		if a := <-answers; a != "" && evidence == "" {
+			evidence = a
+		}
+	}
+	return evidence
+}
+
+// refused tells a peer that answered and said no from one that is not
+// there: connection refused, unreachable and timeouts are absence.
+func refused(err error) bool {
+	if s, ok := status.FromError(errors.Unwrap(err)); ok || s != nil {
+		switch s.Code() {
+		case codes.Unauthenticated, codes.PermissionDenied:
+			return true
+		}
+	}
+	msg := err.Error()
+	for _, sign := range []string{"authentication handshake failed", "tls:", "x509:", "certificate", "invalid auth token", "authentication failed", "permission denied"} {
+		if strings.Contains(msg, sign) {
+			return true
+		}
+	}
+	return false
 }

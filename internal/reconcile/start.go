@@ -58,6 +58,10 @@ type StartInput struct {
 	// Cluster is the live cluster seen through the peers; nil when none
 	// answered with a leader.
 	Cluster *cluster.View
+	// PeerAnswered, when Cluster is nil, is the evidence that some peer
+	// is alive anyway: it answered without a leader, or refused us (TLS,
+	// auth). Empty when no peer could be reached at all.
+	PeerAnswered string
 	// RepairBlocked is non-empty when moving data is not allowed now
 	// (repair disabled, rate limited): the reason.
 	RepairBlocked string
@@ -157,6 +161,12 @@ func decideCorrupt(in StartInput) StartDecision {
 func decideEmpty(in StartInput) StartDecision {
 	if in.Cluster != nil {
 		return rejoin(in, false, "data dir is empty and the cluster is live: joining it")
+	}
+	if in.PeerAnswered != "" {
+		// A peer that answers but cannot be used (no leader yet, our
+		// certificate or password refused) is a cluster we must not
+		// fork by forming a new one next to it.
+		return startWait("data dir is empty and a peer answers but the cluster cannot be joined now (%s): never bootstrapping a new cluster next to it", in.PeerAnswered)
 	}
 	if in.Marker != nil {
 		// --initial-cluster-state new on an empty data dir of a known member

@@ -53,6 +53,8 @@ func TestDecideStart(t *testing.T) {
 			in: StartInput{Data: Data{Kind: DataHealthy, ClusterID: 0xdead, MemberID: 2}, Cluster: live()}, want: ActRejoin, move: true},
 		{name: "empty, never joined, nobody answers: form the cluster",
 			in: StartInput{Data: Data{Kind: DataEmpty}}, want: ActStartNew},
+		{name: "empty, never joined, a peer answers but refuses us (TLS, auth): never new",
+			in: StartInput{Data: Data{Kind: DataEmpty}, PeerAnswered: "https://127.0.0.1:2379 refused us: authentication failed"}, want: ActWait, reasonPart: "never bootstrapping a new cluster next to it"},
 		{name: "empty, but the marker says we were a member: never new",
 			in: StartInput{Data: Data{Kind: DataEmpty}, Marker: &Marker{ClusterID: 0xc1, MemberID: 2}}, want: ActWait, reasonPart: "never bootstrapping a new cluster"},
 		{name: "empty, live cluster without us: join",
