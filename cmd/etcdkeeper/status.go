@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"sync"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -66,6 +67,8 @@ type statusRow struct {
 	DBSize    int64  `json:"dbSize,omitempty"`
 	Version   string `json:"version,omitempty"`
 	Endpoint  string `json:"endpoint,omitempty"`
+	Agent     string `json:"agent,omitempty"`
+	Decision  string `json:"decision,omitempty"`
 	Note      string `json:"note,omitempty"`
 }
 
@@ -84,13 +87,51 @@ func clusterRows(ctx context.Context, s *spec.Spec) ([]statusRow, bool, error) {
 	defer cli.Close()
 	view, err := cli.Observe(ctx)
 	if err != nil {
-		rows := make([]statusRow, 0, len(s.Members))
-		for _, m := range s.Members {
-			rows = append(rows, statusRow{Name: m.Name, InSpec: true, Role: "?", Health: "unknown", Endpoint: m.ClientURLs[0], Note: "no quorum answered: " + err.Error()})
-		}
-		return rows, false, nil
+		return noQuorumRows(ctx, cli, s, err), false, nil
 	}
-	return joinRows(s, view)
+	rows, converged, err := joinRows(s, view)
+	if recs, aerr := cli.Agents(ctx, s.Cluster.Name); aerr == nil {
+		addAgents(rows, recs)
+	}
+	return rows, converged, err
+}
+
+// noQuorumRows asks each spec member by itself when the cluster as a
+// whole does not answer, so that the table still shows who is up.
+func noQuorumRows(ctx context.Context, cli *cluster.Client, s *spec.Spec, cause error) []statusRow {
+	rows := make([]statusRow, len(s.Members))
+	var wg sync.WaitGroup
+	for i, m := range s.Members {
+		rows[i] = statusRow{Name: m.Name, InSpec: true, Role: "?", Health: "down", Endpoint: m.ClientURLs[0]}
+		wg.Add(1)
+		go func(r *statusRow) {
+			defer wg.Done()
+			st, err := cli.Status(ctx, r.Endpoint)
+			if err != nil {
+				r.Note = err.Error()
+				return
+			}
+			r.ID, r.RaftTerm, r.RaftIndex, r.DBSize, r.Version = fmt.Sprintf("%x", st.Header.MemberId), st.RaftTerm, st.RaftIndex, st.DbSize, st.Version
+			r.Health, r.Note = "up, no leader", "no quorum: "+cause.Error()
+		}(&rows[i])
+	}
+	wg.Wait()
+	return rows
+}
+
+// addAgents shows each agent's own account next to its member.
+func addAgents(rows []statusRow, recs []cluster.AgentRecord) {
+	by := map[string]cluster.AgentRecord{}
+	for _, r := range recs {
+		by[r.Name] = r
+	}
+	for i := range rows {
+		if r, ok := by[rows[i].Name]; ok {
+			rows[i].Agent, rows[i].Decision = r.Phase, r.Decision
+		} else if rows[i].Name != "" {
+			rows[i].Agent = "no agent"
+		}
+	}
 }
 
 func joinRows(s *spec.Spec, v cluster.View) ([]statusRow, bool, error) {
@@ -151,9 +192,13 @@ func printRows(w io.Writer, rows []statusRow, output string) error {
 		return fmt.Errorf("-o %q: use table or json", output)
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tID\tROLE\tHEALTH\tTERM\tINDEX\tDB SIZE\tVERSION\tIN SPEC\tENDPOINT\tNOTE")
+	fmt.Fprintln(tw, "NAME\tID\tROLE\tHEALTH\tTERM\tINDEX\tDB SIZE\tVERSION\tIN SPEC\tAGENT\tENDPOINT\tNOTE")
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\n", r.Name, r.ID, r.Role, r.Health, r.RaftTerm, r.RaftIndex, size(r.DBSize), r.Version, yesNo(r.InSpec), r.Endpoint, r.Note)
+		name := r.Name
+		if name == "" {
+			name = "(unstarted)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", name, r.ID, r.Role, r.Health, r.RaftTerm, r.RaftIndex, size(r.DBSize), r.Version, yesNo(r.InSpec), dash(r.Agent), r.Endpoint, r.Note)
 	}
 	return tw.Flush()
 }
@@ -174,4 +219,11 @@ func yesNo(b bool) string {
 		return "yes"
 	}
 	return "NO"
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }

@@ -35,6 +35,7 @@ func (e endpoint) clashes(o endpoint) bool {
 func (d *doc) checkListen(s *Spec) {
 	type owner struct {
 		member string
+		m      Member
 		e      endpoint
 	}
 	first := map[string]owner{}
@@ -51,8 +52,11 @@ func (d *doc) checkListen(s *Spec) {
 			}
 			o, dup := first[e.hostPort()]
 			if !dup {
-				first[e.hostPort()] = owner{member: memberLabel(m, i), e: e}
+				first[e.hostPort()] = owner{member: memberLabel(m, i), m: m, e: e}
 				continue
+			}
+			if isLoopback(e.ip) && !SameHost(o.m, m) {
+				continue // e.g. 127.0.0.1:2379 on every kubeadm host
 			}
 			if e.advertised != "" && e.advertised == o.e.advertised {
 				continue // the same advertised URL twice is reported as such

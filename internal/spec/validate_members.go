@@ -2,6 +2,7 @@ package spec
 
 import (
 	"net"
+	"net/url"
 	"path/filepath"
 	"strings"
 )
@@ -159,19 +160,23 @@ func (d *doc) checkDirs(s *Spec) {
 }
 
 func (d *doc) checkSharedDir(s *Spec, what, template, memberKey string, dir func(Member) string) {
-	first := map[string]string{}
+	first := map[string]Member{}
 	for i, m := range s.Members {
 		p := memberPath(i)
 		if d.broken[p] || m.Name == "" {
 			continue
 		}
-		owner, dup := first[dir(m)]
+		o, dup := first[dir(m)]
 		if !dup {
-			first[dir(m)] = m.Name
+			first[dir(m)] = m
 			continue
 		}
+		owner := o.Name
 		if owner == m.Name {
 			continue // a repeated name, reported as such
+		}
+		if !SameHost(o, m) {
+			continue // one path on two hosts, as kubeadm's /var/lib/etcd
 		}
 		line := d.line(join(p, memberKey), template, p)
 		d.errorf(line, "%s: %s %s is also member %s's: put {name} in %s, e.g. %s",
@@ -212,4 +217,36 @@ func (d *doc) checkNesting(p string, m Member) {
 func within(dir, root string) bool {
 	rel, err := filepath.Rel(root, dir)
 	return err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
+}
+
+// SameHost reports whether two members evidently run on one machine: their
+// peer URLs name the same host, or both name loopback addresses (a local
+// cluster like examples/). Paths and listen addresses only collide between
+// members on one machine; on separate hosts the same /var/lib/etcd or
+// 127.0.0.1:2379 is the norm.
+func SameHost(a, b Member) bool {
+	ha, hb := peerHost(a), peerHost(b)
+	if ha == "" || hb == "" {
+		return false
+	}
+	return ha == hb || (isLoopback(ha) && isLoopback(hb))
+}
+
+func peerHost(m Member) string {
+	if len(m.PeerURLs) == 0 {
+		return ""
+	}
+	u, err := url.Parse(m.PeerURLs[0])
+	if err != nil {
+		return ""
+	}
+	return u.Hostname()
+}
+
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

@@ -14,6 +14,14 @@ members:
   - {name: b, peerURLs: [http://10.0.0.2:2380], clientURLs: [http://10.0.0.2:2379]}
 `
 
+// twoLocal are two members on one machine (loopback addresses, like the
+// local demo): their paths must not collide.
+const twoLocal = `cluster: {name: t}
+members:
+  - {name: a, peerURLs: [http://127.0.0.1:2380], clientURLs: [http://127.0.0.1:2379]}
+  - {name: b, peerURLs: [http://127.0.0.2:2380], clientURLs: [http://127.0.0.2:2379]}
+`
+
 // parseErrors parses text as spec.yaml and returns its problems.
 func parseErrors(t *testing.T, text string) Errors {
 	t.Helper()
@@ -123,11 +131,11 @@ func TestValidationErrors(t *testing.T) {
 			"spec.yaml:6: repair.minFreeMB", "must be a whole number"},
 		{"enabled not a bool", twoMembers + "repair:\n  enabled: sometimes\n",
 			"spec.yaml:6: repair.enabled", "must be true or false"},
-		{"shared data dir", twoMembers + "etcd:\n  dataDir: /var/lib/etcd\n",
+		{"shared data dir", twoLocal + "etcd:\n  dataDir: /var/lib/etcd\n",
 			"spec.yaml:6: members[1]", "data dir /var/lib/etcd is also member a's: put {name} in etcd.dataDir"},
-		{"shared member data dir", strings.Replace(twoMembers, "name: b,", "name: b, dataDir: /var/lib/etcd/a,", 1),
+		{"shared member data dir", strings.Replace(twoLocal, "name: b,", "name: b, dataDir: /var/lib/etcd/a,", 1),
 			"spec.yaml:4: members[1]", "data dir /var/lib/etcd/a is also member a's"},
-		{"shared state dir", twoMembers + "agent:\n  stateDir: /var/lib/etcdkeeper\n",
+		{"shared state dir", twoLocal + "agent:\n  stateDir: /var/lib/etcdkeeper\n",
 			"spec.yaml:6: members[1]", "state dir /var/lib/etcdkeeper is also member a's"},
 		{"backup dir inside data dir", twoMembers + "agent:\n  backupDir: /var/lib/etcd/{name}/old\n",
 			"spec.yaml:6: members[0]", "must not contain each other"},
@@ -198,5 +206,27 @@ agent: {interval: 0s}
 	}
 	if got := (&errs).Error(); got != strings.Join(want, "\n") {
 		t.Errorf("Error() =\n%s\nwant\n%s", got, strings.Join(want, "\n"))
+	}
+}
+
+// TestSeparateHostsMayShareLayout: members on different hosts (distinct
+// non-loopback peer hosts) may use one data dir path and bind 127.0.0.1,
+// as every kubeadm control-plane host does; on one machine they may not.
+func TestSeparateHostsMayShareLayout(t *testing.T) {
+	const kubeadmLike = `cluster: {name: t}
+members:
+  - {name: a, peerURLs: [http://10.0.0.1:2380], clientURLs: [http://10.0.0.1:2379], listenClientURLs: [http://127.0.0.1:2379, http://10.0.0.1:2379]}
+  - {name: b, peerURLs: [http://10.0.0.2:2380], clientURLs: [http://10.0.0.2:2379], listenClientURLs: [http://127.0.0.1:2379, http://10.0.0.2:2379]}
+etcd:
+  dataDir: /var/lib/etcd
+agent:
+  stateDir: /var/lib/etcdkeeper
+`
+	if _, err := Parse([]byte(kubeadmLike), "spec.yaml"); err != nil {
+		t.Fatalf("members on separate hosts sharing paths and 127.0.0.1: %v", err)
+	}
+	local := strings.NewReplacer("10.0.0.1", "127.0.0.1", "10.0.0.2", "127.0.0.2", "http://127.0.0.1:2379, ", "").Replace(kubeadmLike)
+	if _, err := Parse([]byte(local), "spec.yaml"); err == nil || !strings.Contains(err.Error(), "data dir /var/lib/etcd is also member a's") {
+		t.Fatalf("members on one machine sharing a data dir: got %v", err)
 	}
 }
