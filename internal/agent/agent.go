@@ -70,7 +70,10 @@ type Agent struct {
 	// silentSince is when the running etcd stopped answering (zero while
 	// it answers).
 	silentSince time.Time
-	metrics     *metrics.Metrics
+	// settling: etcd was just started and is not a healthy voter yet;
+	// the loop looks again quickly instead of waiting a whole interval.
+	settling bool
+	metrics  *metrics.Metrics
 }
 
 // New checks that name is in the spec and prepares the agent.
@@ -152,6 +155,9 @@ func (a *Agent) interval() time.Duration {
 	if d <= 0 {
 		d = 2 * time.Second
 	}
+	if a.settling && a.proc != nil && d > settleInterval && time.Since(a.proc.Started()) < settleFor {
+		return settleInterval
+	}
 	if a.proc == nil && !a.nextStart.IsZero() {
 		if until := time.Until(a.nextStart); until > 0 && until < d {
 			return until
@@ -210,6 +216,12 @@ func (a *Agent) pidFile() string {
 	_, self := a.Spec()
 	return filepath.Join(self.StateDir, "etcd.pid")
 }
+
+// settleInterval is the loop's period while a just-started etcd settles.
+const (
+	settleInterval = 200 * time.Millisecond
+	settleFor      = 30 * time.Second
+)
 
 // backoff is an exponential restart delay with jitter, reset after etcd
 // ran stably.

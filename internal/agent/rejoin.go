@@ -58,6 +58,9 @@ func (a *Agent) rejoin(ctx context.Context, d reconcile.StartDecision, view *clu
 	} else {
 		a.setPhase("joining")
 	}
+	// Tell the other agents, before this host's member appears, that its
+	// spec wants it: an agent with an older spec then does not remove it.
+	a.publish(ctx)
 	j, err := a.openJournal(d)
 	if err != nil {
 		return "rejoin: journal", err

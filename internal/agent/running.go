@@ -27,6 +27,7 @@ func (a *Agent) converge(ctx context.Context) (string, error) {
 		return "recording membership", err
 	}
 	a.noteLocal(id, cid, st.Leader, st.IsLearner)
+	a.publish(ctx)
 	if alarmed(st.Errors, id, "CORRUPT") {
 		return a.stopForRepair(fmt.Sprintf("etcd raised a CORRUPT alarm on member %x", id))
 	}
@@ -42,8 +43,8 @@ func (a *Agent) converge(ctx context.Context) (string, error) {
 		a.restarts.reset()
 	}
 	a.lastExit = nil
+	a.settling = false
 	a.setPhase("running")
-	a.publish(ctx)
 	if said, err := a.rollingRestart(ctx, id); said != "" || err != nil {
 		return said, err
 	}

@@ -115,7 +115,9 @@ func (a *Agent) decideStart(ctx context.Context) (reconcile.StartDecision, *clus
 	}
 	if v, err := a.client.Observe(ctx); err == nil {
 		in.Cluster = &v
-	} else {
+	} else if in.Data.Kind == reconcile.DataEmpty {
+		// Only an empty data dir may lead to forming a new cluster: make
+		// sure nobody is there before that.
 		in.PeerAnswered = a.client.AnyPeerAnswers(ctx, a.peerEndpoints())
 	}
 	in.RepairBlocked = a.repairBlocked()
@@ -159,6 +161,7 @@ func (a *Agent) launch(b etcdproc.Bootstrap) error {
 		return err
 	}
 	a.proc = p
+	a.settling = true
 	a.settings = settingsOf(s, self)
 	if err := etcdproc.WritePIDFile(a.pidFile(), p.PID()); err != nil {
 		a.lg.Warn("pid file", zap.Error(err))

@@ -44,7 +44,6 @@ func (b *builder) members() error {
 		b.doc.Members = append(b.doc.Members, b.listedMember(name, lists))
 		derived = append(derived, name)
 	}
-	b.listenWarning()
 	if len(derived) > 0 {
 		b.warn("no manifest of %s: their clientURLs and listenClientURLs are derived (see the members); "+
 			"import every control-plane host's manifest, or check them against each host's /etc/kubernetes/manifests/etcd.yaml",
@@ -94,7 +93,9 @@ func parseInitialCluster(v string) (map[string][]string, error) {
 }
 
 // ownMember is the member of the host whose manifest this is: its own flags
-// say how it is reached and what it binds.
+// say how it is reached and what it binds. The listen URLs are kubeadm's as
+// they are (127.0.0.1 and the host's address): the spec accepts 127.0.0.1
+// on every member when their peer URLs name different hosts.
 func (b *builder) ownMember(m Manifest, lists []peerList) (Member, error) {
 	mb := Member{Name: m.Name(), Note: "From " + m.label() + "."}
 	mb.PeerURLs = flagList(m, "initial-advertise-peer-urls")
@@ -117,18 +118,13 @@ func (b *builder) ownMember(m Manifest, lists []peerList) (Member, error) {
 		mb.Note += " It sets no --advertise-client-urls: clientURLs is its peer host with port " + defaultClientPort + "."
 	}
 	mb.ListenPeerURLs = flagList(m, "listen-peer-urls")
-	kubeadmListen := flagList(m, "listen-client-urls")
-	mb.ListenClientURLs = kubeadmListen
-	if wildcard, ok := wildcardFor(kubeadmListen); ok {
-		mb.ListenClientURLs = []string{wildcard}
-		b.wildcard = true
-		mb.ListenClientNote = "kubeadm listens on " + strings.Join(kubeadmListen, " and ") + " (see the header)."
-	}
+	mb.ListenClientURLs = flagList(m, "listen-client-urls")
 	return mb, nil
 }
 
 // listedMember is a member only other hosts' --initial-cluster names. Its
-// client URL is guessed the kubeadm way: the peer URL's host, port 2379.
+// client URLs are guessed the kubeadm way: the peer URL's host, port 2379,
+// listening there and on loopback.
 func (b *builder) listedMember(name string, lists []peerList) Member {
 	var first peerList
 	var by []string
@@ -142,21 +138,45 @@ func (b *builder) listedMember(name string, lists []peerList) Member {
 	}
 	mb := Member{Name: name, PeerURLs: first.peers[name]}
 	mb.ClientURLs = clientURLsFor(mb.PeerURLs)
+	mb.ListenClientURLs = kubeadmListenFor(mb.PeerURLs[0])
 	mb.Note = fmt.Sprintf("No manifest of %s: named in the --initial-cluster of %s. "+
-		"clientURLs is its peer host with port %s, and listenClientURLs assumes kubeadm's layout "+
-		"(127.0.0.1 and its own address), as on the other hosts.",
+		"clientURLs is its peer host with port %s, ",
 		name, strings.Join(by, ", "), defaultClientPort)
+	if len(mb.ListenClientURLs) > 0 {
+		mb.Note += "and listenClientURLs assumes kubeadm's layout (loopback and its own address), as on the other hosts."
+	} else {
+		mb.Note += "and its peer host is not an IP, so listenClientURLs is left to the spec's default (0.0.0.0, which covers 127.0.0.1)."
+	}
 	for _, l := range lists {
 		if urls, ok := l.peers[name]; ok && strings.Join(urls, ",") != strings.Join(mb.PeerURLs, ",") {
 			b.warn("%s: %s lists its peer URLs as %s, %s as %s: took the first; check them with etcdctl member list",
 				name, first.from.label(), strings.Join(mb.PeerURLs, ","), l.from.label(), strings.Join(urls, ","))
 		}
 	}
-	if u, err := url.Parse(mb.PeerURLs[0]); err == nil {
-		mb.ListenClientURLs = []string{u.Scheme + "://" + net.JoinHostPort(unspecified(u.Hostname()), defaultClientPort)}
-		b.wildcard = true
-	}
 	return mb
+}
+
+// kubeadmListenFor is the --listen-client-urls kubeadm writes for a member
+// with this peer URL: loopback of the address's family, then the address,
+// both on port 2379. Nil when the peer host is not an IP (etcd binds IPs
+// only).
+func kubeadmListenFor(peerURL string) []string {
+	u, err := url.Parse(peerURL)
+	if err != nil {
+		return nil
+	}
+	ip := net.ParseIP(u.Hostname())
+	if ip == nil {
+		return nil
+	}
+	loopback := "127.0.0.1"
+	if ip.To4() == nil {
+		loopback = "::1"
+	}
+	return []string{
+		u.Scheme + "://" + net.JoinHostPort(loopback, defaultClientPort),
+		u.Scheme + "://" + net.JoinHostPort(u.Hostname(), defaultClientPort),
+	}
 }
 
 // clientURLsFor derives client URLs from peer URLs: same scheme and host,
@@ -176,59 +196,6 @@ func clientURLsFor(peerURLs []string) []string {
 		}
 	}
 	return out
-}
-
-// wildcardFor turns kubeadm's client listen URLs (127.0.0.1 and the host's
-// address) into one wildcard URL: the spec's validation takes a listen IP to
-// be one member's, so 127.0.0.1 on every member is refused. ok is false when
-// urls bind no loopback address or differ in scheme or port.
-func wildcardFor(urls []string) (string, bool) {
-	var scheme, port, host string
-	loopback := false
-	for _, raw := range urls {
-		u, err := url.Parse(raw)
-		if err != nil || (scheme != "" && (u.Scheme != scheme || u.Port() != port)) {
-			return "", false
-		}
-		scheme, port = u.Scheme, u.Port()
-		if ip := net.ParseIP(u.Hostname()); ip != nil && ip.IsLoopback() {
-			loopback = true
-		} else {
-			host = u.Hostname()
-		}
-	}
-	if !loopback || port == "" {
-		return "", false
-	}
-	return scheme + "://" + net.JoinHostPort(unspecified(host), port), true
-}
-
-// unspecified is the wildcard address of host's family: [::] for IPv6.
-func unspecified(host string) string {
-	if ip := net.ParseIP(host); ip != nil && ip.To4() == nil {
-		return "::"
-	}
-	return "0.0.0.0"
-}
-
-// listenWarning explains, once, why members listen on the wildcard address.
-func (b *builder) listenWarning() {
-	if !b.wildcard {
-		return
-	}
-	b.warn("listenClientURLs: kubeadm binds etcd's client port on 127.0.0.1 (the kube-apiserver's --etcd-servers) "+
-		"and on the host's address. The spec takes a listen IP to be one member's and refuses 127.0.0.1 on several members, "+
-		"so each member listens on the wildcard address instead. That covers both, but also the host's other addresses: %s",
-		b.clientAuthWord())
-}
-
-func (b *builder) clientAuthWord() string {
-	for _, m := range b.ms {
-		if v, _ := m.Flag("client-cert-auth"); !isTrue(v) {
-			return "firewall the client port, as --client-cert-auth is not on for every host"
-		}
-	}
-	return "clients still need a certificate from the etcd CA (tls.client.clientCertAuth)"
 }
 
 // flagList splits a comma-separated flag value.

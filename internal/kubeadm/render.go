@@ -103,7 +103,6 @@ func (r *renderer) members(d Document) {
 		r.list(4, "peerURLs", m.PeerURLs)
 		r.list(4, "clientURLs", m.ClientURLs)
 		r.list(4, "listenPeerURLs", m.ListenPeerURLs)
-		r.comment(4, m.ListenClientNote)
 		r.list(4, "listenClientURLs", m.ListenClientURLs)
 	}
 	r.line(0, "")

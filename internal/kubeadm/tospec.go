@@ -25,7 +25,8 @@ type Document struct {
 	// Members are sorted by name, so that the same hosts give the same
 	// file whatever order their manifests were given in.
 	Members []Member
-	// DataDir is etcd.dataDir, a template with {name}.
+	// DataDir is etcd.dataDir: kubeadm's --data-dir as it is, the same
+	// path on every host.
 	DataDir     string
 	DataDirNote string
 	// Flags are etcd.flags, sorted by name.
@@ -44,9 +45,8 @@ type Member struct {
 	ClientURLs       []string
 	ListenPeerURLs   []string
 	ListenClientURLs []string
-	// Note says where the member comes from; ListenClientNote why
-	// listenClientURLs differs from kubeadm's --listen-client-urls.
-	Note, ListenClientNote string
+	// Note says where the member comes from.
+	Note string
 }
 
 // NotedFlag is an etcd.flags entry; Note says why it differs from the
@@ -122,9 +122,6 @@ func ToSpec(ms []Manifest, pki PKI) (Document, error) {
 type builder struct {
 	ms  []Manifest
 	doc Document
-	// wildcard: some member listens for clients on the wildcard address
-	// instead of kubeadm's 127.0.0.1 and host address.
-	wildcard bool
 }
 
 func (b *builder) warn(format string, args ...any) {
@@ -184,19 +181,33 @@ func (b *builder) cluster() {
 		"(/etcdkeeper/" + DefaultClusterName + "/): never change it once agents run it."
 }
 
+// dataDir keeps kubeadm's --data-dir: each member goes on in place, with
+// its data and member ID. The spec accepts one path on several members when
+// their peer URLs name different hosts.
 func (b *builder) dataDir() error {
 	dir, _, ok := b.shared("data-dir", "etcd.dataDir", b.hostPath("data-dir"))
 	if !ok || dir == "" {
 		return errors.New("no manifest sets --data-dir: import needs the data dir to keep the members' data")
 	}
-	b.doc.DataDir = path.Join(dir, "{name}")
-	b.doc.DataDirNote = fmt.Sprintf("kubeadm: --data-dir=%s. The spec needs a data dir per member name, "+
-		"so each member's data moves one level down, on the same disk. On each host, with its etcd stopped:\n"+
-		"  install -d -m 0700 %s/<name>\n"+
-		"  mv %s/member %s/<name>/\n"+
-		"A rename: the member keeps its ID and its data. Repair's backups go next to it, in %s/<name>.backups.",
-		dir, dir, dir, dir, dir)
-	b.warn("etcd.dataDir is %s: on each host, move the member's data into it before etcdkeeper starts there (see the comment on etcd.dataDir)", b.doc.DataDir)
+	backups := dir + ".backups"
+	b.doc.DataDir = dir
+	b.doc.DataDirNote = fmt.Sprintf("kubeadm's --data-dir=%s, kept as it is: on each host the member goes on "+
+		"in place, with its data and member ID; nothing is moved. Every member has this path, each on its own host.\n"+
+		"agent.backupDir is left empty: repair moves a broken data dir into %s, next to it. "+
+		"It renames, never copies, so that works only where %s is not a mount point and %s is on its filesystem "+
+		"(see the header).", dir, backups, dir, backups)
+	// Under the unit's ProtectSystem=strict every writable dir it names is
+	// a mount of its own.
+	mounted := fmt.Sprintf("a disk mounted there, or a dir the systemd unit makes writable by name (a drop-in's ReadWritePaths=%s)", dir)
+	if dir == "/var/lib/etcd" {
+		mounted = "a disk mounted there, and always under the packaged systemd unit (its StateDirectory=etcd mounts /var/lib/etcd on its own)"
+	}
+	b.warn("repair moves a broken data dir aside by a rename, never a copy: into %[2]s, as agent.backupDir is empty. "+
+		"That fails where %[1]s is a mount point: %[3]s. "+
+		"No agent.backupDir helps there: every other dir on that filesystem is inside %[1]s. "+
+		"Repair then stops after removing the broken member from the cluster, until its data is moved out of %[1]s by hand. "+
+		"A manifest cannot tell the mounts: choose per README.md, \"kubeadm control-plane hosts\"",
+		dir, backups, mounted)
 	return nil
 }
 
