@@ -66,7 +66,7 @@ func (a *Agent) rejoin(ctx context.Context, d reconcile.StartDecision, view *clu
 		return "rejoin: journal", err
 	}
 	steps := []func(context.Context, *repair.Journal, reconcile.StartDecision, *cluster.View) error{
-		a.stepSnapshot, a.stepRemove, a.stepMove, a.stepAddAndStart,
+		a.stepPrecheck, a.stepSnapshot, a.stepRemove, a.stepMove, a.stepAddAndStart,
 	}
 	for _, step := range steps {
 		if err := step(ctx, &j, d, view); err != nil {
@@ -113,6 +113,17 @@ func (a *Agent) advance(j *repair.Journal, step string, f ...zap.Field) error {
 	}
 	a.lg.Info("rejoin step", append([]zap.Field{zap.String("id", j.ID), zap.String("step", step)}, f...)...)
 	return nil
+}
+
+// stepPrecheck proves that the data can be moved aside before anything
+// changes: a repair that removed the member and then could not move its
+// data would stop half-way.
+func (a *Agent) stepPrecheck(_ context.Context, _ *repair.Journal, d reconcile.StartDecision, _ *cluster.View) error {
+	if !d.MoveData {
+		return nil
+	}
+	_, self := a.Spec()
+	return repair.CheckMoveAside(self.DataDir, self.BackupDir)
 }
 
 // stepSnapshot keeps a snapshot of the cluster's keyspace from a healthy

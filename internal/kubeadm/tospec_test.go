@@ -130,10 +130,28 @@ func TestToSpec(t *testing.T) {
 			},
 		},
 		{
-			name: "IPv6: the wildcard is [::]",
+			name: "kubeadm's listen URLs are kept as they are, 127.0.0.1 on every host",
+			ms:   []Manifest{host("cp1", "10.0.0.11"), host("cp2", "10.0.0.12")},
+			check: func(t *testing.T, d Document) {
+				for i, ip := range []string{"10.0.0.11", "10.0.0.12"} {
+					m := d.Members[i]
+					if want := []string{"https://127.0.0.1:2379", "https://" + ip + ":2379"}; !reflect.DeepEqual(m.ListenClientURLs, want) {
+						t.Errorf("%s listenClientURLs = %v, want %v", m.Name, m.ListenClientURLs, want)
+					}
+					if want := []string{"https://" + ip + ":2380"}; !reflect.DeepEqual(m.ListenPeerURLs, want) {
+						t.Errorf("%s listenPeerURLs = %v, want %v", m.Name, m.ListenPeerURLs, want)
+					}
+				}
+				if anyContains(d.Warnings, "listenClientURLs") || anyContains(d.Warnings, "0.0.0.0") {
+					t.Errorf("Warnings = %q", d.Warnings)
+				}
+			},
+		},
+		{
+			name: "IPv6: kubeadm's [::1] is kept",
 			ms:   []Manifest{host("cp1", "fd00::11", "--listen-client-urls=https://[::1]:2379,https://[fd00::11]:2379")},
 			check: func(t *testing.T, d Document) {
-				if got := d.Members[0].ListenClientURLs; !reflect.DeepEqual(got, []string{"https://[::]:2379"}) {
+				if got := d.Members[0].ListenClientURLs; !reflect.DeepEqual(got, []string{"https://[::1]:2379", "https://[fd00::11]:2379"}) {
 					t.Errorf("listenClientURLs = %v", got)
 				}
 			},
@@ -178,18 +196,41 @@ func TestToSpec(t *testing.T) {
 			},
 		},
 		{
-			name: "members named only by others are derived, with a warning",
+			name: "members named only by others are derived the kubeadm way, with a warning",
+			ms: []Manifest{host("cp3", "10.0.0.13",
+				"--initial-cluster=cp1=https://10.0.0.11:2380,cp2=https://[fd00::12]:2380,cp3=https://10.0.0.13:2380")},
+			check: func(t *testing.T, d Document) {
+				want := []Member{
+					{Name: "cp1", PeerURLs: []string{"https://10.0.0.11:2380"}, ClientURLs: []string{"https://10.0.0.11:2379"},
+						ListenClientURLs: []string{"https://127.0.0.1:2379", "https://10.0.0.11:2379"}},
+					{Name: "cp2", PeerURLs: []string{"https://[fd00::12]:2380"}, ClientURLs: []string{"https://[fd00::12]:2379"},
+						ListenClientURLs: []string{"https://[::1]:2379", "https://[fd00::12]:2379"}},
+				}
+				for i, w := range want {
+					got := d.Members[i]
+					got.Note = ""
+					if !reflect.DeepEqual(got, w) {
+						t.Errorf("%s = %+v, want %+v", w.Name, got, w)
+					}
+				}
+				if !anyContains(d.Warnings, "no manifest of cp1, cp2") {
+					t.Errorf("Warnings = %q", d.Warnings)
+				}
+			},
+		},
+		{
+			name: "a derived member whose peer host is a name listens where the spec derives",
 			ms:   []Manifest{host("cp2", "10.0.0.12", "--initial-cluster=cp1=https://cp1.example:2380,cp2=https://10.0.0.12:2380")},
 			check: func(t *testing.T, d Document) {
-				want := Member{Name: "cp1", PeerURLs: []string{"https://cp1.example:2380"},
-					ClientURLs: []string{"https://cp1.example:2379"}, ListenClientURLs: []string{"https://0.0.0.0:2379"}}
+				want := Member{Name: "cp1", PeerURLs: []string{"https://cp1.example:2380"}, ClientURLs: []string{"https://cp1.example:2379"}}
 				got := d.Members[0]
+				note := got.Note
 				got.Note = ""
 				if !reflect.DeepEqual(got, want) {
 					t.Errorf("cp1 = %+v, want %+v", got, want)
 				}
-				if !anyContains(d.Warnings, "no manifest of cp1") {
-					t.Errorf("Warnings = %q", d.Warnings)
+				if !strings.Contains(note, "not an IP") {
+					t.Errorf("Note = %q", note)
 				}
 			},
 		},
@@ -203,14 +244,44 @@ func TestToSpec(t *testing.T) {
 			},
 		},
 		{
-			name: "client-cert-auth off: the wildcard warning says to firewall",
+			name: "client-cert-auth off is carried over",
 			ms:   []Manifest{host("cp1", "10.0.0.11", "--client-cert-auth=false")},
 			check: func(t *testing.T, d Document) {
-				if !anyContains(d.Warnings, "firewall the client port") {
-					t.Errorf("Warnings = %q", d.Warnings)
-				}
 				if d.TLS.Client.ClientCertAuth {
 					t.Error("clientCertAuth is on")
+				}
+			},
+		},
+		{
+			name: "kubeadm's data dir is kept as it is, with a warning about repair's rename",
+			ms:   []Manifest{host("cp1", "10.0.0.11"), host("cp2", "10.0.0.12")},
+			check: func(t *testing.T, d Document) {
+				if d.DataDir != "/var/lib/etcd" {
+					t.Errorf("DataDir = %q, want kubeadm's /var/lib/etcd", d.DataDir)
+				}
+				if strings.Contains(d.DataDirNote, "mv ") {
+					t.Errorf("DataDirNote asks to move the data: %q", d.DataDirNote)
+				}
+				if !anyContains(d.Warnings, "into /var/lib/etcd.backups, as agent.backupDir is empty") ||
+					!anyContains(d.Warnings, "StateDirectory=etcd mounts /var/lib/etcd on its own") {
+					t.Errorf("Warnings = %q", d.Warnings)
+				}
+			},
+		},
+		{
+			name: "a data dir on another disk: the warning names the drop-in's ReadWritePaths",
+			ms: func() []Manifest {
+				m := host("cp1", "10.0.0.11")
+				m.Mounts[0] = Mount{"/var/lib/etcd", "/mnt/etcd-disk"}
+				return []Manifest{m}
+			}(),
+			check: func(t *testing.T, d Document) {
+				if d.DataDir != "/mnt/etcd-disk" {
+					t.Errorf("DataDir = %q, want the host path /mnt/etcd-disk", d.DataDir)
+				}
+				if !anyContains(d.Warnings, "into /mnt/etcd-disk.backups") || !anyContains(d.Warnings, "ReadWritePaths=/mnt/etcd-disk") ||
+					anyContains(d.Warnings, "StateDirectory") {
+					t.Errorf("Warnings = %q", d.Warnings)
 				}
 			},
 		},

@@ -44,11 +44,13 @@ func TestImportedSpecsAreValid(t *testing.T) {
 			for i, m := range s.Members {
 				want := d.Members[i]
 				if m.Name != want.Name || !reflect.DeepEqual(m.PeerURLs, want.PeerURLs) || !reflect.DeepEqual(m.ClientURLs, want.ClientURLs) ||
-					!reflect.DeepEqual(m.ListenClientURLs, want.ListenClientURLs) {
+					!reflect.DeepEqual(m.ListenClientURLs, want.ListenClientURLs) ||
+					(want.ListenPeerURLs != nil && !reflect.DeepEqual(m.ListenPeerURLs, want.ListenPeerURLs)) {
 					t.Errorf("member %d = %+v, want %+v", i, m, want)
 				}
-				if wantDir := strings.ReplaceAll(d.DataDir, "{name}", want.Name); m.DataDir != wantDir {
-					t.Errorf("member %s: data dir %s, want %s", m.Name, m.DataDir, wantDir)
+				// kubeadm's data dir as it is, on every member.
+				if m.DataDir != d.DataDir || m.BackupDir != d.DataDir+".backups" {
+					t.Errorf("member %s: data dir %s, backup dir %s, want %s and its .backups", m.Name, m.DataDir, m.BackupDir, d.DataDir)
 				}
 			}
 			for _, f := range d.Flags {

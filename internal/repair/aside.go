@@ -16,33 +16,62 @@ import (
 // (file-name safe) and fixed width, so names sort by time.
 const backupStamp = "2006-01-02T15-04-05.000Z"
 
-// MoveAside renames dataDir to backupDir/<timestamp>-<basename of dataDir>
-// and returns that path. It never deletes or copies: broken data is kept
-// until the cluster is healthy again (field-notes §3). A missing or empty
-// dataDir is nothing to move: it returns "" and nil, so a repair step that
-// is run again after a crash does nothing.
+// MoveAside moves the member out of dataDir: it renames dataDir/member to
+// backupDir/<timestamp>-<basename of dataDir>/member and returns the new
+// backup folder. It never deletes or copies: broken data is kept until the
+// cluster is healthy again (field-notes §3). Moving the member dir rather
+// than the data dir itself works when the data dir is a mount point or the
+// root of a systemd StateDirectory=, and lets the default backup dir live
+// inside the data dir, on its filesystem, always writable. A data dir
+// without a member is nothing to move: it returns "" and nil, so a repair
+// step that is run again after a crash does nothing.
 func MoveAside(dataDir, backupDir string, now time.Time) (string, error) {
-	empty, err := missingOrEmpty(dataDir)
-	if err != nil || empty {
-		return "", err
-	}
-	if err := os.MkdirAll(backupDir, 0o700); err != nil {
-		return "", fmt.Errorf("create backup dir: %w", err)
+	member := filepath.Join(dataDir, "member")
+	if _, err := os.Lstat(member); errors.Is(err, fs.ErrNotExist) {
+		return "", nil
+	} else if err != nil {
+		return "", fmt.Errorf("data dir: %w", err)
 	}
 	dest := filepath.Join(backupDir, now.UTC().Format(backupStamp)+"-"+filepath.Base(filepath.Clean(dataDir)))
-	// rename(2) would replace an empty directory of that name.
 	if _, err := os.Lstat(dest); err == nil {
-		return "", fmt.Errorf("move data dir aside: %s already exists", dest)
+		return "", fmt.Errorf("move %s aside: %s already exists", member, dest)
 	}
-	if err := os.Rename(dataDir, dest); err != nil {
+	if err := os.MkdirAll(dest, 0o700); err != nil {
+		return "", fmt.Errorf("create backup dir: %w", err)
+	}
+	if err := os.Rename(member, filepath.Join(dest, "member")); err != nil {
+		_ = os.Remove(dest) // our own empty folder; nothing was moved
 		return "", explainRename(dataDir, backupDir, err)
 	}
-	for _, dir := range []string{filepath.Dir(filepath.Clean(dataDir)), backupDir} {
+	for _, dir := range []string{dataDir, dest} {
 		if err := syncDir(dir); err != nil {
-			return dest, fmt.Errorf("moved %s to %s but: %w", dataDir, dest, err)
+			return dest, fmt.Errorf("moved %s to %s but: %w", member, dest, err)
 		}
 	}
 	return dest, nil
+}
+
+// CheckMoveAside proves, before a repair changes anything, that MoveAside
+// will be able to move the member out of dataDir: it renames an empty
+// probe folder from the data dir into backupDir and back out. A repair
+// that removed the member from the cluster and then could not move its data
+// would stop half-way.
+func CheckMoveAside(dataDir, backupDir string) error {
+	if err := os.MkdirAll(backupDir, 0o700); err != nil {
+		return fmt.Errorf("backup dir %s cannot be created: %w: set agent.backupDir to a writable folder on the data dir's filesystem; nothing was changed", backupDir, err)
+	}
+	probe := filepath.Join(dataDir, fmt.Sprintf(".etcdkeeper-probe-%d", os.Getpid()))
+	if err := os.Mkdir(probe, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("data dir %s is not writable: %w; nothing was changed", dataDir, err)
+	}
+	moved := filepath.Join(backupDir, filepath.Base(probe))
+	err := os.Rename(probe, moved)
+	if err != nil {
+		_ = os.Remove(probe)
+		return fmt.Errorf("%w (checked before changing anything)", explainRename(dataDir, backupDir, err))
+	}
+	_ = os.Remove(moved) // the empty probe folder this function made
+	return nil
 }
 
 // explainRename: a rename that cannot stay on one filesystem is refused,
@@ -52,11 +81,8 @@ func MoveAside(dataDir, backupDir string, now time.Time) (string, error) {
 func explainRename(dataDir, backupDir string, err error) error {
 	switch {
 	case errors.Is(err, syscall.EXDEV):
-		return fmt.Errorf("move %s aside: %w: the backup dir %s is on another filesystem (or mount); it must be on the data dir's own filesystem, e.g. a sibling of the data dir; nothing was copied or moved",
+		return fmt.Errorf("move %s aside: %w: the backup dir %s is on another filesystem (or mount); it must be on the data dir's own filesystem (the default, inside the data dir, always is); nothing was copied or moved",
 			dataDir, err, backupDir)
-	case errors.Is(err, syscall.EBUSY):
-		return fmt.Errorf("move %s aside: %w: the data dir is a mount point and cannot be renamed; put the data dir one level below the mount; nothing was moved",
-			dataDir, err)
 	}
 	return fmt.Errorf("move %s aside to %s: %w", dataDir, backupDir, err)
 }
@@ -80,7 +106,7 @@ func missingOrEmpty(dir string) (bool, error) {
 	return false, nil
 }
 
-// ListBackups returns the paths of the data dirs MoveAside put in
+// ListBackups returns the paths of the backups MoveAside put in
 // backupDir, newest first. Other entries are ignored; a missing backupDir
 // has none.
 func ListBackups(backupDir string) ([]string, error) {

@@ -24,7 +24,8 @@ func makeDataDir(t *testing.T, dir string) {
 
 func TestMoveAside(t *testing.T) {
 	root := t.TempDir()
-	data, backups := filepath.Join(root, "etcd"), filepath.Join(root, "etcd.backups")
+	data := filepath.Join(root, "etcd")
+	backups := filepath.Join(data, ".etcdkeeper-backups") // the default: inside the data dir
 	makeDataDir(t, data)
 
 	dest, err := MoveAside(data, backups, t0)
@@ -37,8 +38,8 @@ func TestMoveAside(t *testing.T) {
 	if b, err := os.ReadFile(filepath.Join(dest, "member", "wal", "0.wal")); err != nil || string(b) != "wal" {
 		t.Errorf("moved content: %q, %v", b, err)
 	}
-	if _, err := os.Stat(data); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("data dir still there: %v", err)
+	if _, err := os.Stat(filepath.Join(data, "member")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("member dir still in the data dir: %v", err)
 	}
 	if st, _ := os.Stat(backups); st.Mode().Perm() != 0o700 {
 		t.Errorf("backup dir mode %v, want 0700", st.Mode().Perm())
@@ -48,12 +49,39 @@ func TestMoveAside(t *testing.T) {
 	if dest, err := MoveAside(data, backups, t0.Add(time.Minute)); dest != "" || err != nil {
 		t.Errorf("second MoveAside = %q, %v; want \"\", nil", dest, err)
 	}
-	os.Mkdir(data, 0o700)
-	if dest, err := MoveAside(data, backups, t0.Add(time.Minute)); dest != "" || err != nil {
-		t.Errorf("MoveAside of an empty dir = %q, %v; want \"\", nil", dest, err)
+	if dest, err := MoveAside(filepath.Join(root, "missing"), backups, t0.Add(time.Minute)); dest != "" || err != nil {
+		t.Errorf("MoveAside of a missing dir = %q, %v; want \"\", nil", dest, err)
 	}
 	if _, err := os.Stat(data); err != nil {
-		t.Errorf("an empty data dir must stay: %v", err)
+		t.Errorf("the data dir itself must stay: %v", err)
+	}
+}
+
+// TestCheckMoveAside: the dry run passes where MoveAside will work,
+// fails (and changes nothing) where it will not, and leaves no probe.
+func TestCheckMoveAside(t *testing.T) {
+	root := t.TempDir()
+	data := filepath.Join(root, "etcd")
+	makeDataDir(t, data)
+	backups := filepath.Join(data, ".etcdkeeper-backups")
+	if err := CheckMoveAside(data, backups); err != nil {
+		t.Fatalf("check of a good layout: %v", err)
+	}
+	entries, _ := os.ReadDir(backups)
+	left, _ := filepath.Glob(filepath.Join(data, ".etcdkeeper-probe-*"))
+	if len(entries) != 0 || len(left) != 0 {
+		t.Fatalf("the check left probes behind: %v %v", entries, left)
+	}
+	shm, err := os.MkdirTemp("/dev/shm", "repair-test-")
+	if err != nil || sameFS(t, root, shm) {
+		t.Skip("no second filesystem at /dev/shm")
+	}
+	defer os.RemoveAll(shm)
+	if err := CheckMoveAside(data, filepath.Join(shm, "b")); !errors.Is(err, syscall.EXDEV) {
+		t.Fatalf("check across filesystems = %v, want EXDEV", err)
+	}
+	if _, err := os.Stat(filepath.Join(data, "member", "wal", "0.wal")); err != nil {
+		t.Fatalf("data touched by the check: %v", err)
 	}
 }
 

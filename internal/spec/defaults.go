@@ -17,10 +17,12 @@ const (
 	defaultMaxPerHour  = 3
 	defaultKeepBackups = 5
 	defaultMinFreeMB   = 256
-	// backupSuffix names the backup dir next to the data dir when
-	// agent.backupDir is empty: a sibling stays on the data dir's
-	// filesystem, so moving a data dir aside is a rename, never a copy.
-	backupSuffix = ".backups"
+	// BackupSubdir names the backup dir inside the data dir when
+	// agent.backupDir is empty. Repair moves <dataDir>/member into it: a
+	// rename on the data dir's own filesystem, never a copy, that works
+	// even when the data dir is a mount point or the root of a systemd
+	// StateDirectory= (etcd only warns about the extra folder).
+	BackupSubdir = ".etcdkeeper-backups"
 )
 
 // applyDefaults fills what the file left out, resolves relative paths
@@ -71,7 +73,7 @@ func fillMember(s *Spec, m *Member, base string) {
 	m.StateDir = expand(s.Agent.StateDir, m.Name)
 	m.BackupDir = expand(s.Agent.BackupDir, m.Name)
 	if m.BackupDir == "" {
-		m.BackupDir = m.DataDir + backupSuffix
+		m.BackupDir = filepath.Join(m.DataDir, BackupSubdir)
 	}
 	m.AgentAddr = expand(orDefault(m.AgentAddr, s.Agent.Addr), m.Name)
 	m.TLS = expandTLS(s.TLS, m.Name)
@@ -84,8 +86,7 @@ func fillMember(s *Spec, m *Member, base string) {
 }
 
 // resolvePath makes p absolute against the spec file's directory and
-// cleans it, so that DataDir+".backups" is a sibling even when the file
-// wrote a trailing slash.
+// cleans it.
 func resolvePath(base, p string) string {
 	if p == "" {
 		return ""

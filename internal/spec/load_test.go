@@ -60,7 +60,7 @@ repair:
 			DataDir:          filepath.Join(dir, "data/n1"),
 			AgentAddr:        "127.0.0.1:2378",
 			StateDir:         "/srv/state/n1",
-			BackupDir:        filepath.Join(dir, "data/n1.backups"),
+			BackupDir:        filepath.Join(dir, "data/n1/.etcdkeeper-backups"),
 			Line:             3,
 		}, {
 			Name:             "n2",
@@ -71,7 +71,7 @@ repair:
 			DataDir:          filepath.Join(dir, "n2data"),
 			AgentAddr:        "10.0.0.2:2378",
 			StateDir:         "/srv/state/n2",
-			BackupDir:        filepath.Join(dir, "n2data.backups"),
+			BackupDir:        filepath.Join(dir, "n2data/.etcdkeeper-backups"),
 			Line:             6,
 		}},
 		Etcd: Etcd{
@@ -156,7 +156,7 @@ members: [{name: solo, peerURLs: ["http://[::1]:2380"], clientURLs: [http://db.e
 		{"etcd.flags", s.Etcd.Flags, map[string]string{}},
 		{"DataDir", m.DataDir, "/var/lib/etcd/solo"},
 		{"StateDir", m.StateDir, "/var/lib/etcdkeeper/solo"},
-		{"BackupDir", m.BackupDir, "/var/lib/etcd/solo.backups"},
+		{"BackupDir", m.BackupDir, "/var/lib/etcd/solo/.etcdkeeper-backups"},
 		{"AgentAddr", m.AgentAddr, "127.0.0.1:2378"},
 		{"ListenPeerURLs", m.ListenPeerURLs, []string{"http://[::1]:2380"}},
 		{"ListenClientURLs", m.ListenClientURLs, []string{"http://0.0.0.0:2379"}},

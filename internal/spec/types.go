@@ -49,7 +49,7 @@ type Member struct {
 	// StateDir is agent.stateDir with {name} expanded (not a YAML field).
 	StateDir string `yaml:"-"`
 	// BackupDir is agent.backupDir with {name} expanded, or, when that is
-	// empty, DataDir + ".backups" (not a YAML field).
+	// empty, DataDir/.etcdkeeper-backups (not a YAML field).
 	BackupDir string `yaml:"-"`
 	// TLS is the spec's tls: with {name} expanded for this member: the
 	// files this member's etcd and agent use (not a YAML field).

@@ -191,7 +191,7 @@ func exampleTemplate(template string) string {
 	case "agent.stateDir":
 		return defaultStateDir
 	}
-	return "/var/lib/etcd/{name}.backups, or leave it empty"
+	return "/var/lib/etcd/{name}/.etcdkeeper-backups, or leave it empty"
 }
 
 // checkNesting guards repair: it moves the data dir into the backup dir
@@ -202,13 +202,14 @@ func (d *doc) checkNesting(p string, m Member) {
 	if d.broken[p] || m.Name == "" {
 		return
 	}
-	if within(m.BackupDir, m.DataDir) || within(m.DataDir, m.BackupDir) {
-		d.errorf(d.line("agent.backupDir", p), "%s: backup dir %s and data dir %s must not contain each other: repair moves the data dir into the backup dir",
-			p, m.BackupDir, m.DataDir)
+	member := filepath.Join(m.DataDir, "member")
+	if within(m.BackupDir, member) || within(m.DataDir, m.BackupDir) {
+		d.errorf(d.line("agent.backupDir", p), "%s: backup dir %s must be neither inside %s nor contain the data dir %s: repair moves <dataDir>/member into the backup dir",
+			p, m.BackupDir, member, m.DataDir)
 	}
-	if within(m.StateDir, m.DataDir) {
-		d.errorf(d.line("agent.stateDir", p), "%s: state dir %s must not be inside data dir %s: repair moves the data dir away",
-			p, m.StateDir, m.DataDir)
+	if within(m.StateDir, member) {
+		d.errorf(d.line("agent.stateDir", p), "%s: state dir %s must not be inside %s: repair moves the member dir away",
+			p, m.StateDir, member)
 	}
 }
 

@@ -142,7 +142,7 @@ func repairNode2(t *testing.T, c *testbed.Cluster, ids map[string]uint64) {
 		t.Fatalf("node2 kept member ID %x; a repaired member must rejoin as a new member", ids["node2"])
 	}
 	if backups := c.Backups("node2"); len(backups) != 1 {
-		t.Errorf("backups of node2 = %v, want the corrupt data dir kept under %s.backups", backups, c.DataDir("node2"))
+		t.Errorf("backups of node2 = %v, want the corrupt member dir kept under %s/.etcdkeeper-backups", backups, c.DataDir("node2"))
 	}
 	if !c.LogContains("node2", "data is corrupt") {
 		t.Errorf("node2's agent did not log the corruption it found")

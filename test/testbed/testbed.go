@@ -24,6 +24,8 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+
+	"github.com/etcdkeeper/etcdkeeper/internal/repair"
 )
 
 // Binary is the etcdkeeper binary the agents run; set it before New.
@@ -477,8 +479,11 @@ func (c *Cluster) Journal(name string) map[string]any {
 }
 
 // CorruptWAL flips one byte in the middle of the member's first WAL file,
-// the way a bad sector does: etcd then dies with "walpb: crc mismatch".
-// The member must be stopped.
+// the way a bad sector does: etcd then dies with "walpb: crc mismatch". A
+// flip that lands in a record's padding is harmless (the CRC covers only
+// the data), so it flips, checks with etcd's own WAL code, and moves on to
+// the next byte until the WAL is really corrupt. The member must be
+// stopped.
 func (c *Cluster) CorruptWAL(name string) string {
 	c.t.Helper()
 	files, _ := filepath.Glob(filepath.Join(c.DataDir(name), "member", "wal", "*.wal"))
@@ -493,20 +498,30 @@ func (c *Cluster) CorruptWAL(name string) string {
 	st, _ := f.Stat()
 	// The used part of a preallocated WAL is at its start: flip a byte
 	// well inside the records, not in the zeroed tail.
-	used := usedBytes(f, st.Size())
-	off := used / 2
+	off := usedBytes(f, st.Size()) / 2
+	for try := 0; try < 64; try, off = try+1, off+1 {
+		flip(c.t, f, off)
+		if repair.Inspect(nil, c.DataDir(name)).State == repair.DirCorrupt {
+			return files[0]
+		}
+		flip(c.t, f, off) // harmless spot: put it back
+	}
+	c.t.Fatalf("could not corrupt the WAL of %s", name)
+	return ""
+}
+
+func flip(t TB, f *os.File, off int64) {
 	b := make([]byte, 1)
 	if _, err := f.ReadAt(b, off); err != nil {
-		c.t.Fatalf("%v", err)
+		t.Fatalf("%v", err)
 	}
 	b[0] ^= 0xff
 	if _, err := f.WriteAt(b, off); err != nil {
-		c.t.Fatalf("%v", err)
+		t.Fatalf("%v", err)
 	}
 	if err := f.Sync(); err != nil {
-		c.t.Fatalf("%v", err)
+		t.Fatalf("%v", err)
 	}
-	return files[0]
 }
 
 // usedBytes finds the end of the non-zero data in a preallocated file.
@@ -527,10 +542,11 @@ func usedBytes(f *os.File, size int64) int64 {
 
 // Backups lists the moved-aside data dirs of a member.
 func (c *Cluster) Backups(name string) []string {
-	entries, _ := os.ReadDir(c.DataDir(name) + ".backups")
+	dir := filepath.Join(c.DataDir(name), ".etcdkeeper-backups")
+	entries, _ := os.ReadDir(dir)
 	var out []string
 	for _, e := range entries {
-		out = append(out, filepath.Join(c.DataDir(name)+".backups", e.Name()))
+		out = append(out, filepath.Join(dir, e.Name()))
 	}
 	return out
 }
