@@ -235,3 +235,58 @@ func TestRepairSurvivesCrashAtEachStep(t *testing.T) {
 		t.Errorf("node2 has %d moved-aside data dirs, want 5 (one per repair, none lost, none twice)", n)
 	}
 }
+
+// TestRepairGuards: a repair refused by a guard changes nothing. First
+// the free-space check (repair.minFreeMB larger than any disk), then the
+// rate limit (repair.maxPerHour: 1, second corruption within the hour).
+func TestRepairGuards(t *testing.T) {
+	t.Parallel()
+	c := testbed.New(t, 3)
+	c.Extra = "repair:\n  maxPerHour: 1\n  minFreeMB: 1000000000\n"
+	c.WriteSpec()
+	startAll(c)
+	ids := c.WaitVoters(converge, c.AllNames()...)
+	putKeys(t, c, "/k", 10)
+
+	refused := func(why string) {
+		t.Helper()
+		backups := len(c.Backups("node2"))
+		if err := c.Stop("node2"); err != nil {
+			t.Fatal(err)
+		}
+		c.CorruptWAL("node2")
+		c.Start("node2")
+		testbed.Eventually(t, converge, "node2's agent refuses: "+why, func() string {
+			if !c.LogContains("node2", why) {
+				return "not logged"
+			}
+			return ""
+		})
+		ms, err := c.MemberList(c.Client("node1", "node3"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range ms {
+			if m.Name == "node2" && m.ID != ids["node2"] {
+				t.Fatalf("node2 was re-added although the repair was refused")
+			}
+		}
+		if len(ms) != 3 {
+			t.Fatalf("member list changed: %v", ms)
+		}
+		if b := c.Backups("node2"); len(b) != backups {
+			t.Fatalf("data moved although the repair was refused: %v", b)
+		}
+	}
+	refused("not enough free space")
+
+	// Enough space now: the repair runs (the first of this hour).
+	c.Extra = "repair:\n  maxPerHour: 1\n"
+	c.WriteSpec()
+	after := c.WaitVoters(converge, c.AllNames()...)
+	if after["node2"] == ids["node2"] {
+		t.Fatalf("node2 not repaired once the space check passed")
+	}
+	ids = after
+	refused("rate limit")
+}
