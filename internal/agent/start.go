@@ -12,6 +12,7 @@ import (
 	"github.com/etcdkeeper/etcdkeeper/internal/etcdproc"
 	"github.com/etcdkeeper/etcdkeeper/internal/reconcile"
 	"github.com/etcdkeeper/etcdkeeper/internal/repair"
+	"github.com/etcdkeeper/etcdkeeper/internal/spec"
 )
 
 // stableUptime: an etcd that ran this long resets the restart backoff.
@@ -119,6 +120,9 @@ func (a *Agent) decideStart(ctx context.Context) (reconcile.StartDecision, *clus
 		// Only an empty data dir may lead to forming a new cluster: make
 		// sure nobody is there before that.
 		in.PeerAnswered = a.client.AnyPeerAnswers(ctx, a.peerEndpoints())
+		if in.PeerAnswered == "" {
+			in.PeerAnswered = cluster.ClusterWithout(ctx, self, a.peers())
+		}
 	}
 	in.RepairBlocked = a.repairBlocked()
 	return reconcile.DecideStart(in), in.Cluster, nil
@@ -203,6 +207,18 @@ func (a *Agent) peerEndpoints() []string {
 		}
 	}
 	return eps
+}
+
+// peers are the spec's other members.
+func (a *Agent) peers() []spec.Member {
+	s, self := a.Spec()
+	var out []spec.Member
+	for _, m := range s.Members {
+		if m.Name != self.Name {
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 // ensureClient dials the peers named in the spec.

@@ -15,8 +15,16 @@ import (
 	"go.uber.org/zap"
 )
 
-// startEtcd runs a real one-member etcd (the embedded server) on loopback.
+// startEtcd runs a real one-member etcd (the embedded server) on loopback
+// and returns its client URL.
 func startEtcd(t *testing.T) string {
+	t.Helper()
+	client, _ := startEtcdURLs(t)
+	return client
+}
+
+// startEtcdURLs is startEtcd returning the client and the peer URL.
+func startEtcdURLs(t *testing.T) (string, string) {
 	t.Helper()
 	cfg := embed.NewConfig()
 	cfg.Dir = t.TempDir()
@@ -37,7 +45,7 @@ func startEtcd(t *testing.T) string {
 	case <-time.After(30 * time.Second):
 		t.Fatal("etcd did not become ready")
 	}
-	return client.String()
+	return client.String(), peer.String()
 }
 
 func freeURL(t *testing.T) url.URL {

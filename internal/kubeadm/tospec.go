@@ -189,25 +189,17 @@ func (b *builder) dataDir() error {
 	if !ok || dir == "" {
 		return errors.New("no manifest sets --data-dir: import needs the data dir to keep the members' data")
 	}
-	backups := dir + ".backups"
 	b.doc.DataDir = dir
 	b.doc.DataDirNote = fmt.Sprintf("kubeadm's --data-dir=%s, kept as it is: on each host the member goes on "+
 		"in place, with its data and member ID; nothing is moved. Every member has this path, each on its own host.\n"+
-		"agent.backupDir is left empty: repair moves a broken data dir into %s, next to it. "+
-		"It renames, never copies, so that works only where %s is not a mount point and %s is on its filesystem "+
-		"(see the header).", dir, backups, dir, backups)
-	// Under the unit's ProtectSystem=strict every writable dir it names is
-	// a mount of its own.
-	mounted := fmt.Sprintf("a disk mounted there, or a dir the systemd unit makes writable by name (a drop-in's ReadWritePaths=%s)", dir)
-	if dir == "/var/lib/etcd" {
-		mounted = "a disk mounted there, and always under the packaged systemd unit (its StateDirectory=etcd mounts /var/lib/etcd on its own)"
+		"agent.backupDir is left empty: repair moves a broken member's data into %s, on the data disk.",
+		dir, path.Join(dir, spec.BackupSubdir))
+	// The packaged unit makes only its StateDirectory= /var/lib/etcd
+	// writable (ProtectSystem=strict).
+	if dir != "/var/lib/etcd" && !strings.HasPrefix(dir, "/var/lib/etcd/") {
+		b.warn("the packaged systemd unit can write only under /var/lib/etcd: add ReadWritePaths=%s in a drop-in "+
+			"(README.md, \"kubeadm control-plane hosts\")", dir)
 	}
-	b.warn("repair moves a broken data dir aside by a rename, never a copy: into %[2]s, as agent.backupDir is empty. "+
-		"That fails where %[1]s is a mount point: %[3]s. "+
-		"No agent.backupDir helps there: every other dir on that filesystem is inside %[1]s. "+
-		"Repair then stops after removing the broken member from the cluster, until its data is moved out of %[1]s by hand. "+
-		"A manifest cannot tell the mounts: choose per README.md, \"kubeadm control-plane hosts\"",
-		dir, backups, mounted)
 	return nil
 }
 

@@ -253,17 +253,16 @@ func TestToSpec(t *testing.T) {
 			},
 		},
 		{
-			name: "kubeadm's data dir is kept as it is, with a warning about repair's rename",
+			name: "kubeadm's data dir is kept as it is, backups inside it, no warning",
 			ms:   []Manifest{host("cp1", "10.0.0.11"), host("cp2", "10.0.0.12")},
 			check: func(t *testing.T, d Document) {
 				if d.DataDir != "/var/lib/etcd" {
 					t.Errorf("DataDir = %q, want kubeadm's /var/lib/etcd", d.DataDir)
 				}
-				if strings.Contains(d.DataDirNote, "mv ") {
-					t.Errorf("DataDirNote asks to move the data: %q", d.DataDirNote)
+				if strings.Contains(d.DataDirNote, "mv ") || !strings.Contains(d.DataDirNote, "/var/lib/etcd/.etcdkeeper-backups") {
+					t.Errorf("DataDirNote = %q", d.DataDirNote)
 				}
-				if !anyContains(d.Warnings, "into /var/lib/etcd.backups, as agent.backupDir is empty") ||
-					!anyContains(d.Warnings, "StateDirectory=etcd mounts /var/lib/etcd on its own") {
+				if anyContains(d.Warnings, "backup") || anyContains(d.Warnings, "ReadWritePaths") {
 					t.Errorf("Warnings = %q", d.Warnings)
 				}
 			},
@@ -279,8 +278,10 @@ func TestToSpec(t *testing.T) {
 				if d.DataDir != "/mnt/etcd-disk" {
 					t.Errorf("DataDir = %q, want the host path /mnt/etcd-disk", d.DataDir)
 				}
-				if !anyContains(d.Warnings, "into /mnt/etcd-disk.backups") || !anyContains(d.Warnings, "ReadWritePaths=/mnt/etcd-disk") ||
-					anyContains(d.Warnings, "StateDirectory") {
+				if !strings.Contains(d.DataDirNote, "/mnt/etcd-disk/.etcdkeeper-backups") {
+					t.Errorf("DataDirNote = %q", d.DataDirNote)
+				}
+				if !anyContains(d.Warnings, "ReadWritePaths=/mnt/etcd-disk") || anyContains(d.Warnings, "backup") {
 					t.Errorf("Warnings = %q", d.Warnings)
 				}
 			},

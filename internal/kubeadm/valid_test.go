@@ -49,8 +49,8 @@ func TestImportedSpecsAreValid(t *testing.T) {
 					t.Errorf("member %d = %+v, want %+v", i, m, want)
 				}
 				// kubeadm's data dir as it is, on every member.
-				if m.DataDir != d.DataDir || m.BackupDir != d.DataDir+".backups" {
-					t.Errorf("member %s: data dir %s, backup dir %s, want %s and its .backups", m.Name, m.DataDir, m.BackupDir, d.DataDir)
+				if m.DataDir != d.DataDir || m.BackupDir != filepath.Join(d.DataDir, spec.BackupSubdir) {
+					t.Errorf("member %s: data dir %s, backup dir %s, want %s and %s inside it", m.Name, m.DataDir, m.BackupDir, d.DataDir, spec.BackupSubdir)
 				}
 			}
 			for _, f := range d.Flags {

@@ -75,9 +75,9 @@ func checkDocumentationHost(t *testing.T, member, host string) {
 }
 
 // TestShippedSpecPaths: the unit can write only /var/lib/etcd and
-// /var/lib/etcdkeeper (each its own mount), and repair renames a data dir
-// into <dataDir>.backups, so data dirs and backups must both be under
-// /var/lib/etcd.
+// /var/lib/etcdkeeper (each its own mount), and repair renames
+// <dataDir>/member into the backup dir (default <dataDir>/.etcdkeeper-backups),
+// so data dirs and backups must both be under /var/lib/etcd.
 func TestShippedSpecPaths(t *testing.T) {
 	var s shippedSpec
 	if err := yaml.Unmarshal([]byte(readFile(t, packagingFile(t, "cluster.yaml"))), &s); err != nil {

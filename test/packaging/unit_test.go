@@ -126,8 +126,8 @@ func TestUnitDecisions(t *testing.T) {
 			t.Errorf("ExecReload=%s needs procps; the package does not depend on it", r)
 		}
 	}
-	// Data dir /var/lib/etcd/<name> and its sibling <name>.backups must be
-	// in ONE writable mount: a repair renames between them (EXDEV otherwise).
+	// The data dirs belong under StateDirectory=etcd; each ReadWritePaths=
+	// entry would be a mount of its own (ProtectSystem=strict).
 	if paths := service["ReadWritePaths"]; len(paths) > 0 {
 		t.Errorf("ReadWritePaths=%v: each is a mount of its own under ProtectSystem=strict; keep data and backups under StateDirectory=etcd", paths)
 	}

@@ -1,0 +1,74 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/etcdkeeper/etcdkeeper/internal/spec"
+)
+
+// PeerMembers asks a member's peer port for the member list. etcd serves
+// it to peers from the moment its server is built, before it has a
+// leader or serves clients, so it tells whether a cluster exists even
+// while that cluster is restarting. It returns each member's peer URLs
+// and the cluster ID the peer reports.
+func PeerMembers(ctx context.Context, peerURL string, m spec.Member) ([][]string, string, error) {
+	ctx, cancel := context.WithTimeout(ctx, CallTimeout)
+	defer cancel()
+	tlsCfg, err := TLSConfig(spec.TLSClient{CertFile: m.TLS.Peer.CertFile, KeyFile: m.TLS.Peer.KeyFile, TrustedCAFile: m.TLS.Peer.TrustedCAFile})
+	if err != nil {
+		return nil, "", err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(peerURL, "/")+"/members", nil)
+	if err != nil {
+		return nil, "", fmt.Errorf("peer members request: %w", err)
+	}
+	cl := &http.Client{Transport: &http.Transport{TLSClientConfig: tlsCfg}}
+	defer cl.CloseIdleConnections()
+	resp, err := cl.Do(req)
+	if err != nil {
+		return nil, "", fmt.Errorf("members from %s: %w", peerURL, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, "", fmt.Errorf("members from %s: %s", peerURL, resp.Status)
+	}
+	var ms []struct {
+		PeerURLs []string `json:"peerURLs"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&ms); err != nil {
+		return nil, "", fmt.Errorf("members from %s: %w", peerURL, err)
+	}
+	out := make([][]string, 0, len(ms))
+	for _, x := range ms {
+		out = append(out, x.PeerURLs)
+	}
+	return out, resp.Header.Get("X-Etcd-Cluster-ID"), nil
+}
+
+// ClusterWithout returns evidence that a peer already belongs to a
+// cluster that does not list self (it exists, and self was never added):
+// then self must wait and join it through the API, never form a new one.
+// "" when no peer answers or every answering peer lists self (a cluster
+// bootstrapping from the same initial member list).
+func ClusterWithout(ctx context.Context, self spec.Member, peers []spec.Member) string {
+	for _, p := range peers {
+		for _, u := range p.PeerURLs {
+			ms, id, err := PeerMembers(ctx, u, self)
+			if err != nil {
+				continue
+			}
+			listed := slices.ContainsFunc(ms, func(urls []string) bool {
+				return slices.ContainsFunc(self.PeerURLs, func(s string) bool { return slices.Contains(urls, s) })
+			})
+			if !listed {
+				return fmt.Sprintf("%s's peer port reports cluster %s with %d members, not including this host", p.Name, id, len(ms))
+			}
+		}
+	}
+	return ""
+}
