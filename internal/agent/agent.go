@@ -231,7 +231,12 @@ type backoff struct {
 }
 
 func (b *backoff) next() time.Duration {
-	d := b.base << min(b.n, 10)
+	// The first restart is immediate: one crash is no loop.
+	if b.n == 0 {
+		b.n++
+		return 0
+	}
+	d := b.base << min(b.n-1, 10)
 	if d > b.max || d <= 0 {
 		d = b.max
 	}

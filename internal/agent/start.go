@@ -114,7 +114,10 @@ func (a *Agent) decideStart(ctx context.Context) (reconcile.StartDecision, *clus
 		in.ExitCorrupt = true
 		in.ExitReason = a.lastExit.verdict.Reason
 	}
-	if v, err := a.client.Observe(ctx); err == nil {
+	if !cluster.AnyListening(ctx, a.peerURLs()) {
+		// Nobody listens on any peer's client or peer port: no cluster to
+		// observe, and no call needs to wait out its deadline.
+	} else if v, err := a.client.Observe(ctx); err == nil {
 		in.Cluster = &v
 	} else if in.Data.Kind == reconcile.DataEmpty {
 		// Only an empty data dir may lead to forming a new cluster: make
@@ -207,6 +210,16 @@ func (a *Agent) peerEndpoints() []string {
 		}
 	}
 	return eps
+}
+
+// peerURLs are every client and peer URL of the spec's other members (of
+// this one, in a one-member cluster).
+func (a *Agent) peerURLs() []string {
+	urls := a.peerEndpoints()
+	for _, m := range a.peers() {
+		urls = append(urls, m.PeerURLs...)
+	}
+	return urls
 }
 
 // peers are the spec's other members.

@@ -77,6 +77,12 @@ func (c *Client) Observe(ctx context.Context) (View, error) {
 }
 
 func (c *Client) fillStatus(ctx context.Context, mv *MemberView, endpoint string) {
+	// A member that is down refuses the connection at once, but the
+	// client's retries would wait out the whole deadline: ask TCP first.
+	if !AnyListening(ctx, []string{endpoint}) {
+		mv.Err = endpoint + ": not listening"
+		return
+	}
 	st, err := c.Status(ctx, endpoint)
 	if err != nil {
 		mv.Err = err.Error()

@@ -4,9 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/etcdkeeper/etcdkeeper/internal/spec"
 )
@@ -71,4 +74,35 @@ func ClusterWithout(ctx context.Context, self spec.Member, peers []spec.Member) 
 		}
 	}
 	return ""
+}
+
+// AnyListening reports whether any of the URLs' host:port accepts a TCP
+// connection within a short deadline. When none does (connection refused
+// everywhere), nobody is there, and the slower etcd calls, which retry
+// until their deadline, can be skipped.
+func AnyListening(ctx context.Context, urls []string) bool {
+	ctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	defer cancel()
+	found := make(chan bool, len(urls))
+	for _, raw := range urls {
+		go func(raw string) {
+			u, err := url.Parse(raw)
+			if err != nil {
+				found <- false
+				return
+			}
+			var d net.Dialer
+			c, err := d.DialContext(ctx, "tcp", u.Host)
+			if err == nil {
+				c.Close()
+			}
+			found <- err == nil
+		}(raw)
+	}
+	for range urls {
+		if <-found {
+			return true
+		}
+	}
+	return false
 }

@@ -3,10 +3,12 @@ package cluster
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.etcd.io/etcd/client/v3/concurrency"
 )
 
 // AgentRecord is what each live agent publishes about itself under
@@ -24,33 +26,69 @@ type AgentRecord struct {
 // AgentsKey is the prefix of the agents' records.
 func AgentsKey(clusterName string) string { return "/etcdkeeper/" + clusterName + "/agents/" }
 
-// Presence keeps one agent's record alive in the cluster.
+// PresenceTTL is the lease TTL (seconds) of an agent's record: the
+// record of an agent that died disappears this long after its last
+// refresh.
+const PresenceTTL = 20
+
+// Presence keeps one agent's record alive in the cluster. It refreshes
+// its lease with single calls from the agent's loop, not with a keepalive
+// stream: an open stream makes every etcd it is connected to wait out its
+// graceful-stop timeout (seconds) before it can stop.
 type Presence struct {
-	session *concurrency.Session
-	last    string
+	c         *Client
+	lease     clientv3.LeaseID
+	refreshed time.Time
+	dead      bool
+	last      string
 }
 
-// NewPresence opens the lease that carries the agent's record.
+// NewPresence grants the lease that carries the agent's record.
 func (c *Client) NewPresence(ctx context.Context) (*Presence, error) {
-	s, err := c.session(ctx)
+	ctx, cancel := c.ctx(ctx)
+	defer cancel()
+	cli, err := c.conn()
 	if err != nil {
-		return nil, fmt.Errorf("presence session: %w", err)
+		return nil, err
 	}
-	return &Presence{session: s}, nil
+	resp, err := cli.Grant(ctx, PresenceTTL)
+	if err != nil {
+		return nil, fmt.Errorf("presence lease: %w", err)
+	}
+	return &Presence{c: c, lease: resp.ID, refreshed: time.Now()}, nil
 }
 
-// Alive reports whether the record's lease is still kept alive.
+// Alive reports whether the record's lease is still known to be alive.
 func (p *Presence) Alive() bool {
-	select {
-	case <-p.session.Done():
-		return false
-	default:
-		return true
-	}
+	return !p.dead && time.Since(p.refreshed) < PresenceTTL*time.Second
 }
 
-// Publish writes the record when it changed.
+// refresh renews the lease once when a quarter of its TTL has passed.
+func (p *Presence) refresh(ctx context.Context) error {
+	if time.Since(p.refreshed) < PresenceTTL*time.Second/4 {
+		return nil
+	}
+	ctx, cancel := p.c.ctx(ctx)
+	defer cancel()
+	cli, err := p.c.conn()
+	if err != nil {
+		return err
+	}
+	if _, err := cli.KeepAliveOnce(ctx, p.lease); err != nil {
+		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+			p.dead = true
+		}
+		return fmt.Errorf("refresh presence lease: %w", err)
+	}
+	p.refreshed = time.Now()
+	return nil
+}
+
+// Publish refreshes the lease and writes the record when it changed.
 func (p *Presence) Publish(ctx context.Context, clusterName string, r AgentRecord) error {
+	if err := p.refresh(ctx); err != nil {
+		return err
+	}
 	b, err := json.Marshal(r)
 	if err != nil {
 		return fmt.Errorf("encode agent record: %w", err)
@@ -58,18 +96,36 @@ func (p *Presence) Publish(ctx context.Context, clusterName string, r AgentRecor
 	if string(b) == p.last {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, CallTimeout)
+	ctx, cancel := p.c.ctx(ctx)
 	defer cancel()
-	if _, err := p.session.Client().Put(ctx, AgentsKey(clusterName)+r.Name, string(b), clientv3.WithLease(p.session.Lease())); err != nil {
+	cli, err := p.c.conn()
+	if err != nil {
+		return err
+	}
+	if _, err := cli.Put(ctx, AgentsKey(clusterName)+r.Name, string(b), clientv3.WithLease(p.lease)); err != nil {
+		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+			p.dead = true
+		}
 		return fmt.Errorf("publish agent record: %w", err)
 	}
 	p.last = string(b)
 	return nil
 }
 
-// Close revokes the lease, removing the record. It waits at most
-// CallTimeout: on shutdown the cluster may already be gone.
-func (p *Presence) Close() error { return closeSession(p.session) }
+// Close revokes the lease, removing the record, within CallTimeout: on
+// shutdown the cluster may already be gone.
+func (p *Presence) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), CallTimeout)
+	defer cancel()
+	cli, err := p.c.conn()
+	if err != nil {
+		return err
+	}
+	if _, err := cli.Revoke(ctx, p.lease); err != nil {
+		return fmt.Errorf("revoke presence lease: %w", err)
+	}
+	return nil
+}
 
 // Agents reads the records of the live agents.
 func (c *Client) Agents(ctx context.Context, clusterName string) ([]AgentRecord, error) {

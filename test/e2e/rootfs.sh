@@ -11,7 +11,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 recipe=$here/rootfs.recipe
 cache=${E2E_CACHE:-/var/cache/etcdkeeper-e2e}
-# shellcheck source=rootfs.recipe
+# shellcheck source=rootfs.recipe source-path=SCRIPTDIR
 source "$recipe"
 
 log() { printf '%s rootfs: %s\n' "$(date +%T)" "$*" >&2; }

@@ -73,10 +73,14 @@ STEP_NAMES=()
 STEP_RESULTS=()
 STEP_SECS=()
 FAILED=
+STEP_PID=
+STEP_T=
 
 # step NAME FUNCTION [ARGS]: runs FUNCTION in a subshell with errexit
 # (so any failing command fails the step), times it, records the result.
-# After a failure the remaining steps are skipped.
+# After a failure the remaining steps are skipped. The subshell runs in the
+# background and is waited for, so that SIGINT/SIGTERM reach the trap at
+# once (it then stops the step and cleans up).
 step() {
 	local name=$1
 	shift
@@ -90,12 +94,16 @@ step() {
 	printf '%s ==> %s\n' "$(ts)" "$name"
 	rm -f "$WORK/failed-hosts"
 	local t=$EPOCHREALTIME rc
+	STEP_T=$t
 	set +e
 	(
 		set -e
 		"$@"
-	)
+	) &
+	STEP_PID=$!
+	wait "$STEP_PID"
 	rc=$?
+	STEP_PID=
 	set -e
 	local secs
 	secs=$(elapsed "$t")
@@ -127,13 +135,23 @@ summary() {
 	printf '  %-52s %-6s %8s\n' STEP RESULT SECONDS
 	local i
 	for i in "${!STEP_NAMES[@]}"; do
-		printf '  %-52s %-6s %8s\n' "${STEP_NAMES[$i]}" "${STEP_RESULTS[$i]}" "${STEP_SECS[$i]}"
+		printf '  %-52s %-6s %8s\n' "${STEP_NAMES[$i]}" "${STEP_RESULTS[$i]:-?}" "${STEP_SECS[$i]:-?}"
 	done
 	printf '  %-52s %-6s %8s\n' total "$([[ -z $FAILED ]] && echo PASS || echo FAIL)" "$(elapsed "$T0")"
 	hr
 }
 
 # ---------------------------------------------------------------- hosts
+
+# A step whose run.sh was killed (SIGKILL: no trap) must not go on
+# acting on the hosts, which a later run may have made again.
+MAIN_PID=$$
+orphan_guard() {
+	kill -0 "$MAIN_PID" 2>/dev/null || {
+		echo "e2e: run.sh ($MAIN_PID) is gone: stopping this step" >&2
+		exit 1
+	}
+}
 
 hdir() { echo "$WORK/hosts/$1"; }
 idx() {
@@ -160,6 +178,7 @@ running() {
 on() {
 	local h=$1 p
 	shift
+	orphan_guard
 	p=$(pid1 "$h")
 	[[ -n $p ]] || { echo "$h: not running" >&2; return 1; }
 	timeout -k 5 "${E2E_CMD_TIMEOUT:-60}" nsenter -t "$p" -a -- \
@@ -181,10 +200,23 @@ journal() {
 	journalctl -D "$(hdir "$h")/root/var/log/journal" --no-pager -u etcdkeeper.service "$@"
 }
 print_journal() {
-	local h=$1
-	echo "----- journal of $h (etcdkeeper.service, last 150 lines; systemd's watchdog/status notifications left out) -----" >&2
-	journal "$h" -o short-precise 2>&1 | grep -Ev 'Got notification message .*\((WATCHDOG=1|STATUS=)|is-system-running' | tail -n 150 >&2 || true
+	local h=$1 outside
+	[[ -d $(hdir "$h")/root/var/log/journal ]] || return 0
+	echo "----- journal of $h: journalctl -u etcdkeeper -p info (last 150 lines) -----" >&2
+	journal "$h" -p info -o short-precise 2>&1 | tail -n 150 >&2 || true
 	echo "----- end of journal of $h -----" >&2
+	# The agent stops by itself only on SIGTERM/SIGINT. STOPPING=1 while
+	# the unit was running (no stop job) means the signal came from
+	# outside systemd: on a shared machine, e.g. a `pkill etcdkeeper` run
+	# on the host, which sees (and kills) the containers' processes too.
+	outside=$(journalctl -D "$(hdir "$h")/root/var/log/journal" --no-pager -o short-precise _PID=1 2>/dev/null |
+		grep -E 'etcdkeeper.service: (Got notification message from PID [0-9]+ \(STOPPING=1\)|Changed [a-z-]+ -> [a-z-]+)' |
+		awk '/STOPPING=1/ { s = $0; next } s && /Changed running -> stop-sigterm/ { print s } { s = "" }')
+	if [[ -n $outside ]]; then
+		echo "NOTE: on $h the agent was stopped by a signal that did not come from systemd (no stop job):" >&2
+		printf '%s\n' "$outside" | sed 's/^/      /' >&2
+		echo "      Something outside the test (e.g. pkill/killall etcdkeeper on this machine) killed it." >&2
+	fi
 }
 
 # A cursor for "the journal from now on" inside HOST.
@@ -202,6 +234,7 @@ wait_for() {
 	shift 2
 	local deadline=$((SECONDS + limit)) out
 	while :; do
+		orphan_guard
 		if out=$("$@" 2>&1); then
 			[[ -n $out ]] && printf '%s\n' "$out" | sed 's/^/      /'
 			return 0
@@ -302,7 +335,7 @@ etcd_has_flag() {
 	local h e
 	for h in "${HOST[@]}"; do
 		e=$(etcd_pid "$h") || { echo "$h: no etcd.pid"; return 1; }
-		on "$h" cat "/proc/$e/cmdline" | tr '\0' ' ' | grep -q -- "$1" || { echo "$h: etcd $e runs without $1"; return 1; }
+		[[ $(on "$h" cat "/proc/$e/cmdline" | tr '\0' ' ') == *" $1 "* ]] || { echo "$h: etcd $e runs without $1"; return 1; }
 	done
 }
 others_see_down() { agent_status "$1" | jq -e '.healthyVoters == 2' >/dev/null; }
@@ -420,8 +453,9 @@ boot() {
 		# --register=no --keep-unit: this machine has no systemd (or
 		# machined) of its own to register with; no --private-network: the
 		# hosts share this network namespace and use their own 127.0.3.x.
+		# 8>&-: the container must not hold the run's lock.
 		exec systemd-nspawn --quiet --register=no --keep-unit --link-journal=no \
-			--console=read-only --machine="$h" --directory="$d/root" --boot
+			--console=read-only --machine="$h" --directory="$d/root" --boot 8>&-
 	) >>"$d/console.log" 2>&1 </dev/null &
 	echo $! >"$d/nspawn.pid"
 	wait_for 30 "$h: container PID 1" pid1 "$h" >/dev/null || fail -h "$h" "$h: systemd-nspawn did not start (console: $d/console.log)"
@@ -469,7 +503,7 @@ cleanup() {
 		h=$(basename "$d")
 		p=$(cat "$d/nspawn.pid" 2>/dev/null) || continue
 		# Only our own nspawn: the PID may have been reused since.
-		if [[ -n $p ]] && tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | grep -q "systemd-nspawn.*--directory=$d"root; then
+		if [[ -n $p && $(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null) == *systemd-nspawn*" --directory=${d}root "* ]]; then
 			p1=$(ps -o pid= --ppid "$p" | tr -d ' ' | head -n1)
 			# SIGRTMIN+4 asks systemd for a clean poweroff.
 			[[ -n $p1 ]] && kill -s RTMIN+4 "$p1" 2>/dev/null
@@ -513,6 +547,15 @@ on_exit() {
 	local rc=$?
 	trap - EXIT INT TERM
 	set +e
+	if [[ -n $STEP_PID ]]; then
+		# Interrupted in the middle of a step: stop it first.
+		FAILED="${STEP_NAMES[-1]} (interrupted)"
+		STEP_RESULTS+=(STOP)
+		STEP_SECS+=("$(elapsed "$STEP_T")")
+		kill -TERM "$STEP_PID" 2>/dev/null
+		wait "$STEP_PID" 2>/dev/null
+		echo "e2e: interrupted (signal) during step '${STEP_NAMES[-1]}'" >&2
+	fi
 	cleanup
 	if [[ ${#STEP_NAMES[@]} -gt 0 ]]; then
 		summary
@@ -532,12 +575,16 @@ on_exit() {
 
 s_preflight() {
 	local c
-	for c in systemd-nspawn nsenter unshare journalctl curl jq ps timeout flock debootstrap; do
-		command -v "$c" >/dev/null || fail "$c is not installed (apt-get install systemd-container debootstrap curl jq procps)"
+	local c pkg
+	for c in systemd-nspawn:systemd-container debootstrap:debootstrap journalctl:systemd curl:curl jq:jq \
+		ps:procps ss:iproute2 nsenter:util-linux unshare:util-linux flock:util-linux cmp:diffutils timeout:coreutils; do
+		pkg=${c#*:}
+		c=${c%%:*}
+		command -v "$c" >/dev/null || fail "$c is not installed: apt-get install $pkg (the e2e needs systemd-container debootstrap curl jq procps iproute2)"
 	done
 	# The hosts bind 127.0.3.11-13:2378-2380 in this network namespace.
 	local busy
-	busy=$(ss -Htln 2>/dev/null | awk '{print $4}' | grep -E '^(127\.0\.3\.1[123]|0\.0\.0\.0|\*|\[::\]):23(78|79|80)$' || true)
+	busy=$(ss -Htln | awk '{print $4}' | grep -E '^(127\.0\.3\.1[123]|0\.0\.0\.0|\*|\[::\]):23(78|79|80)$' || true)
 	[[ -z $busy ]] || fail "ports the hosts need are taken here: $busy"
 	log "deb: $deb ($(du -h "$deb" | cut -f1))"
 	log "cgroups: $(cgroup_roots | tr '\n' ' ')"
@@ -561,7 +608,7 @@ s_install() {
 	spec_yaml >"$spec"
 	for h in "${HOST[@]}"; do
 		m=$(member "$h")
-		on "$h" dpkg -i "/root/$(basename "$deb")" | sed "s/^/      $h: /" || fail -h "$h" "$h: dpkg -i failed"
+		on "$h" dpkg -i "/root/$(basename "$deb")" 2>&1 | sed "s/^/      $h: /" || fail -h "$h" "$h: dpkg -i failed"
 		# The package must not start (or enable) anything by itself.
 		[[ $(sctl "$h" is-active etcdkeeper || true) == inactive ]] || fail -h "$h" "$h: etcdkeeper runs right after install"
 		[[ $(sctl "$h" is-enabled etcdkeeper || true) == disabled ]] || fail -h "$h" "$h: etcdkeeper is enabled by the install"
@@ -614,13 +661,14 @@ s_ready() {
 		local id
 		wait_for 10 "$h: STATUS= says 3/3 healthy" status_says_healthy "$h" ||
 			fail -h "$h" "$h: STATUS is '$(prop "$h" StatusText)', want '<member>: voter|leader, healthy; leader ...; 3/3 healthy'"
-		sctl "$h" status etcdkeeper | grep -q "Status: \"$(member "$h"): .*3/3 healthy\"" ||
-			fail -h "$h" "$h: systemctl status shows no agent Status: line"
-		sctl "$h" status etcdkeeper | grep -E '^ *(Active|Status):' | sed "s/^ */      $h: /"
+		local out
+		out=$(sctl "$h" status etcdkeeper)
+		grep -q "Status: \"$(member "$h"): .*3/3 healthy\"" <<<"$out" ||
+			fail -h "$h" "$h: systemctl status shows no agent Status: line: $out"
+		grep -E '^ *(Active|Status):' <<<"$out" | sed "s/^ */      $h: /"
 		id=$(agent_field "$h" memberID)
 		put "id-$h" "$id"
 	done
-	converged "${HOST[0]}" | sed 's/^/      /'
 }
 
 # 2. The agent and etcd run as etcd, without capabilities, under the
@@ -643,7 +691,7 @@ s_hardened() {
 		grep -Eq '^CapBnd:\s+0+$' <<<"$f" || fail -h "$h" "$what: bounding set not empty ($(grep ^CapBnd: <<<"$f"))"
 		grep -Eq '^NoNewPrivs:\s+1$' <<<"$f" || fail -h "$h" "$what: NoNewPrivs is off"
 		grep -Eq '^Seccomp:\s+2$' <<<"$f" || fail -h "$h" "$what: no seccomp filter"
-		on "$h" cat "/proc/$p/cgroup" | grep -q 'etcdkeeper.service' || fail -h "$h" "$what: not in the etcdkeeper.service cgroup"
+		[[ $(on "$h" cat "/proc/$p/cgroup") == *etcdkeeper.service* ]] || fail -h "$h" "$what: not in the etcdkeeper.service cgroup"
 		log "$what: uid/gid etcd, no capabilities, NoNewPrivs, seccomp filter, in etcdkeeper.service"
 	done
 	[[ $(on "$h" cat "/proc/$epid/stat" | awk '{print $4}') == "$main" ]] || fail -h "$h" "$h: etcd ($epid) is not the agent's child"
@@ -759,7 +807,8 @@ s_repair() {
 	m=$(member "$h")
 	id=$(get "id-$h")
 	d=$(hdir "$h")/root
-	sctl "$h" stop etcdkeeper
+	E2E_CMD_TIMEOUT=90 sctl "$h" stop etcdkeeper
+	log "$h: stopped"
 	[[ $(sctl "$h" is-active etcdkeeper || true) == inactive ]] || fail -h "$h" "$h: still active after systemctl stop"
 	[[ -z $(etcd_procs "$h") ]] || fail -h "$h" "$h: processes of user etcd left after systemctl stop: $(etcd_procs "$h" | tr '\n' ' ')"
 	wal=$d/var/lib/etcd/$m/member/wal/0000000000000000-0000000000000000.wal
@@ -785,19 +834,23 @@ s_repair() {
 	agent_status "$h" | jq -e --arg old "$id" '[.members[].id] | index($old) | not' >/dev/null || fail -h "$h" "old member $id is still in the member list"
 	wait_for 30 "$h holds the data" has_all_keys "$(ip "$h")" || fail -h "$h" "$h: data not intact after the repair"
 
-	local backups b
-	backups=$(on "$h" sh -c "ls -1 /var/lib/etcd/$m.backups/") || fail -h "$h" "$h: no backups dir /var/lib/etcd/$m.backups"
-	[[ $(wc -l <<<"$backups") == 1 && $backups == *"-$m" ]] || fail -h "$h" "$h: want one <timestamp>-$m in /var/lib/etcd/$m.backups, have: $backups"
-	b=$d/var/lib/etcd/$m.backups/$backups/member/wal/$(basename "$wal")
-	[[ -f $b && $(sha256sum <"$b" | cut -d' ' -f1) == "$sum" ]] || fail -h "$h" "$h: the backup does not hold the corrupt WAL ($b)"
-	log "$h: the broken data dir is kept: /var/lib/etcd/$m.backups/$backups (its WAL is the corrupted one)"
-
 	local j
 	j=$(journal_since "$h" "$c" -u etcdkeeper -o cat)
 	for want in '"msg":"rejoin started"' '"msg":"rejoin step"' '"msg":"rejoin finished: member is a healthy voter"'; do
 		grep -qF "$want" <<<"$j" || fail -h "$h" "$h: journalctl -u etcdkeeper has no $want"
 	done
-	grep -E '"msg":"(rejoin[^"]*|data is corrupt[^"]*)"' <<<"$j" | jq -rc '[.msg, (.step // .kind // .reason // "")] | join(" ")' 2>/dev/null | sed "s/^/      $h journal: /" || true
+
+	# The broken data is kept where the agent says it put it (by default
+	# <dataDir>/.etcdkeeper-backups/<time>-<name>), inside the unit's
+	# writable /var/lib/etcd, and holds the corrupted WAL byte for byte.
+	local backup b
+	backup=$(grep -F '"msg":"rejoin finished: member is a healthy voter"' <<<"$j" | tail -n1 | jq -r '.backup // empty')
+	[[ -n $backup ]] || fail -h "$h" "$h: 'rejoin finished' names no backup"
+	[[ $backup == /var/lib/etcd/* && $backup == *"-$m" ]] || fail -h "$h" "$h: backup $backup is not a <time>-$m under /var/lib/etcd"
+	b=$(find "$d$backup" -name "$(basename "$wal")" 2>/dev/null | head -n1)
+	[[ -n $b && $(sha256sum <"$b" | cut -d' ' -f1) == "$sum" ]] || fail -h "$h" "$h: the backup $backup does not hold the corrupt WAL"
+	log "$h: the broken data is kept in $backup (its WAL is the corrupted one: ${b#"$d"})"
+	grep -E '"msg":"rejoin[^"]*"' <<<"$j" | jq -rc '[.msg, .step // .kind, .removed // ."member-id" // .to // .path // ""] | map(select(. != null)) | join(" ")' | sed "s/^/      $h journal: /"
 }
 
 # 5. A spec edit + systemctl reload: the agent tells systemd RELOADING=1
@@ -858,8 +911,10 @@ s_watchdog() {
 	log "$h: agent $main frozen (SIGSTOP)"
 	wait_for 60 "$h: systemd killed the frozen agent and restarted the unit" unit_restarted "$h" "$n0" ||
 		fail -h "$h" "$h: the frozen agent was not restarted within 60s"
-	journal_since "$h" "$c" -u etcdkeeper -o cat | grep -E 'Watchdog timeout|Killing process|Main process exited|Scheduled restart job' | sed "s/^/      $h: /"
-	journal_since "$h" "$c" -u etcdkeeper -o cat | grep -q 'Watchdog timeout' || fail -h "$h" "$h: no 'Watchdog timeout' from systemd"
+	local j
+	j=$(journal_since "$h" "$c" -u etcdkeeper -o cat -p info)
+	grep -E 'Watchdog timeout|Killing process|Main process exited|Scheduled restart job|Started etcdkeeper' <<<"$j" | sed "s/^/      $h: /"
+	grep -q 'Watchdog timeout' <<<"$j" || fail -h "$h" "$h: no 'Watchdog timeout' from systemd"
 	wait_for 60 "$h: member $id healthy after the watchdog restart" member_healthy "$h" "$id" || fail -h "$h" "$h: member not healthy (or changed) after the watchdog restart"
 	wait_all_healthy 60 || fail "cluster not healthy after the watchdog restart on $h"
 	log "$h: MainPID $main -> $(prop "$h" MainPID), NRestarts $n0 -> $(prop "$h" NRestarts), member $id healthy"
@@ -876,8 +931,11 @@ s_powercycle() {
 	log "$h: powered off"
 	wait_for 30 "the other agents see 2/3 healthy" others_see_down "${HOST[1]}" ||
 		fail "the others do not see $h down"
+	log "${HOST[1]}'s agent: $(prop "${HOST[1]}" StatusText)"
 	boot "$h"
-	[[ $(on "$h" journalctl --list-boots --no-pager | grep -c .) -ge 2 ]] || fail -h "$h" "$h: the journal does not show a second boot"
+	local boots
+	boots=$(on "$h" journalctl --list-boots --no-pager)
+	[[ $(grep -cE '[0-9a-f]{32}' <<<"$boots") -ge 2 ]] || fail -h "$h" "$h: the journal does not show a second boot: $boots"
 	wait_for 90 "$h: member $id healthy after the reboot" member_healthy "$h" "$id" || fail -h "$h" "$h: member $id not healthy after the reboot"
 	[[ $(sctl "$h" is-active etcdkeeper) == active ]] || fail -h "$h" "$h: etcdkeeper is not active after boot"
 	wait_all_healthy 90 || fail -h "$h" "cluster not healthy after $h rebooted"
@@ -890,7 +948,7 @@ s_reinstall() {
 	m=$(member "$h")
 	id=$(get "id-$h")
 	sum=$(on "$h" sha256sum "$SPEC" | cut -d' ' -f1)
-	on "$h" env DEBIAN_FRONTEND=noninteractive apt-get remove -y -q etcdkeeper </dev/null | sed "s/^/      $h: /" ||
+	on "$h" env DEBIAN_FRONTEND=noninteractive apt-get remove -y -q -o Dpkg::Use-Pty=0 etcdkeeper </dev/null 2>&1 | sed "s/^/      $h: /" ||
 		fail -h "$h" "$h: apt-get remove failed"
 	[[ $(on "$h" dpkg-query -W -f '${db:Status-Abbrev}' etcdkeeper) == rc* ]] || fail -h "$h" "$h: package state is not rc (removed, config kept)"
 	[[ $(sctl "$h" is-active etcdkeeper || true) != active ]] || fail -h "$h" "$h: etcdkeeper still active after remove"
@@ -905,7 +963,7 @@ s_reinstall() {
 	agent_status "${HOST[1]}" | jq -e --arg id "$id" '[.members[].id] | index($id)' >/dev/null ||
 		fail "member $id was removed from the cluster while its host's package was removed"
 
-	on "$h" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q "/root/$(basename "$deb")" </dev/null | sed "s/^/      $h: /" ||
+	on "$h" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q -o Dpkg::Use-Pty=0 "/root/$(basename "$deb")" </dev/null 2>&1 | sed "s/^/      $h: /" ||
 		fail -h "$h" "$h: reinstall failed"
 	[[ $(on "$h" sha256sum "$SPEC" | cut -d' ' -f1) == "$sum" ]] || fail -h "$h" "$h: the reinstall replaced the edited spec"
 	[[ $(sctl "$h" is-active etcdkeeper || true) != active ]] || fail -h "$h" "$h: the reinstall started etcdkeeper by itself"
@@ -919,7 +977,12 @@ s_reinstall() {
 
 mkdir -p "$WORKBASE"
 exec 8>"$WORKBASE/.lock"
-flock -n 8 || { echo "e2e: another run holds $WORKBASE/.lock" >&2; exit 1; }
+# (A run killed with SIGKILL may leave its current step running for up to
+# its deadline; that step still holds the lock.)
+if ! flock -n 8; then
+	echo "e2e: another run holds $WORKBASE/.lock: waiting up to 180s"
+	flock -w 180 8 || { echo "e2e: another run still holds $WORKBASE/.lock" >&2; exit 1; }
+fi
 # A run killed before its trap ran leaves its containers: stop them now.
 if [[ -d $WORK ]]; then
 	echo "e2e: cleaning up after an earlier run in $WORK"
