@@ -71,3 +71,32 @@ test-packaging:
 .PHONY: e2e
 e2e: package
 	timeout -k 60 1200 test/e2e/run.sh $(DEB)
+
+# Benchmarks and the chaos run (docs/benchmarks.md), on the test bed:
+# real agents and real etcd on 127.0.x.y. `make bench` prints one table of
+# medians (add BENCH_FLAGS=-1gb for the 1 GB repair; a few minutes more per
+# run); `make chaos` injects faults for CHAOS_DURATION, then heals and
+# checks linearizability, lost writes, membership and quorum safety. The
+# smoke targets are their short forms for CI: bench-smoke asserts no
+# target, chaos-smoke fails like chaos does. A failing run keeps its logs
+# and says where.
+.PHONY: bench bench-smoke chaos chaos-smoke bench-bin chaos-bin
+CHAOS_DURATION ?= 3m
+
+bench-bin: build
+	$(GO) build -o bin/bench ./test/bench
+
+chaos-bin: build
+	$(GO) build -o bin/chaos ./test/chaos
+
+bench: bench-bin
+	bin/bench -bin $(BIN) $(BENCH_FLAGS)
+
+bench-smoke: bench-bin
+	timeout -k 30 600 bin/bench -bin $(BIN) -smoke $(BENCH_FLAGS)
+
+chaos: chaos-bin
+	bin/chaos -bin $(BIN) -duration $(CHAOS_DURATION) $(CHAOS_FLAGS)
+
+chaos-smoke: chaos-bin
+	timeout -k 30 900 bin/chaos -bin $(BIN) -duration 60s $(CHAOS_FLAGS)
