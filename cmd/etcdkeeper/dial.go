@@ -12,7 +12,11 @@ import (
 // host (the agent's default --name), or of the first member on a host the
 // spec does not list. Only a tls.agent path with {name} makes the choice
 // matter.
-func dialSpec(s *spec.Spec, eps []string) (*cluster.Client, error) {
+func dialSpec(s *spec.Spec) (*cluster.Client, error) {
+	var eps []string
+	for _, m := range s.Members {
+		eps = append(eps, m.ClientURLs...)
+	}
 	host, _ := os.Hostname()
 	m, ok := s.Lookup(host)
 	if !ok {

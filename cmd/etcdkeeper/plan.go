@@ -27,18 +27,14 @@ Exit status: 0 when nothing is to be done, 2 when changes are pending, 1 on erro
 				fmt.Fprintln(c.ErrOrStderr(), err)
 				return fmt.Errorf("%s is not valid", path)
 			}
-			var eps []string
-			for _, m := range s.Members {
-				eps = append(eps, m.ClientURLs...)
-			}
-			cli, err := dialSpec(s, eps)
+			cli, err := dialSpec(s)
 			if err != nil {
 				return err
 			}
 			defer cli.Close()
 			view, err := cli.Observe(c.Context())
 			if err != nil {
-				return fmt.Errorf("cannot observe the cluster through %v: %w", eps, err)
+				return fmt.Errorf("cannot observe the cluster through the spec's client URLs: %w", err)
 			}
 			obs := reconcile.ObservedFrom(view, nil, time.Now())
 			step := reconcile.Plan(s.Members, obs, reconcile.Options{LearnerTimeout: s.Agent.LearnerTimeout.Duration})

@@ -76,11 +76,7 @@ func clusterRows(ctx context.Context, s *spec.Spec) ([]statusRow, bool, error) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	var eps []string
-	for _, m := range s.Members {
-		eps = append(eps, m.ClientURLs...)
-	}
-	cli, err := dialSpec(s, eps)
+	cli, err := dialSpec(s)
 	if err != nil {
 		return nil, false, err
 	}

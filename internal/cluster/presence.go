@@ -68,19 +68,31 @@ func (p *Presence) refresh(ctx context.Context) error {
 	if time.Since(p.refreshed) < PresenceTTL*time.Second/4 {
 		return nil
 	}
+	err := p.call(ctx, "refresh presence lease", func(ctx context.Context, cli *clientv3.Client) error {
+		_, err := cli.KeepAliveOnce(ctx, p.lease)
+		return err
+	})
+	if err == nil {
+		p.refreshed = time.Now()
+	}
+	return err
+}
+
+// call runs one etcd call on the presence lease with a deadline; a lease
+// etcd no longer knows marks the presence dead (it is granted anew).
+func (p *Presence) call(ctx context.Context, what string, f func(context.Context, *clientv3.Client) error) error {
 	ctx, cancel := p.c.ctx(ctx)
 	defer cancel()
 	cli, err := p.c.conn()
 	if err != nil {
 		return err
 	}
-	if _, err := cli.KeepAliveOnce(ctx, p.lease); err != nil {
+	if err := f(ctx, cli); err != nil {
 		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
 			p.dead = true
 		}
-		return fmt.Errorf("refresh presence lease: %w", err)
+		return fmt.Errorf("%s: %w", what, err)
 	}
-	p.refreshed = time.Now()
 	return nil
 }
 
@@ -96,17 +108,12 @@ func (p *Presence) Publish(ctx context.Context, clusterName string, r AgentRecor
 	if string(b) == p.last {
 		return nil
 	}
-	ctx, cancel := p.c.ctx(ctx)
-	defer cancel()
-	cli, err := p.c.conn()
+	err = p.call(ctx, "publish agent record", func(ctx context.Context, cli *clientv3.Client) error {
+		_, err := cli.Put(ctx, AgentsKey(clusterName)+r.Name, string(b), clientv3.WithLease(p.lease))
+		return err
+	})
 	if err != nil {
 		return err
-	}
-	if _, err := cli.Put(ctx, AgentsKey(clusterName)+r.Name, string(b), clientv3.WithLease(p.lease)); err != nil {
-		if errors.Is(err, rpctypes.ErrLeaseNotFound) {
-			p.dead = true
-		}
-		return fmt.Errorf("publish agent record: %w", err)
 	}
 	p.last = string(b)
 	return nil

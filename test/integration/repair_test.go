@@ -20,6 +20,17 @@ import (
 // repairSpec lets a test repair the same member several times in an hour.
 const repairSpec = "repair:\n  maxPerHour: 50\n"
 
+// runningCluster starts n agents with extra spec YAML and waits for n
+// healthy voters; it returns the cluster and the member IDs by name.
+func runningCluster(t *testing.T, n int, extra string) (*testbed.Cluster, map[string]uint64) {
+	t.Helper()
+	c := testbed.New(t, n)
+	c.Extra = extra
+	c.WriteSpec()
+	startAll(c)
+	return c, c.WaitVoters(converge, c.AllNames()...)
+}
+
 func startAll(c *testbed.Cluster) {
 	for _, m := range c.Members {
 		c.Start(m.Name)
@@ -57,11 +68,7 @@ func expectKeys(t *testing.T, c *testbed.Cluster, name, prefix string, n int) {
 // readable on it, the old data dir kept, a snapshot kept, no failed write.
 func TestRepairCorruptWAL(t *testing.T) {
 	t.Parallel()
-	c := testbed.New(t, 3)
-	c.Extra = repairSpec
-	c.WriteSpec()
-	startAll(c)
-	ids := c.WaitVoters(converge, c.AllNames()...)
+	c, ids := runningCluster(t, 3, repairSpec)
 	putKeys(t, c, "/before", 100)
 
 	w := c.StartWriter("/during", 2*time.Second, "node1", "node3")
@@ -104,11 +111,7 @@ func TestRepairCorruptWAL(t *testing.T) {
 // etcd is killed; the restart finds the corruption and repairs it.
 func TestRepairWhileRunning(t *testing.T) {
 	t.Parallel()
-	c := testbed.New(t, 3)
-	c.Extra = repairSpec
-	c.WriteSpec()
-	startAll(c)
-	ids := c.WaitVoters(converge, c.AllNames()...)
+	c, ids := runningCluster(t, 3, repairSpec)
 	putKeys(t, c, "/k", 50)
 
 	pid := c.EtcdPID("node3")
@@ -131,11 +134,7 @@ func TestRepairWhileRunning(t *testing.T) {
 // moved, no member removed, and the agents say why.
 func TestRepairRefusedWithoutQuorum(t *testing.T) {
 	t.Parallel()
-	c := testbed.New(t, 3)
-	c.Extra = repairSpec
-	c.WriteSpec()
-	startAll(c)
-	ids := c.WaitVoters(converge, c.AllNames()...)
+	c, ids := runningCluster(t, 3, repairSpec)
 	putKeys(t, c, "/k", 20)
 
 	for _, n := range []string{"node2", "node3"} {
@@ -205,11 +204,7 @@ func fileSum(t *testing.T, path string) string {
 // healthy voters, no learner left and every key on the repaired member.
 func TestRepairSurvivesCrashAtEachStep(t *testing.T) {
 	t.Parallel()
-	c := testbed.New(t, 3)
-	c.Extra = repairSpec
-	c.WriteSpec()
-	startAll(c)
-	c.WaitVoters(converge, c.AllNames()...)
+	c, _ := runningCluster(t, 3, repairSpec)
 	putKeys(t, c, "/k", 30)
 
 	for _, step := range []string{"snapshot", "remove", "move", "add", "start"} {
@@ -241,11 +236,7 @@ func TestRepairSurvivesCrashAtEachStep(t *testing.T) {
 // rate limit (repair.maxPerHour: 1, second corruption within the hour).
 func TestRepairGuards(t *testing.T) {
 	t.Parallel()
-	c := testbed.New(t, 3)
-	c.Extra = "repair:\n  maxPerHour: 1\n  minFreeMB: 1000000000\n"
-	c.WriteSpec()
-	startAll(c)
-	ids := c.WaitVoters(converge, c.AllNames()...)
+	c, ids := runningCluster(t, 3, "repair:\n  maxPerHour: 1\n  minFreeMB: 1000000000\n")
 	putKeys(t, c, "/k", 10)
 
 	refused := func(why string) {
