@@ -75,6 +75,11 @@ func (a *Agent) rejoin(ctx context.Context, d reconcile.StartDecision, view *clu
 			}
 			j.Error = err.Error()
 			_ = a.saveJournal(j)
+			// Give the lock back: the journal keeps the progress, and the
+			// step that failed may need another agent to act first (etcd
+			// refuses adds while a voter is down; that voter's own repair
+			// needs the lock). The next pass observes and decides again.
+			a.releaseLock(ctx)
 			return fmt.Sprintf("rejoin: step %s failed", j.Step), err
 		}
 	}
