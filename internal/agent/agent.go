@@ -53,6 +53,7 @@ type Agent struct {
 	proc      *etcdproc.Process
 	client    *cluster.Client
 	lock      *cluster.Lock
+	lockSince time.Time
 	lastExit  *exitInfo
 	restarts  backoff
 	nextStart time.Time

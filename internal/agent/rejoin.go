@@ -293,6 +293,7 @@ func (a *Agent) takeLock(ctx context.Context) error {
 		return err
 	}
 	a.lock = l
+	a.lockSince = time.Now()
 	a.lg.Info("cluster lock taken")
 	return nil
 }

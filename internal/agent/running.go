@@ -60,6 +60,7 @@ func (a *Agent) promote(ctx context.Context, id uint64) (string, error) {
 	a.setPhase("promoting")
 	err := a.client.Promote(ctx, id)
 	if cluster.IsLearnerNotReady(err) {
+		a.lockNotForever(ctx)
 		return fmt.Sprintf("waiting: learner %x is catching up with the leader", id), nil
 	}
 	if err != nil {
@@ -176,4 +177,15 @@ func (a *Agent) othersHaveQuorum(v cluster.View) bool {
 	}
 	ok, _ := reconcile.QuorumWithout(&v, 0)
 	return ok
+}
+
+// lockNotForever gives the cluster lock back when this member has held it
+// for longer than agent.learnerTimeout without being promoted: the other
+// agents may need it (and may remove this learner as stale).
+func (a *Agent) lockNotForever(ctx context.Context) {
+	s, _ := a.Spec()
+	if a.lock != nil && time.Since(a.lockSince) > s.Agent.LearnerTimeout.Duration {
+		a.lg.Warn("giving the cluster lock back: still a learner after agent.learnerTimeout")
+		a.releaseLock(ctx)
+	}
 }
