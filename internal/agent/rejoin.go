@@ -36,7 +36,10 @@ const (
 // fresh join, a lost data dir, a removed member the spec still lists, and
 // corrupt data all go through it. It holds the cluster-wide lock from the
 // first change until the member is promoted.
-func (a *Agent) rejoin(ctx context.Context, d reconcile.StartDecision, view *cluster.View) (string, error) {
+// data is the data dir as inspected in this pass: only this agent changes
+// it, so it is not inspected again under the lock (a full check of a large
+// db takes a while).
+func (a *Agent) rejoin(ctx context.Context, data reconcile.Data) (string, error) {
 	if err := a.takeLock(ctx); err != nil {
 		if errors.Is(err, cluster.ErrLocked) {
 			return "waiting: another agent holds the cluster lock", nil
@@ -45,7 +48,7 @@ func (a *Agent) rejoin(ctx context.Context, d reconcile.StartDecision, view *clu
 	}
 	// Decide again under the lock: another agent may have changed the
 	// membership since the first look.
-	d, view, err := a.decideStart(ctx)
+	d, view, err := a.decideStart(ctx, data)
 	if err != nil {
 		return "rejoin: observing under the lock failed", err
 	}
@@ -135,10 +138,10 @@ func (a *Agent) stepPrecheck(_ context.Context, _ *repair.Journal, d reconcile.S
 // peer before anything is changed: the last line of defence if the repair
 // goes wrong.
 func (a *Agent) stepSnapshot(ctx context.Context, j *repair.Journal, d reconcile.StartDecision, v *cluster.View) error {
-	if !d.Repair || j.SnapshotPath != "" {
+	s, self := a.Spec()
+	if !d.Repair || j.SnapshotPath != "" || (s.Repair.Snapshot != nil && !*s.Repair.Snapshot) {
 		return nil
 	}
-	s, self := a.Spec()
 	src, ok := v.Member(v.LeaderID)
 	if !ok || len(src.ClientURLs) == 0 {
 		return fmt.Errorf("no leader to take a snapshot from")

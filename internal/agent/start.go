@@ -75,7 +75,8 @@ func (a *Agent) noteExit() {
 
 // start decides how to start the local member and does it.
 func (a *Agent) start(ctx context.Context) (string, error) {
-	d, view, err := a.decideStart(ctx)
+	data := a.inspect(ctx)
+	d, _, err := a.decideStart(ctx, data)
 	if err != nil {
 		return "error deciding how to start", err
 	}
@@ -94,17 +95,18 @@ func (a *Agent) start(ctx context.Context) (string, error) {
 		}
 		return "started etcd: " + d.Reason, nil
 	default:
-		return a.rejoin(ctx, d, view)
+		return a.rejoin(ctx, data)
 	}
 }
 
-// decideStart observes the data dir, the marker and the cluster and asks
+// decideStart observes the marker and the cluster and, with the inspected
+// data dir, asks
 // reconcile.DecideStart.
-func (a *Agent) decideStart(ctx context.Context) (reconcile.StartDecision, *cluster.View, error) {
+func (a *Agent) decideStart(ctx context.Context, data reconcile.Data) (reconcile.StartDecision, *cluster.View, error) {
 	s, self := a.Spec()
 	in := reconcile.StartInput{Self: self, SpecSize: len(s.Members)}
 	_, in.InSpec = s.Lookup(self.Name)
-	in.Data = a.inspect(ctx)
+	in.Data = data
 	marker, err := a.loadMarker()
 	if err != nil {
 		return reconcile.StartDecision{}, nil, err

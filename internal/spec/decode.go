@@ -40,6 +40,7 @@ func (d *doc) decodeSpec(root *yaml.Node, s *Spec) bool {
 		}),
 		"repair": d.object(map[string]field{
 			"enabled":     d.boolean(&s.Repair.Enabled),
+			"snapshot":    d.boolean(&s.Repair.Snapshot),
 			"maxPerHour":  integer(d, &s.Repair.MaxPerHour),
 			"keepBackups": integer(d, &s.Repair.KeepBackups),
 			"minFreeMB":   integer(d, &s.Repair.MinFreeMB),

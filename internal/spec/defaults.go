@@ -53,6 +53,10 @@ func (d *doc) defaultDuration(path string, v *Duration, def time.Duration) {
 }
 
 func (d *doc) defaultRepair(r *Repair) {
+	if r.Snapshot == nil {
+		on := true
+		r.Snapshot = &on
+	}
 	if r.Enabled == nil {
 		on := true
 		r.Enabled = &on

@@ -48,7 +48,7 @@ repair:
   minFreeMB: 0
 `)
 	dir := filepath.Dir(path)
-	off := false
+	off, on := false, true
 	want := &Spec{
 		Cluster: Cluster{Name: "prod"},
 		Members: []Member{{
@@ -85,7 +85,7 @@ repair:
 			LearnerTimeout: Duration{2 * time.Minute},
 			StopTimeout:    Duration{10 * time.Second},
 		},
-		Repair: Repair{Enabled: &off, MaxPerHour: 3, KeepBackups: 5, MinFreeMB: 0},
+		Repair: Repair{Enabled: &off, Snapshot: &on, MaxPerHour: 3, KeepBackups: 5, MinFreeMB: 0},
 		Path:   path,
 	}
 	got, err := Load(path)
