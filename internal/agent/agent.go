@@ -220,7 +220,7 @@ func (a *Agent) pidFile() string {
 
 // settleInterval is the loop's period while a just-started etcd settles.
 const (
-	settleInterval = 200 * time.Millisecond
+	settleInterval = 50 * time.Millisecond
 	settleFor      = 30 * time.Second
 )
 

@@ -212,10 +212,6 @@ func (a *Agent) stepAddAndStart(ctx context.Context, j *repair.Journal, d reconc
 		}
 		id, members = m.ID, all
 		a.metrics.MembershipChanges.WithLabelValues("add-learner").Inc()
-		// Let every voter apply the add before the new member talks to it.
-		if err := a.client.WaitApplied(ctx, a.peerEndpoints(), 2*time.Second); err != nil {
-			a.lg.Warn("starting before every member applied the add", zap.Error(err))
-		}
 	}
 	j.NewMemberID = id
 	if err := a.advance(j, stepAdd, zap.String("member-id", fmt.Sprintf("%x", id)), zap.Bool("reused", d.ReuseID != 0)); err != nil {

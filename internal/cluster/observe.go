@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 	"sync"
 
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -184,39 +183,4 @@ func refused(err error) bool {
 		}
 	}
 	return false
-}
-
-// WaitApplied waits, at most within, until every endpoint that answers has
-// applied the log up to the highest index any of them reports now. After
-// a member add this means every voter knows the new member before it
-// starts: a joining etcd whose first message reaches a member that does
-// not know it yet is dropped, and its publish then stalls for etcd's 7 s
-// request timeout.
-func (c *Client) WaitApplied(ctx context.Context, endpoints []string, within time.Duration) error {
-	deadline := time.Now().Add(within)
-	var target uint64
-	for {
-		lagging := ""
-		for _, ep := range endpoints {
-			st, err := c.Status(ctx, ep)
-			if err != nil {
-				continue // a member that is down does not hold the join up
-			}
-			target = max(target, st.RaftIndex)
-			if st.RaftAppliedIndex < target {
-				lagging = ep
-			}
-		}
-		if lagging == "" {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%s has not applied index %d within %s", lagging, target, within)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
 }

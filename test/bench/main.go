@@ -1,0 +1,344 @@
+// Command bench measures etcdkeeper on local clusters on loopback (the
+// test bed: real agents, real etcd, 127.0.x.y) and prints one table of
+// medians over several runs: bootstrap next to plain etcd, etcd killed,
+// repair of a corrupt WAL next to the operator's scripted procedure,
+// scale changes, the writes a steady client saw meanwhile, and the
+// agent's own idle CPU and memory. `make bench` runs it; `make
+// bench-smoke` runs it small, for CI. Targets are reported, not asserted:
+// the exit status says only whether every scenario ran.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/etcdkeeper/etcdkeeper/test/testbed"
+)
+
+type config struct {
+	bin     string
+	runs    int
+	bigRuns int
+	big     bool
+	gb      bool
+	idle    time.Duration
+	smallMB int
+	dir     string
+	keep    bool
+	out     string
+	smoke   bool
+	verbose bool
+	only    string
+}
+
+func main() {
+	var cfg config
+	flag.StringVar(&cfg.bin, "bin", "bin/etcdkeeper", "the etcdkeeper binary (make bench builds it)")
+	flag.IntVar(&cfg.runs, "runs", 5, "runs per measurement; the table shows medians")
+	flag.IntVar(&cfg.bigRuns, "big-runs", 5, "runs of the 100 MB and 1 GB repairs")
+	flag.BoolVar(&cfg.big, "100mb", true, "also repair at ~100 MB of data")
+	flag.BoolVar(&cfg.gb, "1gb", false, "also repair at ~1 GB of data (slow: loading alone takes minutes)")
+	flag.IntVar(&cfg.smallMB, "small-mb", 1, "the small data size of the repair, MB")
+	flag.DurationVar(&cfg.idle, "idle", 30*time.Second, "how long the agents' idle CPU and RSS are sampled")
+	flag.StringVar(&cfg.dir, "dir", "", "work dir (default: a new dir under $TMPDIR, removed unless -keep or a failure)")
+	flag.BoolVar(&cfg.keep, "keep", false, "keep the work dir")
+	flag.StringVar(&cfg.out, "out", "", "also write the table to this file")
+	flag.BoolVar(&cfg.smoke, "smoke", false, "one run each, no 100 MB case, 10 s idle: proves the bench runs (CI)")
+	flag.BoolVar(&cfg.verbose, "v", false, "log every step")
+	flag.StringVar(&cfg.only, "only", "", "comma-separated subset of: bootstrap,repair,scale,idle")
+	flag.Parse()
+	if cfg.smoke {
+		cfg.runs, cfg.bigRuns, cfg.big, cfg.gb, cfg.idle = 1, 1, false, false, 10*time.Second
+	}
+	os.Exit(run(cfg))
+}
+
+func run(cfg config) int {
+	bin, err := filepath.Abs(cfg.bin)
+	if err == nil {
+		_, err = os.Stat(bin)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "bench: etcdkeeper binary: %v (run make build, or pass -bin)\n", err)
+		return 2
+	}
+	testbed.Binary = bin
+	dir := cfg.dir
+	if dir == "" {
+		if dir, err = os.MkdirTemp("", "etcdkeeper-bench-"); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			return 2
+		}
+	}
+	root, err := testbed.NewRunner(dir)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		return 2
+	}
+	b := &bench{cfg: cfg, root: root, started: time.Now(), progress: os.Stderr}
+	if !cfg.verbose {
+		root.Out = io.Discard // the test bed's own lines
+	}
+	stopOnSignal(b)
+	err = testbed.Catch(b.all)
+	b.closeAll()
+	table := b.table()
+	fmt.Println(table)
+	if cfg.out != "" {
+		if werr := os.WriteFile(cfg.out, []byte(table+"\n"), 0o644); werr != nil {
+			fmt.Fprintln(os.Stderr, "bench:", werr)
+		}
+	}
+	failed := err != nil || root.Failed()
+	if failed {
+		fmt.Fprintf(os.Stderr, "bench: FAILED: %v\nbench: logs and data kept in %s\n", err, dir)
+		return 1
+	}
+	if cfg.keep {
+		fmt.Fprintf(os.Stderr, "bench: data kept in %s\n", dir)
+	} else {
+		os.RemoveAll(dir)
+	}
+	return 0
+}
+
+type bench struct {
+	cfg      config
+	root     *testbed.Runner
+	started  time.Time
+	progress io.Writer
+
+	mu      sync.Mutex
+	runners []*testbed.Runner
+	rows    []row
+}
+
+// scenario runs f with a runner of its own: its clusters are stopped as
+// soon as it returns, so that no idle cluster eats the next one's CPU.
+func (b *bench) scenario(name string, f func(r *testbed.Runner)) {
+	r, err := testbed.NewRunner(filepath.Join(b.root.TempDir(), name))
+	must(b.root, err)
+	r.Out = b.root.Out
+	b.mu.Lock()
+	b.runners = append(b.runners, r)
+	b.mu.Unlock()
+	b.say("%s ...", name)
+	start := time.Now()
+	err = testbed.Catch(func() { f(r) })
+	r.Close()
+	if err != nil || r.Failed() {
+		b.root.Fatalf("%s failed: %v (logs in %s)", name, err, filepath.Dir(r.TempDir()))
+	}
+	b.say("%s done in %s", name, time.Since(start).Round(time.Second))
+}
+
+func (b *bench) say(format string, args ...any) {
+	fmt.Fprintf(b.progress, "bench %s "+format+"\n", append([]any{time.Since(b.started).Round(time.Second)}, args...)...)
+}
+
+func (b *bench) closeAll() {
+	b.mu.Lock()
+	rs := b.runners
+	b.runners = nil
+	b.mu.Unlock()
+	for _, r := range rs {
+		r.Close()
+	}
+	b.root.Close()
+}
+
+// stopOnSignal stops every agent and etcd before exiting on Ctrl-C.
+func stopOnSignal(b *bench) {
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-ch
+		fmt.Fprintln(os.Stderr, "bench: interrupted: stopping the clusters")
+		b.closeAll()
+		os.Exit(130)
+	}()
+}
+
+func (b *bench) add(r row) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.rows = append(b.rows, r)
+}
+
+func (b *bench) want(s string) bool {
+	if b.cfg.only == "" {
+		return true
+	}
+	for _, x := range strings.Split(b.cfg.only, ",") {
+		if strings.TrimSpace(x) == s {
+			return true
+		}
+	}
+	return false
+}
+
+func (b *bench) all() {
+	if b.want("bootstrap") {
+		b.bootstrapAndKill()
+	}
+	if b.want("repair") {
+		b.repair(fmt.Sprintf("%d MB", b.cfg.smallMB), int64(b.cfg.smallMB)<<20, 1024, b.cfg.runs, 1.5)
+		if b.cfg.big {
+			b.repair("100 MB", 100<<20, 10<<10, b.cfg.bigRuns, 1.2)
+		}
+		if b.cfg.gb {
+			b.repair("1 GB", 1<<30, 64<<10, b.cfg.bigRuns, 1.2)
+		}
+	}
+	if b.want("scale") {
+		b.scale()
+	}
+	if b.want("idle") {
+		b.idle()
+	}
+}
+
+func (b *bench) bootstrapAndKill() {
+	var agents, plain, kill1, kill2 []event
+	b.scenario("bootstrap", func(r *testbed.Runner) {
+		for i := 0; i < b.cfg.runs; i++ {
+			measureAgents := func() {
+				c, ev := bootstrapAgents(r)
+				agents = append(agents, ev)
+				w := startWriter(c.Client("node1", "node3"), "/bench/w")
+				kill1 = append(kill1, killEtcd(r, c, w, "node2"))
+				kill2 = append(kill2, killEtcd(r, c, w, "node2"))
+				w.Stop()
+				killAll(c)
+			}
+			measurePlain := func() { plain = append(plain, bootstrapPlain(r)) }
+			// Alternate the order, so that neither always runs on a
+			// machine warmed up by the other.
+			if i%2 == 0 {
+				measureAgents()
+				measurePlain()
+			} else {
+				measurePlain()
+				measureAgents()
+			}
+			b.say("bootstrap run %d: agents %s, plain etcd %s; etcd killed: healthy after %s, killed again: %s", i+1,
+				ms(agents[i].D), ms(plain[i].D), ms(kill1[i].D), ms(kill2[i].D))
+		}
+	})
+	b.add(row{what: "bootstrap 3 members from nothing", keeper: agents, base: plain, baseName: "3 × plain etcd, static --initial-cluster", noWriter: true})
+	b.add(row{what: "etcd killed -9 → healthy voter again", keeper: kill1})
+	b.add(row{what: "… killed again within a minute (restart backoff)", keeper: kill2})
+}
+
+func (b *bench) repair(size string, bytes int64, valueSize, runs int, target float64) {
+	var agent, manual []event
+	var dbSize int64
+	b.scenario("repair-"+strings.ReplaceAll(size, " ", ""), func(r *testbed.Runner) {
+		c := newCluster(r, 3)
+		c.Extra = repairSpec
+		c.WriteSpec()
+		startAll(c, c.AllNames()...)
+		wait(r, c.Client(), "3 healthy voters", healthy(c.AllNames()...))
+		t0 := time.Now()
+		load(r, c.Client(), bytes, valueSize)
+		_, members := wait(r, c.Client(), "3 healthy voters", healthy(c.AllNames()...))
+		dbSize = members[0].DBSize
+		b.say("repair %s: loaded %d MB (db %d MB) in %s", size, bytes>>20, dbSize>>20, time.Since(t0).Round(time.Second))
+		w := startWriter(c.Client("node1", "node3"), "/bench/w")
+		defer w.Stop()
+		for i := 0; i < runs; i++ {
+			a := func() { agent = append(agent, agentRepair(r, c, w, "node2")) }
+			m := func() { manual = append(manual, scriptedRepair(r, c, w, "node2", i)) }
+			if i%2 == 0 {
+				a()
+				m()
+			} else {
+				m()
+				a()
+			}
+			b.say("repair %s run %d: agent %s (its log: took %s), scripted %s", size, i+1, ms(agent[i].D), ms(agent[i].Took), ms(manual[i].D))
+		}
+	})
+	b.add(row{what: fmt.Sprintf("corrupt WAL → healthy promoted voter, %s (db %d MB)", size, dbSize>>20),
+		keeper: agent, base: manual, baseName: "scripted manual repair (field notes §2)", target: target, zeroFailed: true})
+}
+
+func (b *bench) scale() {
+	var up, down []event
+	b.scenario("scale", func(r *testbed.Runner) {
+		c := newCluster(r, 5)
+		three := []string{"node1", "node2", "node3"}
+		c.WriteSpec(three...)
+		startAll(c, three...)
+		wait(r, c.Client(three...), "3 healthy voters", healthy(three...))
+		w := startWriter(c.Client(three...), "/bench/w")
+		defer w.Stop()
+		for i := 0; i < b.cfg.runs; i++ {
+			up = append(up, scaleUp(r, c, w))
+			down = append(down, scaleDown(r, c, w, three, i))
+			b.say("scale run %d: 3→5 %s, 5→3 %s", i+1, ms(up[i].D), ms(down[i].D))
+		}
+	})
+	b.add(row{what: "spec edit 3→5 → 5 healthy voters (2 new agents started)", keeper: up, zeroFailed: true})
+	b.add(row{what: "spec edit 5→3 → 3 healthy voters", keeper: down, zeroFailed: true})
+}
+
+func (b *bench) idle() {
+	var cpu500, cpu2s []float64
+	var rss []int64
+	b.scenario("idle", func(r *testbed.Runner) {
+		c := newCluster(r, 3)
+		startAll(c, c.AllNames()...)
+		wait(r, c.Client(), "3 healthy voters", healthy(c.AllNames()...))
+		time.Sleep(5 * time.Second)
+		cpu, rss1 := idle(r, c, b.cfg.idle)
+		cpu500 = cpu
+		setInterval(r, c, "2s")
+		time.Sleep(5 * time.Second)
+		cpu, rss2 := idle(r, c, b.cfg.idle)
+		cpu2s = cpu
+		rss = append(rss1, rss2...)
+		b.say("idle: CPU at 500ms %v, at 2s %v; RSS KiB %v", cpu500, cpu2s, rss)
+	})
+	b.idleRows(cpu500, cpu2s, rss)
+}
+
+func ms(d time.Duration) string {
+	if d >= 10*time.Second {
+		return d.Round(100 * time.Millisecond).String()
+	}
+	return d.Round(10 * time.Millisecond).String()
+}
+
+// machine describes where the bench ran.
+func machine() string {
+	cpu := "unknown CPU"
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(line, "model name") {
+				cpu = strings.TrimSpace(line[strings.Index(line, ":")+1:])
+				break
+			}
+		}
+	}
+	mem := ""
+	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
+		var kb int64
+		fmt.Sscanf(strings.TrimPrefix(strings.Split(string(b), "\n")[0], "MemTotal:"), "%d", &kb)
+		mem = fmt.Sprintf(", %d GiB RAM", (kb+512<<10)>>20)
+	}
+	kernel := ""
+	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
+		kernel = ", Linux " + strings.TrimSpace(string(b))
+	}
+	return fmt.Sprintf("%s, %d cores%s%s, %s", cpu, runtime.NumCPU(), mem, kernel, runtime.Version())
+}

@@ -1,0 +1,148 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdkeeper/etcdkeeper/test/testbed"
+)
+
+// plainEtcd is etcd started directly, as an operator's script does:
+// `etcdkeeper etcd --name ... --initial-cluster ...`, no agent.
+type plainEtcd struct {
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+// plainArgs are the flags the agent would give member m (see
+// internal/etcdproc.Flags and the test bed's spec), written out by hand
+// the way an operator's script has them.
+func plainArgs(c *testbed.Cluster, m testbed.Member, state, initialCluster string) []string {
+	return []string{"etcd",
+		"--name=" + m.Name,
+		"--data-dir=" + c.DataDir(m.Name),
+		"--listen-peer-urls=" + m.PeerURL(),
+		"--listen-client-urls=" + m.ClientURL(),
+		"--initial-advertise-peer-urls=" + m.PeerURL(),
+		"--advertise-client-urls=" + m.ClientURL(),
+		"--initial-cluster-token=itest",
+		"--initial-cluster-state=" + state,
+		"--initial-cluster=" + initialCluster,
+		"--feature-gates=InitialCorruptCheck=true,CompactHashCheck=true",
+		"--log-level=warn", "--logger=zap", "--log-outputs=stderr",
+	}
+}
+
+func staticInitialCluster(c *testbed.Cluster) string {
+	var parts []string
+	for _, m := range c.Members {
+		parts = append(parts, m.Name+"="+m.PeerURL())
+	}
+	return strings.Join(parts, ",")
+}
+
+func startPlain(c *testbed.Cluster, m testbed.Member, state, initialCluster string) (*plainEtcd, error) {
+	if err := os.MkdirAll(c.DataDir(m.Name), 0o700); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(filepath.Join(c.Dir, m.Name+".plain.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(testbed.Binary, plainArgs(c, m, state, initialCluster)...)
+	cmd.Stdout, cmd.Stderr = f, f
+	// Dies with the bench, whatever happens to it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		f.Close()
+		return nil, err
+	}
+	p := &plainEtcd{cmd: cmd, done: make(chan struct{})}
+	go func() {
+		_ = cmd.Wait()
+		f.Close()
+		close(p.done)
+	}()
+	return p, nil
+}
+
+func (p *plainEtcd) Stop() {
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(15 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	}
+}
+
+// manualRepair is field notes §2, scripted: the member's etcd is already
+// stopped (its WAL is corrupt); remove it through a healthy peer, move its
+// data dir aside, add it back as a learner, start etcd with
+// --initial-cluster-state existing and the initial cluster member add
+// returned, and promote it as soon as etcd accepts. It returns the
+// running etcd and the new member ID.
+func manualRepair(c *testbed.Cluster, peers *clientv3.Client, m testbed.Member, oldID uint64, aside string) (*plainEtcd, uint64, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err := peers.MemberRemove(ctx, oldID)
+	if err != nil {
+		return nil, 0, fmt.Errorf("member remove %x: %w", oldID, err)
+	}
+	if err := os.Rename(c.DataDir(m.Name), aside); err != nil {
+		return nil, 0, fmt.Errorf("mv data dir: %w", err)
+	}
+	// until etcdctl member add --learner ...; do sleep 0.1; done: etcd
+	// refuses adds for 5 s after a voter was down ("unhealthy cluster").
+	var add *clientv3.MemberAddResponse
+	for {
+		add, err = peers.MemberAddAsLearner(ctx, []string{m.PeerURL()})
+		if err == nil {
+			break
+		}
+		if !strings.Contains(err.Error(), "unhealthy cluster") || ctx.Err() != nil {
+			return nil, 0, fmt.Errorf("member add --learner: %w", err)
+		}
+		time.Sleep(pollEvery)
+	}
+	newID := add.Member.ID
+	var parts []string
+	for _, x := range add.Members {
+		name := x.Name
+		if x.ID == newID {
+			name = m.Name
+		}
+		for _, u := range x.PeerURLs {
+			parts = append(parts, name+"="+u)
+		}
+	}
+	sort.Strings(parts)
+	p, err := startPlain(c, m, "existing", strings.Join(parts, ","))
+	if err != nil {
+		return nil, 0, err
+	}
+	// until etcdctl member promote $ID; do sleep 0.1; done
+	deadline := time.Now().Add(5 * time.Minute)
+	for {
+		pctx, pcancel := context.WithTimeout(context.Background(), 2*time.Second)
+		_, err := peers.MemberPromote(pctx, newID)
+		pcancel()
+		if err == nil {
+			return p, newID, nil
+		}
+		if time.Now().After(deadline) {
+			p.Stop()
+			return nil, 0, fmt.Errorf("member promote %x: not accepted within 5m: %w", newID, err)
+		}
+		time.Sleep(pollEvery)
+	}
+}

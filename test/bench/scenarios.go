@@ -1,0 +1,373 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdkeeper/etcdkeeper/test/testbed"
+)
+
+// converge bounds every wait of the bench; a wait that runs out fails the
+// scenario (the bench then exits 1).
+const converge = 3 * time.Minute
+
+// event is one timed occurrence: how long it took, what the writer saw.
+type event struct {
+	D time.Duration
+	W writes
+	// Took is the agent's own "took" of a repair, from its log.
+	Took time.Duration
+	// Stalled: a member that joined during the event hit etcd's publish
+	// stall (see stalls).
+	Stalled bool
+}
+
+// stalls counts, in every log of the cluster (the agents' and the plain
+// etcd's), etcd's "failed to publish local member to cluster through
+// raft": a joining member whose first publish was lost serves no client
+// until its 7 s publish timeout runs out and it tries again. It strikes
+// agents and scripts alike, at random; the table reports it.
+func stalls(c *testbed.Cluster) int {
+	logs, _ := filepath.Glob(filepath.Join(c.Dir, "*.log"))
+	n := 0
+	for _, l := range logs {
+		b, _ := os.ReadFile(l)
+		n += strings.Count(string(b), "failed to publish local member to cluster through raft")
+	}
+	return n
+}
+
+func must(r testbed.TB, err error) {
+	if err != nil {
+		r.Fatalf("%v", err)
+	}
+}
+
+func wait(r testbed.TB, cli *clientv3.Client, what string, ok func([]member) string) (time.Time, []member) {
+	at, ms, err := waitFor(cli, converge, what, ok)
+	must(r, err)
+	return at, ms
+}
+
+func healthy(names ...string) func([]member) string {
+	return func(ms []member) string { return exactly(ms, names) }
+}
+
+// newCluster is testbed.New whose agents are killed (SIGKILL, their etcd
+// with them) when the scenario ends: a graceful etcd stop waits up to 7 s
+// for clients' open streams, and a finished scenario has nothing to save.
+func newCluster(r testbed.TB, n int) *testbed.Cluster {
+	c := testbed.New(r, n)
+	r.Cleanup(func() { killAll(c) })
+	return c
+}
+
+func killAll(c *testbed.Cluster) {
+	for _, m := range c.Members {
+		if c.AgentRunning(m.Name) {
+			c.Kill9(m.Name)
+		}
+	}
+}
+
+func startAll(c *testbed.Cluster, names ...string) {
+	for _, n := range names {
+		c.Start(n)
+	}
+}
+
+// ensureNotLeader moves leadership off member name, so that every timed
+// event starts the same way: a follower goes down, no election.
+func ensureNotLeader(r testbed.TB, c *testbed.Cluster, name string) {
+	cli := c.Client()
+	_, ms := wait(r, cli, "a leader", func(ms []member) string {
+		if leaderOf(ms) == 0 {
+			return "no leader"
+		}
+		return ""
+	})
+	id := idOf(ms, name)
+	if leaderOf(ms) != id {
+		return
+	}
+	var to uint64
+	for _, m := range ms {
+		if m.ID != id && m.Healthy && !m.Learner {
+			to = m.ID
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, err := c.Client(name).MoveLeader(ctx, to)
+	must(r, err)
+	wait(r, cli, "leader moved off "+name, func(ms []member) string {
+		if l := leaderOf(ms); l == 0 || l == id {
+			return "leader still " + name
+		}
+		return ""
+	})
+}
+
+// bootstrap times three agents forming a cluster from nothing, and three
+// plain etcd processes started with a static --initial-cluster.
+func bootstrapAgents(r testbed.TB) (*testbed.Cluster, event) {
+	c := newCluster(r, 3)
+	s0 := stalls(c)
+	t0 := time.Now()
+	startAll(c, c.AllNames()...)
+	end, _ := wait(r, c.Client(), "agents bootstrap 3 members", healthy(c.AllNames()...))
+	return c, event{Stalled: stalls(c) > s0, D: end.Sub(t0)}
+}
+
+func bootstrapPlain(r testbed.TB) event {
+	c := newCluster(r, 3)
+	ic := staticInitialCluster(c)
+	var procs []*plainEtcd
+	defer func() {
+		for _, p := range procs {
+			p.Stop()
+		}
+	}()
+	s0 := stalls(c)
+	t0 := time.Now()
+	for _, m := range c.Members {
+		p, err := startPlain(c, m, "new", ic)
+		must(r, err)
+		procs = append(procs, p)
+	}
+	end, _ := wait(r, c.Client(), "plain etcd bootstraps 3 members", healthy(c.AllNames()...))
+	return event{Stalled: stalls(c) > s0, D: end.Sub(t0)}
+}
+
+// killEtcd kills member name's etcd with SIGKILL and times until it is a
+// healthy voter again: same member ID, a new etcd process.
+func killEtcd(r testbed.TB, c *testbed.Cluster, w *writer, name string) event {
+	ensureNotLeader(r, c, name)
+	_, ms := wait(r, c.Client(), "healthy before the kill", healthy(c.AllNames()...))
+	id := idOf(ms, name)
+	pid := c.EtcdPID(name)
+	s0 := stalls(c)
+	t0 := time.Now()
+	must(r, syscall.Kill(pid, syscall.SIGKILL))
+	end, _ := wait(r, c.Client(), name+" healthy again after kill -9", func(ms []member) string {
+		if p := c.EtcdPID(name); p == pid || !testbed.Alive(p) {
+			return "no new etcd yet"
+		}
+		if idOf(ms, name) != id {
+			return "member ID changed"
+		}
+		return exactly(ms, c.AllNames())
+	})
+	return event{Stalled: stalls(c) > s0, D: end.Sub(t0), W: w.window(t0, end)}
+}
+
+// load writes about total bytes of values in keys of valueSize bytes,
+// through 8 concurrent clients.
+func load(r testbed.TB, cli *clientv3.Client, total int64, valueSize int) {
+	n := int(total / int64(valueSize))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	var failed atomic.Value
+	for g := 0; g < 8; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			val := make([]byte, valueSize)
+			for i := range val {
+				val[i] = byte('a' + rand.IntN(26))
+			}
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= n {
+					return
+				}
+				copy(val, fmt.Sprintf("%08d", i))
+				var err error
+				for try := 0; try < 5; try++ {
+					ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+					_, err = cli.Put(ctx, fmt.Sprintf("/bench/data/%08d", i), string(val))
+					cancel()
+					if err == nil {
+						break
+					}
+				}
+				if err != nil {
+					failed.Store(err.Error())
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if v := failed.Load(); v != nil {
+		r.Fatalf("loading data: %v", v)
+	}
+}
+
+// steady lets the cluster settle before a timed membership event, so that
+// each starts from a steady cluster: etcd refuses member adds and removes
+// ("unhealthy cluster") until its leader has been connected to every voter
+// for 5 s (a member just promoted counts), and it derives a new member's ID from its peer URLs and the Unix time in
+// seconds, so re-adding a peer URL within the second it was added yields
+// the removed ID, which etcd refuses ("member not found").
+func steady() { time.Sleep(6 * time.Second) }
+
+const repairSpec = "repair:\n  maxPerHour: 100\n"
+
+// agentRepair stops member name's agent (and with it etcd), corrupts its
+// WAL, starts the agent and times until the member is a healthy voter
+// again under a new member ID.
+func agentRepair(r testbed.TB, c *testbed.Cluster, w *writer, name string) event {
+	steady()
+	ensureNotLeader(r, c, name)
+	_, ms := wait(r, c.Client(), "healthy before the repair", healthy(c.AllNames()...))
+	old := idOf(ms, name)
+	must(r, c.Stop(name))
+	c.CorruptWAL(name)
+	s0 := stalls(c)
+	t0 := time.Now()
+	c.Start(name)
+	end, _ := wait(r, c.Client(), name+" repaired by its agent", func(ms []member) string {
+		if idOf(ms, name) == old {
+			return "old member still listed"
+		}
+		return exactly(ms, c.AllNames())
+	})
+	return event{Stalled: stalls(c) > s0, D: end.Sub(t0), W: w.window(t0, end), Took: lastTook(c.LogPath(name))}
+}
+
+// scriptedRepair does the same with the operator's procedure and no agent
+// for the member; afterwards its agent takes the repaired member over.
+func scriptedRepair(r testbed.TB, c *testbed.Cluster, w *writer, name string, n int) event {
+	steady()
+	ensureNotLeader(r, c, name)
+	_, ms := wait(r, c.Client(), "healthy before the repair", healthy(c.AllNames()...))
+	old := idOf(ms, name)
+	var others []string
+	for _, x := range c.AllNames() {
+		if x != name {
+			others = append(others, x)
+		}
+	}
+	changes := membershipChanges(c, others)
+	must(r, c.Stop(name))
+	c.CorruptWAL(name)
+	s0 := stalls(c)
+	t0 := time.Now()
+	p, newID, err := manualRepair(c, c.Client(others...), c.Member(name), old, fmt.Sprintf("%s.manual-%d", c.DataDir(name), n))
+	must(r, err)
+	end, _ := wait(r, c.Client(), name+" repaired by the script", func(ms []member) string {
+		if idOf(ms, name) != newID {
+			return "new member not listed yet"
+		}
+		return exactly(ms, c.AllNames())
+	})
+	ev := event{Stalled: stalls(c) > s0, D: end.Sub(t0), W: w.window(t0, end)}
+	if now := membershipChanges(c, others); now != changes {
+		r.Errorf("the other agents made %d membership changes during the scripted repair", now-changes)
+	}
+	p.Stop()
+	c.Start(name)
+	wait(r, c.Client(), name+"'s agent takes over the repaired member", func(ms []member) string {
+		if idOf(ms, name) != newID {
+			return "member ID changed"
+		}
+		return exactly(ms, c.AllNames())
+	})
+	return ev
+}
+
+func membershipChanges(c *testbed.Cluster, names []string) int {
+	n := 0
+	for _, name := range names {
+		b, _ := os.ReadFile(c.LogPath(name))
+		n += strings.Count(string(b), `"msg":"membership change"`)
+	}
+	return n
+}
+
+// lastTook is the "took" of the agent's last finished rejoin.
+func lastTook(logPath string) time.Duration {
+	b, _ := os.ReadFile(logPath)
+	var took time.Duration
+	for _, line := range strings.Split(string(b), "\n") {
+		if !strings.Contains(line, "rejoin finished") {
+			continue
+		}
+		// zap writes durations as seconds.
+		var rec struct {
+			Took float64 `json:"took"`
+		}
+		if json.Unmarshal([]byte(line), &rec) == nil {
+			took = time.Duration(rec.Took * float64(time.Second))
+		}
+	}
+	return took
+}
+
+// scaleUp edits the spec from 3 to 5 members and starts the two new
+// hosts' agents; scaleDown edits it back. Both are timed from the edit.
+func scaleUp(r testbed.TB, c *testbed.Cluster, w *writer) event {
+	steady()
+	s0 := stalls(c)
+	t0 := time.Now()
+	c.WriteSpec()
+	c.Start("node4")
+	c.Start("node5")
+	end, _ := wait(r, c.Client(), "3→5", healthy(c.AllNames()...))
+	return event{Stalled: stalls(c) > s0, D: end.Sub(t0), W: w.window(t0, end)}
+}
+
+func scaleDown(r testbed.TB, c *testbed.Cluster, w *writer, three []string, n int) event {
+	steady()
+	s0 := stalls(c)
+	t0 := time.Now()
+	c.WriteSpec(three...)
+	end, _ := wait(r, c.Client(three...), "5→3", healthy(three...))
+	ev := event{Stalled: stalls(c) > s0, D: end.Sub(t0), W: w.window(t0, end)}
+	// The removed hosts' agents go idle with their data moved aside; the
+	// operator then stops them, and the next run starts them afresh.
+	for _, x := range []string{"node4", "node5"} {
+		testbed.Eventually(r, time.Minute, x+" goes idle", func() string {
+			if len(c.Backups(x)) < n+1 || testbed.Alive(c.EtcdPID(x)) {
+				return "not idle yet"
+			}
+			return ""
+		})
+		must(r, c.Stop(x))
+	}
+	return ev
+}
+
+// idle measures the agents' own CPU and RSS (not their etcd's) while the
+// cluster has nothing to do.
+func idle(r testbed.TB, c *testbed.Cluster, d time.Duration) (cpu []float64, rss []int64) {
+	var pids []int
+	for _, n := range c.AllNames() {
+		pids = append(pids, c.AgentPID(n))
+	}
+	cpu, rss, err := idleUsage(pids, d)
+	must(r, err)
+	return cpu, rss
+}
+
+// setInterval rewrites agent.interval in the spec in place of the test
+// bed's 500ms; the agents pick the edit up by themselves.
+func setInterval(r testbed.TB, c *testbed.Cluster, interval string) {
+	b, err := os.ReadFile(c.Spec)
+	must(r, err)
+	s := strings.Replace(string(b), "interval: 500ms", "interval: "+interval, 1)
+	must(r, os.WriteFile(c.Spec+".tmp", []byte(s), 0o644))
+	must(r, os.Rename(c.Spec+".tmp", c.Spec))
+}

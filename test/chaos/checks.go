@@ -1,0 +1,318 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+)
+
+// etcdWrite is one put in etcd's own history (the watch from revision 1).
+type etcdWrite struct {
+	Key   string
+	Value string
+	Rev   int64
+}
+
+// etcdHistory reads every put under prefix since revision 1 through a
+// watch, up to the current revision. Nothing compacts the chaos cluster,
+// so this is every write etcd ever applied to the keys.
+func etcdHistory(endpoints []string, prefix string) ([]etcdWrite, int64, error) {
+	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		return nil, 0, err
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	// The last write under the prefix is the newest of the keys' current
+	// revisions: keys are only ever overwritten, never deleted.
+	cur, err := cli.Get(ctx, prefix, clientv3.WithPrefix())
+	if err != nil {
+		return nil, 0, fmt.Errorf("current values: %w", err)
+	}
+	var last int64
+	for _, kv := range cur.Kvs {
+		last = max(last, kv.ModRevision)
+	}
+	var out []etcdWrite
+	if last == 0 {
+		return nil, cur.Header.Revision, nil
+	}
+	wch := cli.Watch(ctx, prefix, clientv3.WithPrefix(), clientv3.WithRev(1))
+	for resp := range wch {
+		if err := resp.Err(); err != nil {
+			return nil, 0, fmt.Errorf("watch from revision 1: %w", err)
+		}
+		for _, ev := range resp.Events {
+			if ev.Type == clientv3.EventTypePut {
+				out = append(out, etcdWrite{Key: string(ev.Kv.Key), Value: string(ev.Kv.Value), Rev: ev.Kv.ModRevision})
+			}
+		}
+		if len(out) > 0 && out[len(out)-1].Rev >= last {
+			return out, cur.Header.Revision, nil
+		}
+	}
+	return nil, 0, fmt.Errorf("watch from revision 1 ended before revision %d: %w", last, ctx.Err())
+}
+
+// resolveUnknown marks each write whose outcome the client never saw as
+// "happened" or "never", by its unique value in etcd's history.
+func resolveUnknown(ops []op, writes []etcdWrite) {
+	seen := map[string]bool{}
+	for _, w := range writes {
+		seen[w.Key+"\x00"+w.Value] = true
+	}
+	for i := range ops {
+		o := &ops[i]
+		if !o.Unknown || o.Kind == "get" {
+			continue
+		}
+		if seen[o.Key+"\x00"+o.Value] {
+			o.Resolved = "happened"
+		} else {
+			o.Resolved = "never"
+		}
+	}
+}
+
+// lostWrites lists the acknowledged writes that etcd's history lacks: a
+// put or a successful cas the client was told succeeded at revision R
+// must be in the history with its value at R.
+func lostWrites(ops []op, writes []etcdWrite) []string {
+	at := map[string]etcdWrite{}
+	for _, w := range writes {
+		at[w.Key+"\x00"+w.Value] = w
+	}
+	var lost []string
+	for _, o := range ops {
+		if o.Unknown || !o.OK || o.Kind == "get" {
+			continue
+		}
+		w, ok := at[o.Key+"\x00"+o.Value]
+		switch {
+		case !ok:
+			lost = append(lost, fmt.Sprintf("%s %s=%q acknowledged at revision %d is not in etcd's history", o.Kind, o.Key, o.Value, o.Rev))
+		case w.Rev != o.Rev:
+			lost = append(lost, fmt.Sprintf("%s %s=%q acknowledged at revision %d is in etcd's history at revision %d", o.Kind, o.Key, o.Value, o.Rev, w.Rev))
+		}
+	}
+	return lost
+}
+
+// linearizable checks the history with porcupine; on failure it writes
+// the checker's visualization next to the history.
+func linearizable(ops []op, timeout time.Duration, htmlPath string) (porcupine.CheckResult, int) {
+	hist := toPorcupine(ops)
+	res, info := porcupine.CheckOperationsVerbose(kvModel, hist, timeout)
+	if res != porcupine.Ok {
+		_ = porcupine.VisualizePath(kvModel, info, htmlPath)
+	}
+	return res, len(hist)
+}
+
+// hashesAgree compares every member's KV hash at one revision: the
+// repaired and re-added members must hold exactly the same data.
+func hashesAgree(endpoints []string, rev int64) error {
+	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	hashes := map[string]uint32{}
+	var first uint32
+	for i, ep := range endpoints {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		resp, err := cli.HashKV(ctx, ep, rev)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("hash of %s at revision %d: %w", ep, rev, err)
+		}
+		hashes[ep] = resp.Hash
+		if i == 0 {
+			first = resp.Hash
+		} else if resp.Hash != first {
+			return fmt.Errorf("members disagree on the data at revision %d: %v", rev, hashes)
+		}
+	}
+	return nil
+}
+
+// change is one membership change an agent logged.
+type change struct {
+	At      time.Time
+	Agent   string
+	Kind    string // remove, move-leader, update-peer-urls, rejoin-remove
+	Target  string // member name, "" for a rejoin's own stale entry
+	ID      uint64
+	Healthy int // the agent's own count of healthy voters before, -1 if not logged
+	Voters  int
+}
+
+// agentChanges reads the membership changes from the agents' logs.
+func agentChanges(logs map[string]string) ([]change, error) {
+	var out []change
+	for agent, path := range logs {
+		f, err := os.Open(path)
+		if err != nil {
+			if os.IsNotExist(err) {
+				continue
+			}
+			return nil, err
+		}
+		sc := bufio.NewScanner(f)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			line := sc.Text()
+			if !strings.Contains(line, `"msg":"membership change"`) && !strings.Contains(line, `"msg":"rejoin step","`) &&
+				!strings.Contains(line, `"msg":"promoted to voter"`) {
+				continue
+			}
+			var rec struct {
+				TS       string `json:"ts"`
+				Msg      string `json:"msg"`
+				Kind     string `json:"kind"`
+				Target   string `json:"target"`
+				TargetID string `json:"target-id"`
+				Healthy  *int   `json:"healthy-voters"`
+				Voters   *int   `json:"voters"`
+				Step     string `json:"step"`
+				Removed  string `json:"removed"`
+				MemberID string `json:"member-id"`
+			}
+			if json.Unmarshal([]byte(line), &rec) != nil {
+				continue
+			}
+			at, err := time.Parse("2006-01-02T15:04:05.000Z0700", rec.TS)
+			if err != nil {
+				continue
+			}
+			c := change{At: at, Agent: agent, Kind: rec.Kind, Target: rec.Target, Healthy: -1}
+			switch {
+			case rec.Msg == "membership change":
+				c.ID, _ = strconv.ParseUint(rec.TargetID, 16, 64)
+				if rec.Healthy != nil && rec.Voters != nil {
+					c.Healthy, c.Voters = *rec.Healthy, *rec.Voters
+				}
+			case rec.Step == "remove" && rec.Removed != "":
+				c.Kind = "rejoin-remove"
+				c.ID, _ = strconv.ParseUint(rec.Removed, 16, 64)
+			case rec.Msg == "promoted to voter":
+				c.Kind = "promote"
+				c.ID, _ = strconv.ParseUint(rec.MemberID, 16, 64)
+			default:
+				continue
+			}
+			out = append(out, c)
+		}
+		f.Close()
+	}
+	return out, nil
+}
+
+// verdict is the quorum check of one removal.
+type verdict struct {
+	C       change
+	Problem string // "" when safe
+	Note    string
+}
+
+// quorumCheck checks every removal an agent made against the health the
+// monitor observed right before it (and the agent's own logged counts):
+// the healthy voters left after the removal must be a quorum of the voters
+// left. A removal observed unsafe only because a fault hit in the moment
+// between the monitor's sample and the change is reported, not failed.
+func quorumCheck(changes []change, mon *monitor, faults []fault) []verdict {
+	var out []verdict
+	for _, c := range changes {
+		if c.Kind != "remove" && c.Kind != "rejoin-remove" && c.Kind != "promote" {
+			continue
+		}
+		v := verdict{C: c}
+		if c.Kind == "promote" {
+			v.Problem = promoteCheck(c, mon)
+			out = append(out, v)
+			continue
+		}
+		s, ok := mon.lastBefore(c.At)
+		if !ok || c.At.Sub(s.End) > 3*time.Second {
+			v.Note = "no observation within 3 s before the change"
+			out = append(out, v)
+			continue
+		}
+		target, listed := s.byID(c.ID)
+		healthy, voters := 0, 0
+		for _, m := range s.voters() {
+			voters++
+			if m.Healthy {
+				healthy++
+			}
+		}
+		if listed && !target.Learner {
+			voters--
+			if target.Healthy {
+				healthy--
+			}
+		}
+		if healthy < voters/2+1 {
+			v.Problem = fmt.Sprintf("observed %s before: after the %s of %s (%x) %d healthy of %d voters, below quorum %d",
+				s.End.Format("15:04:05.000"), c.Kind, nameOr(target.Name, c.Target), c.ID, healthy, voters, voters/2+1)
+			for _, f := range faults {
+				if f.At.After(s.Start.Add(-time.Second)) && f.At.Before(c.At) && f.Kind != "spec-edit" {
+					v.Note = fmt.Sprintf("raced with fault %s of %s at %s", f.Kind, f.Target, f.At.Format("15:04:05.000"))
+				}
+			}
+		}
+		if c.Healthy >= 0 {
+			h, vv := c.Healthy, c.Voters
+			if listed && !target.Learner {
+				vv--
+				if target.Healthy {
+					h--
+				}
+			}
+			if h < vv/2+1 {
+				v.Problem = strings.TrimPrefix(v.Problem+"; ", "; ") + fmt.Sprintf("the agent's own counts (%d healthy of %d voters) leave %d of %d", c.Healthy, c.Voters, h, vv)
+				v.Note = ""
+			}
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+// promoteCheck: a learner promoted before it can vote adds a voter
+// without adding a vote. The first observation after the promotion must
+// still show a quorum of healthy voters.
+func promoteCheck(c change, mon *monitor) string {
+	s, ok := mon.firstAfter(c.At)
+	if !ok {
+		return ""
+	}
+	healthy, voters := 0, 0
+	for _, m := range s.voters() {
+		voters++
+		if m.Healthy {
+			healthy++
+		}
+	}
+	if healthy < voters/2+1 {
+		return fmt.Sprintf("observed %s after: %d healthy of %d voters, below quorum %d", s.Start.Format("15:04:05.000"), healthy, voters, voters/2+1)
+	}
+	return ""
+}
+
+func nameOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}

@@ -1,0 +1,433 @@
+// Command chaos runs a bounded chaos test of etcdkeeper on the test bed
+// (real agents, real etcd, on 127.0.x.y): clients do gets, puts and
+// compare-and-swaps with unique values and record every operation, while a
+// nemesis kills etcd and agents with SIGKILL, corrupts stopped members'
+// WALs, edits the spec between 3 and 5 members, and partitions members
+// where it can. It then heals, waits for convergence and checks that the
+// history is linearizable (porcupine), that no acknowledged write was
+// lost, that the membership equals the spec (healthy voters, no learner)
+// and that no agent's membership change left fewer healthy voters than a
+// quorum. `make chaos` runs a few minutes, `make chaos-smoke` one.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/etcdkeeper/etcdkeeper/test/testbed"
+)
+
+type config struct {
+	bin          string
+	duration     time.Duration
+	hosts        int
+	initial      int
+	clients      int
+	rate         float64
+	keys         int
+	opTimeout    time.Duration
+	gap          time.Duration
+	converge     time.Duration
+	maxOps       int
+	checkTimeout time.Duration
+	seed         uint64
+	dir          string
+	keep         bool
+	verbose      bool
+}
+
+func main() {
+	var cfg config
+	flag.StringVar(&cfg.bin, "bin", "bin/etcdkeeper", "the etcdkeeper binary (make chaos builds it)")
+	flag.DurationVar(&cfg.duration, "duration", 3*time.Minute, "how long faults are injected (then heal, converge, check)")
+	flag.IntVar(&cfg.hosts, "hosts", 5, "hosts (agents); the spec lists 3 to this many of them")
+	flag.IntVar(&cfg.initial, "initial", 3, "members the spec lists at the start")
+	flag.IntVar(&cfg.clients, "clients", 4, "concurrent clients")
+	flag.Float64Var(&cfg.rate, "rate", 20, "operations per second per client")
+	flag.IntVar(&cfg.keys, "keys", 5, "keys the clients share (few keep the checker fast)")
+	flag.DurationVar(&cfg.opTimeout, "op-timeout", 5*time.Second, "deadline of each client operation; past it the outcome is unknown")
+	flag.DurationVar(&cfg.gap, "gap", 5*time.Second, "mean time between two faults")
+	flag.DurationVar(&cfg.converge, "converge", 3*time.Minute, "how long the healed cluster may take to reach the spec")
+	flag.IntVar(&cfg.maxOps, "max-ops", 60000, "bound of the history; clients stop issuing operations beyond it")
+	flag.DurationVar(&cfg.checkTimeout, "check-timeout", 3*time.Minute, "bound of the linearizability check")
+	flag.Uint64Var(&cfg.seed, "seed", 0, "random seed (0: from the clock; printed)")
+	flag.StringVar(&cfg.dir, "dir", "", "work dir (default: a new dir under $TMPDIR; kept when the run fails or -keep)")
+	flag.BoolVar(&cfg.keep, "keep", false, "keep the work dir of a passing run")
+	flag.BoolVar(&cfg.verbose, "v", false, "log the agents' cluster events of the test bed too")
+	flag.Parse()
+	if cfg.seed == 0 {
+		cfg.seed = uint64(time.Now().UnixNano())
+	}
+	os.Exit(run(cfg))
+}
+
+func run(cfg config) int {
+	bin, err := filepath.Abs(cfg.bin)
+	if err == nil {
+		_, err = os.Stat(bin)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "chaos: etcdkeeper binary: %v (run make build, or pass -bin)\n", err)
+		return 2
+	}
+	testbed.Binary = bin
+	dir := cfg.dir
+	if dir == "" {
+		if dir, err = os.MkdirTemp("", "etcdkeeper-chaos-"); err != nil {
+			fmt.Fprintln(os.Stderr, "chaos:", err)
+			return 2
+		}
+	}
+	r, err := testbed.NewRunner(dir)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "chaos:", err)
+		return 2
+	}
+	if !cfg.verbose {
+		r.Out = io.Discard
+	}
+	ch := &chaos{cfg: cfg, r: r, dir: dir, started: time.Now()}
+	go func() {
+		sig := make(chan os.Signal, 1)
+		signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+		<-sig
+		fmt.Fprintf(os.Stderr, "chaos: interrupted: stopping the cluster; logs in %s\n", dir)
+		r.Close()
+		os.Exit(130)
+	}()
+	err = testbed.Catch(ch.run)
+	r.Close()
+	if err != nil {
+		ch.fail("%v", err)
+	}
+	summary := ch.summary()
+	fmt.Print(summary)
+	_ = os.WriteFile(filepath.Join(dir, "summary.txt"), []byte(summary), 0o644)
+	if len(ch.failures) > 0 || r.Failed() {
+		fmt.Printf("chaos: FAIL: logs, history and nemesis events kept in %s\n", dir)
+		return 1
+	}
+	if cfg.keep {
+		fmt.Printf("chaos: logs and history kept in %s\n", dir)
+	} else {
+		os.RemoveAll(dir)
+	}
+	return 0
+}
+
+// chaos is one run and what it found.
+type chaos struct {
+	cfg     config
+	r       *testbed.Runner
+	dir     string
+	started time.Time
+
+	c        *testbed.Cluster
+	nem      *nemesis
+	ops      []op
+	failures []string
+	notes    []string
+	phases   []string
+	facts    []string
+}
+
+func (ch *chaos) say(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "chaos %s %s\n", time.Since(ch.started).Round(time.Second), fmt.Sprintf(format, args...))
+}
+
+func (ch *chaos) fail(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	ch.failures = append(ch.failures, msg)
+	ch.say("FAIL: %s", msg)
+}
+
+func (ch *chaos) phase(name string, start time.Time) {
+	ch.phases = append(ch.phases, fmt.Sprintf("%s %s", name, time.Since(start).Round(time.Second)))
+}
+
+func (ch *chaos) run() {
+	cfg := ch.cfg
+	ch.say("seed %d, %d hosts, spec of %d, %d clients × %.0f ops/s on %d keys, faults for %s; dir %s",
+		cfg.seed, cfg.hosts, cfg.initial, cfg.clients, cfg.rate, cfg.keys, cfg.duration, ch.dir)
+	t := time.Now()
+	c := testbed.New(ch.r, cfg.hosts)
+	ch.c = c
+	// Chaos repairs the same member more than the default 3 times an hour.
+	c.Extra = "repair:\n  maxPerHour: 100\n"
+	initial := c.AllNames()[:cfg.initial]
+	c.WriteSpec(initial...)
+	for _, n := range initial {
+		c.Start(n)
+	}
+	c.WaitVoters(2*time.Minute, initial...)
+	ch.phase("bootstrap", t)
+
+	var endpoints []string
+	for _, m := range c.Members {
+		endpoints = append(endpoints, m.ClientURL())
+	}
+	mon, err := newMonitor(endpoints, 250*time.Millisecond)
+	if err != nil {
+		ch.r.Fatalf("monitor: %v", err)
+	}
+	go mon.run()
+	defer mon.halt()
+
+	var keys []string
+	for i := 0; i < cfg.keys; i++ {
+		keys = append(keys, fmt.Sprintf("/chaos/k%d", i))
+	}
+	hist := &history{max: cfg.maxOps}
+	w := &workload{endpoints: endpoints, keys: keys, rate: cfg.rate, timeout: cfg.opTimeout, start: time.Now(), hist: hist}
+	if err := w.initKeys(); err != nil {
+		ch.r.Fatalf("%v", err)
+	}
+	if err := w.run(cfg.clients, cfg.seed); err != nil {
+		ch.r.Fatalf("clients: %v", err)
+	}
+
+	nem, err := newNemesis(c, mon, cfg.seed, ch.dir, func(f string, a ...any) { ch.say(f, a...) })
+	if err != nil {
+		ch.r.Fatalf("%v", err)
+	}
+	ch.nem = nem
+	nem.spec = initial
+	nem.partitions = partitionSupport()
+	ch.notes = append(ch.notes, "partitions skipped: "+nem.partitions)
+	ch.say("partitions skipped: %s", nem.partitions)
+
+	t = time.Now()
+	nem.run(time.Now().Add(cfg.duration), cfg.gap)
+	ch.phase("faults", t)
+
+	t = time.Now()
+	ch.say("healing: every agent of the spec %v running; waiting for convergence", nem.spec)
+	nem.heal()
+	if why := waitSpec(mon, nem.spec, cfg.converge); why != "" {
+		ch.fail("membership does not equal the spec %v with healthy voters and no learner %s after healing: %s", nem.spec, cfg.converge, why)
+	} else {
+		ch.facts = append(ch.facts, fmt.Sprintf("membership equals the spec %v: all healthy voters, no learner", nem.spec))
+	}
+	ch.phase("heal and converge", t)
+
+	w.halt()
+	cli, err := w.client()
+	if err == nil {
+		for _, k := range keys {
+			w.get(cli, 0, k)
+		}
+		cli.Close()
+	}
+	ch.ops = hist.snapshot()
+	t = time.Now()
+	ch.check(mon, endpoints)
+	ch.phase("checks", t)
+}
+
+// waitSpec waits until the members are exactly spec, all healthy voters.
+func waitSpec(mon *monitor, spec []string, d time.Duration) string {
+	deadline := time.Now().Add(d)
+	why := "no observation"
+	for time.Now().Before(deadline) {
+		s, ok := mon.latest()
+		if ok {
+			why = s.Err
+			if why == "" {
+				why = matches(s, spec)
+			}
+			if why == "" {
+				for _, name := range spec {
+					if !s.healthyVoter(name) {
+						why = name + " is not a healthy voter"
+					}
+				}
+			}
+			if why == "" {
+				return ""
+			}
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	return why
+}
+
+func (ch *chaos) check(mon *monitor, endpoints []string) {
+	if err := writeHistory(filepath.Join(ch.dir, "history.jsonl"), ch.ops); err != nil {
+		ch.fail("writing the history: %v", err)
+	}
+	writes, rev, err := etcdHistory(endpoints, "/chaos/")
+	if err != nil {
+		ch.fail("reading etcd's history: %v", err)
+		return
+	}
+	resolveUnknown(ch.ops, writes)
+	_ = writeHistory(filepath.Join(ch.dir, "history.jsonl"), ch.ops)
+
+	acked := 0
+	for _, o := range ch.ops {
+		if o.OK && !o.Unknown && o.Kind != "get" {
+			acked++
+		}
+	}
+	if lost := lostWrites(ch.ops, writes); len(lost) > 0 {
+		ch.fail("%d acknowledged writes lost, e.g. %s", len(lost), lost[0])
+	} else {
+		ch.facts = append(ch.facts, fmt.Sprintf("no acknowledged write lost: all %d are in etcd's history at their revision (%d writes in it)", acked, len(writes)))
+	}
+
+	res, n := linearizable(ch.ops, ch.cfg.checkTimeout, filepath.Join(ch.dir, "linearizability.html"))
+	switch res {
+	case "Ok":
+		ch.facts = append(ch.facts, fmt.Sprintf("linearizable: porcupine checked %d operations on %d keys", n, ch.cfg.keys))
+	case "Unknown":
+		ch.fail("linearizability undecided: porcupine ran out of its %s on %d operations", ch.cfg.checkTimeout, n)
+	default:
+		ch.fail("history is NOT linearizable (%d operations); see %s", n, filepath.Join(ch.dir, "linearizability.html"))
+	}
+
+	// Every healthy voter must hold the same data (after a failed
+	// convergence, the members that are not healthy voters are left out).
+	var specEPs []string
+	last, _ := mon.latest()
+	for _, name := range ch.nem.spec {
+		if last.healthyVoter(name) {
+			specEPs = append(specEPs, ch.c.Member(name).ClientURL())
+		}
+	}
+	if err := hashesAgree(specEPs, rev); err != nil {
+		ch.fail("%v", err)
+	} else {
+		ch.facts = append(ch.facts, fmt.Sprintf("the %d members' KV hashes agree at revision %d", len(specEPs), rev))
+	}
+
+	logs := map[string]string{}
+	for _, m := range ch.c.Members {
+		logs[m.Name] = ch.c.LogPath(m.Name)
+	}
+	changes, err := agentChanges(logs)
+	if err != nil {
+		ch.fail("reading the agents' logs: %v", err)
+	}
+	checked, raced, unobserved := 0, 0, 0
+	for _, v := range quorumCheck(changes, mon, ch.nem.Faults) {
+		checked++
+		switch {
+		case v.Problem != "" && v.Note == "":
+			ch.fail("agent %s's %s of %s at %s: %s", v.C.Agent, v.C.Kind, nameOr(v.C.Target, fmt.Sprintf("%x", v.C.ID)), v.C.At.Format("15:04:05.000"), v.Problem)
+		case v.Problem != "":
+			raced++
+			ch.notes = append(ch.notes, fmt.Sprintf("agent %s's %s of %x at %s looked unsafe only by a racing fault: %s (%s)", v.C.Agent, v.C.Kind, v.C.ID, v.C.At.Format("15:04:05.000"), v.Problem, v.Note))
+		case v.Note != "":
+			unobserved++
+			ch.notes = append(ch.notes, fmt.Sprintf("agent %s's %s of %x at %s: %s", v.C.Agent, v.C.Kind, v.C.ID, v.C.At.Format("15:04:05.000"), v.Note))
+		}
+	}
+	ch.facts = append(ch.facts, fmt.Sprintf("quorum: the agents logged %d membership changes; none of the %d removals and promotions left fewer healthy voters than a quorum (%d raced a fault, %d unobserved)",
+		len(changes), checked, raced, unobserved))
+	samples, lostQ := 0, 0
+	for _, s := range mon.samples() {
+		if s.Err != "" {
+			lostQ++
+		}
+		samples++
+	}
+	ch.notes = append(ch.notes, fmt.Sprintf("monitor: %d samples, %d without an answer from the cluster (no leader or no quorum reachable)", samples, lostQ))
+	repairs, joins := 0, 0
+	for _, path := range logs {
+		b, _ := os.ReadFile(path)
+		repairs += strings.Count(string(b), `"kind":"repair","old-member-id"`)
+		joins += strings.Count(string(b), `"kind":"join","old-member-id"`)
+	}
+	ch.facts = append(ch.facts, fmt.Sprintf("the agents finished %d repairs and %d joins (their logs)", repairs, joins))
+	// The quorum check reads the agents' log lines: if their wording
+	// changed, it would silently check nothing.
+	rejoinRemoves := 0
+	for _, c := range changes {
+		if c.Kind == "rejoin-remove" {
+			rejoinRemoves++
+		}
+	}
+	if repairs > 0 && rejoinRemoves == 0 {
+		ch.fail(`the agents finished %d repairs but no {"msg":"rejoin step","step":"remove"} line was found: did the log format change? The quorum check depends on it`, repairs)
+	}
+}
+
+func (ch *chaos) summary() string {
+	var b strings.Builder
+	result := "PASS"
+	if len(ch.failures) > 0 || ch.r.Failed() {
+		result = "FAIL"
+	}
+	fmt.Fprintf(&b, "\nchaos run: %s (seed %d, %s in all: %s)\n", result, ch.cfg.seed, time.Since(ch.started).Round(time.Second), strings.Join(ch.phases, ", "))
+	// Operations.
+	type tally struct{ ok, failed, unknown, happened int }
+	byKind := map[string]*tally{"get": {}, "put": {}, "cas": {}}
+	for _, o := range ch.ops {
+		t := byKind[o.Kind]
+		switch {
+		case o.Unknown:
+			t.unknown++
+			if o.Resolved == "happened" {
+				t.happened++
+			}
+		case o.OK:
+			t.ok++
+		default:
+			t.failed++
+		}
+	}
+	fmt.Fprintf(&b, "operations: %d: get %d ok, %d unknown; put %d ok, %d unknown (%d of them happened); cas %d succeeded, %d compare failed, %d unknown (%d happened)\n",
+		len(ch.ops), byKind["get"].ok, byKind["get"].unknown, byKind["put"].ok, byKind["put"].unknown, byKind["put"].happened,
+		byKind["cas"].ok, byKind["cas"].failed, byKind["cas"].unknown, byKind["cas"].happened)
+	if ch.nem != nil {
+		cnt := ch.nem.Counts
+		crashes := 0
+		var steps []string
+		for k, n := range cnt {
+			if step, ok := strings.CutPrefix(k, "crash-at-"); ok {
+				crashes += n
+				steps = append(steps, fmt.Sprintf("%s %d", step, n))
+			}
+		}
+		sort.Strings(steps)
+		total := cnt["kill-etcd"] + cnt["kill-agent"] + cnt["corrupt-wal"] + cnt["spec-edit"]
+		kinds := []string{
+			fmt.Sprintf("kill -9 etcd %d", cnt["kill-etcd"]),
+			fmt.Sprintf("kill -9 agent %d", cnt["kill-agent"]),
+			fmt.Sprintf("corrupt WAL %d (agent crashed before a repair step in %d: %s)", cnt["corrupt-wal"], crashes, strings.Join(steps, ", ")),
+			fmt.Sprintf("spec edit %d (%d up, %d down)", cnt["spec-edit"], cnt["scale-up"], cnt["scale-down"]),
+		}
+		if ch.nem.partitions != "" {
+			kinds = append(kinds, "partition 0 (skipped)")
+		}
+		fmt.Fprintf(&b, "faults injected: %d: %s\n", total, strings.Join(kinds, ", "))
+		var skipped []string
+		for k, n := range ch.nem.Skipped {
+			skipped = append(skipped, fmt.Sprintf("%s %d", k, n))
+		}
+		sort.Strings(skipped)
+		if len(skipped) == 0 {
+			skipped = []string{"none"}
+		}
+		fmt.Fprintf(&b, "faults not injected when due (unsafe for quorum at that moment, or the last spec edit not converged yet): %s\n", strings.Join(skipped, ", "))
+		fmt.Fprintf(&b, "spec sizes: %v\n", ch.nem.SpecHistory)
+	}
+	for _, f := range ch.facts {
+		fmt.Fprintf(&b, "ok: %s\n", f)
+	}
+	for _, n := range ch.notes {
+		fmt.Fprintf(&b, "note: %s\n", n)
+	}
+	for _, f := range ch.failures {
+		fmt.Fprintf(&b, "FAILED: %s\n", f)
+	}
+	return b.String()
+}
