@@ -63,25 +63,9 @@ func main() {
 }
 
 func run(cfg config) int {
-	bin, err := filepath.Abs(cfg.bin)
-	if err == nil {
-		_, err = os.Stat(bin)
-	}
+	root, dir, err := testbed.SetupProgram("bench", cfg.bin, cfg.dir)
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "bench: etcdkeeper binary: %v (run make build, or pass -bin)\n", err)
-		return 2
-	}
-	testbed.Binary = bin
-	dir := cfg.dir
-	if dir == "" {
-		if dir, err = os.MkdirTemp("", "etcdkeeper-bench-"); err != nil {
-			fmt.Fprintln(os.Stderr, "bench:", err)
-			return 2
-		}
-	}
-	root, err := testbed.NewRunner(dir)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "bench:", err)
+		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
 	b := &bench{cfg: cfg, root: root, started: time.Now(), progress: os.Stderr}

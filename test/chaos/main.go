@@ -70,25 +70,9 @@ func main() {
 }
 
 func run(cfg config) int {
-	bin, err := filepath.Abs(cfg.bin)
-	if err == nil {
-		_, err = os.Stat(bin)
-	}
+	r, dir, err := testbed.SetupProgram("chaos", cfg.bin, cfg.dir)
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "chaos: etcdkeeper binary: %v (run make build, or pass -bin)\n", err)
-		return 2
-	}
-	testbed.Binary = bin
-	dir := cfg.dir
-	if dir == "" {
-		if dir, err = os.MkdirTemp("", "etcdkeeper-chaos-"); err != nil {
-			fmt.Fprintln(os.Stderr, "chaos:", err)
-			return 2
-		}
-	}
-	r, err := testbed.NewRunner(dir)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "chaos:", err)
+		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
 	if !cfg.verbose {
