@@ -107,13 +107,6 @@ func (c *Client) Close() error {
 	return c.c.Close()
 }
 
-// Raw is the underlying client, for tests; nil while a client with
-// credentials cannot log in.
-func (c *Client) Raw() *clientv3.Client {
-	cli, _ := c.conn()
-	return cli
-}
-
 func (c *Client) ctx(parent context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(parent, c.timeout)
 }

@@ -211,11 +211,11 @@ func selfEntries(in StartInput) (stale *cluster.MemberView, reuse uint64) {
 	}
 	for i := range in.Cluster.Members {
 		m := &in.Cluster.Members[i]
-		mine := m.Name == in.Self.Name || sameURLSet(m.PeerURLs, in.Self.PeerURLs) || containsID(oldIDs, m.ID)
+		mine := m.Name == in.Self.Name || samePeerURLs(m.PeerURLs, in.Self.PeerURLs) || containsID(oldIDs, m.ID)
 		if !mine {
 			continue
 		}
-		if m.Name == "" && sameURLSet(m.PeerURLs, in.Self.PeerURLs) && !containsID(oldIDs, m.ID) {
+		if m.Name == "" && samePeerURLs(m.PeerURLs, in.Self.PeerURLs) && !containsID(oldIDs, m.ID) {
 			reuse = m.ID
 			continue
 		}
@@ -253,22 +253,6 @@ func containsID(ids []uint64, id uint64) bool {
 		}
 	}
 	return false
-}
-
-func sameURLSet(a, b []string) bool {
-	if len(a) != len(b) || len(a) == 0 {
-		return false
-	}
-	seen := map[string]bool{}
-	for _, u := range a {
-		seen[u] = true
-	}
-	for _, u := range b {
-		if !seen[u] {
-			return false
-		}
-	}
-	return true
 }
 
 func startWait(format string, args ...any) StartDecision {

@@ -3,7 +3,6 @@ package repair
 import (
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -85,25 +84,6 @@ func explainRename(dataDir, backupDir string, err error) error {
 			dataDir, err, backupDir)
 	}
 	return fmt.Errorf("move %s aside to %s: %w", dataDir, backupDir, err)
-}
-
-func missingOrEmpty(dir string) (bool, error) {
-	f, err := os.Open(dir)
-	if errors.Is(err, fs.ErrNotExist) {
-		return true, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("data dir: %w", err)
-	}
-	defer f.Close()
-	_, err = f.Readdirnames(1)
-	if errors.Is(err, io.EOF) {
-		return true, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("data dir: %w", err)
-	}
-	return false, nil
 }
 
 // ListBackups returns the paths of the backups MoveAside put in

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -84,7 +85,7 @@ func exactly(ms []member, names []string) string {
 			return "learner " + m.Name
 		case !m.Healthy:
 			return m.Name + " unhealthy"
-		case !contains(names, m.Name):
+		case !slices.Contains(names, m.Name):
 			return "extra member " + m.Name
 		}
 		have[m.Name] = true
@@ -98,15 +99,6 @@ func exactly(ms []member, names []string) string {
 		return fmt.Sprintf("members %s, want %s", strings.Join(got, ","), strings.Join(names, ","))
 	}
 	return ""
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 func idOf(ms []member, name string) uint64 {

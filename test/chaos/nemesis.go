@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"syscall"
 	"time"
@@ -98,7 +99,7 @@ func (n *nemesis) tend() {
 			continue
 		}
 		_, member := s.byName(name)
-		if (s.healthyVoter(name) && n.c.AgentRunning(name)) || (!contains(n.spec, name) && !member) {
+		if (s.healthyVoter(name) && n.c.AgentRunning(name)) || (!slices.Contains(n.spec, name) && !member) {
 			delete(n.active, name)
 		}
 	}
@@ -115,7 +116,7 @@ func (n *nemesis) tend() {
 			continue
 		}
 		delete(n.startAt, name)
-		if contains(n.spec, name) && !n.c.AgentRunning(name) {
+		if slices.Contains(n.spec, name) && !n.c.AgentRunning(name) {
 			n.c.Start(name)
 		}
 	}
@@ -206,7 +207,7 @@ func (n *nemesis) candidates() ([]string, string) {
 		for _, v := range voters {
 			if v.Healthy && v.Name != "" && !down[v.Name] && v.Name != target {
 				healthyAll++
-				if contains(n.spec, v.Name) {
+				if slices.Contains(n.spec, v.Name) {
 					healthySpec++
 				}
 			}
@@ -333,7 +334,7 @@ func (n *nemesis) editSpec() string {
 		next = next[:size]
 	} else {
 		for _, m := range n.c.Members {
-			if len(next) < size && !contains(next, m.Name) {
+			if len(next) < size && !slices.Contains(next, m.Name) {
 				next = append(next, m.Name)
 			}
 		}
@@ -364,7 +365,7 @@ func matches(s sample, names []string) string {
 		return fmt.Sprintf("%d members, spec lists %d", len(s.Members), len(names))
 	}
 	for _, m := range s.Members {
-		if m.Name == "" || !contains(names, m.Name) {
+		if m.Name == "" || !slices.Contains(names, m.Name) {
 			return fmt.Sprintf("member %q (%x) not in the spec", m.Name, m.ID)
 		}
 		if m.Learner {
@@ -372,13 +373,4 @@ func matches(s sample, names []string) string {
 		}
 	}
 	return ""
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }

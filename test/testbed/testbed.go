@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -142,7 +143,7 @@ func (c *Cluster) WriteSpec(names ...string) {
 	var b strings.Builder
 	fmt.Fprintf(&b, "cluster:\n  name: itest\nmembers:\n")
 	for _, m := range c.Members {
-		if len(names) > 0 && !contains(names, m.Name) {
+		if len(names) > 0 && !slices.Contains(names, m.Name) {
 			continue
 		}
 		fmt.Fprintf(&b, "  - name: %s\n    peerURLs: [%q]\n    clientURLs: [%q]\n    agentAddr: %s:%d\n",
@@ -158,15 +159,6 @@ func (c *Cluster) WriteSpec(names ...string) {
 	if err := os.Rename(tmp, c.Spec); err != nil {
 		c.t.Fatalf("%v", err)
 	}
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 func (c *Cluster) Member(name string) Member {
@@ -320,7 +312,7 @@ func (c *Cluster) Client(names ...string) *clientv3.Client {
 	c.t.Helper()
 	var eps []string
 	for _, m := range c.Members {
-		if len(names) == 0 || contains(names, m.Name) {
+		if len(names) == 0 || slices.Contains(names, m.Name) {
 			eps = append(eps, m.ClientURL())
 		}
 	}
@@ -396,7 +388,7 @@ func exactVoters(ms []MemberInfo, names []string) (map[string]uint64, string) {
 			return nil, fmt.Sprintf("unstarted Member %x", m.ID)
 		case m.IsLearner:
 			return nil, fmt.Sprintf("learner %s (%x)", m.Name, m.ID)
-		case !contains(names, m.Name):
+		case !slices.Contains(names, m.Name):
 			return nil, fmt.Sprintf("extra Member %s", m.Name)
 		case !m.Healthy:
 			return nil, fmt.Sprintf("Member %s unhealthy", m.Name)
