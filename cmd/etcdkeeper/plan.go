@@ -2,10 +2,10 @@ package main
 
 import (
 	"fmt"
-	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/etcdkeeper/etcdkeeper/internal/model"
 	"github.com/etcdkeeper/etcdkeeper/internal/reconcile"
 	"github.com/etcdkeeper/etcdkeeper/internal/spec"
 )
@@ -36,7 +36,8 @@ Exit status: 0 when nothing is to be done, 2 when changes are pending, 1 on erro
 			if err != nil {
 				return fmt.Errorf("cannot observe the cluster through the spec's client URLs: %w", err)
 			}
-			obs := reconcile.ObservedFrom(view, nil, time.Now())
+			obs := view
+			model.Pending{}.Stamp(&obs)
 			step := reconcile.Plan(s.Members, obs, reconcile.Options{LearnerTimeout: s.Agent.LearnerTimeout.Duration})
 			diff := reconcile.Diff(s.Members, obs)
 			out := c.OutOrStdout()

@@ -6,12 +6,15 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strings"
 	"sync"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
 	"github.com/etcdkeeper/etcdkeeper/internal/cluster"
+	"github.com/etcdkeeper/etcdkeeper/internal/model"
+	"github.com/etcdkeeper/etcdkeeper/internal/reconcile"
 	"github.com/etcdkeeper/etcdkeeper/internal/spec"
 )
 
@@ -116,8 +119,8 @@ func noQuorumRows(ctx context.Context, cli *cluster.Client, s *spec.Spec, cause 
 }
 
 // addAgents shows each agent's own account next to its member.
-func addAgents(rows []statusRow, recs []cluster.AgentRecord) {
-	by := map[string]cluster.AgentRecord{}
+func addAgents(rows []statusRow, recs []model.AgentRecord) {
+	by := map[string]model.AgentRecord{}
 	for _, r := range recs {
 		by[r.Name] = r
 	}
@@ -130,43 +133,46 @@ func addAgents(rows []statusRow, recs []cluster.AgentRecord) {
 	}
 }
 
-func joinRows(s *spec.Spec, v cluster.View) ([]statusRow, bool, error) {
-	converged := true
-	seen := map[string]bool{}
+// joinRows is one row per live member and per missing spec member. The
+// spec and the cluster are matched, and their differences found, by the
+// same reconcile.Diff that plan prints and the agents act on: status and
+// plan cannot disagree.
+func joinRows(s *spec.Spec, v model.Cluster) ([]statusRow, bool, error) {
+	diff := reconcile.Diff(s.Members, v)
+	notes := map[uint64][]string{}
+	for _, d := range diff {
+		if d.MemberID != 0 && d.Kind != reconcile.DiffUnhealthy {
+			notes[d.MemberID] = append(notes[d.MemberID], d.Detail)
+		}
+	}
+	live, missing := reconcile.Matches(s.Members, v)
 	var rows []statusRow
-	for _, m := range v.Members {
-		r := statusRow{Name: m.Name, ID: fmt.Sprintf("%x", m.ID), InCluster: true, RaftTerm: m.RaftTerm, RaftIndex: m.RaftIndex, DBSize: m.DBSize, Version: m.Version}
-		_, r.InSpec = s.Lookup(m.Name)
-		seen[m.Name] = true
-		r.Role = role(v, m)
-		r.Health = "healthy"
+	for _, m := range live {
+		r := statusRow{Name: m.Label, ID: fmt.Sprintf("%x", m.ID), InSpec: m.Spec != nil, InCluster: true, RaftTerm: m.RaftTerm,
+			RaftIndex: m.RaftIndex, DBSize: m.DBSize, Version: m.Version, Role: role(v, m.Member), Health: "healthy"}
 		if !m.Healthy {
-			r.Health, r.Note = "down", m.Err
+			r.Health = "down"
+			if m.Err != "" {
+				notes[m.ID] = append([]string{m.Err}, notes[m.ID]...)
+			}
 		}
 		if len(m.ClientURLs) > 0 {
 			r.Endpoint = m.ClientURLs[0]
 		}
-		if !r.InSpec || m.IsLearner || !m.Healthy || m.Name == "" {
-			converged = false
-		}
-		if !r.InSpec && m.Name != "" {
-			r.Note = "not in the spec: will be removed"
-		}
+		r.Note = strings.Join(notes[m.ID], "; ")
 		rows = append(rows, r)
 	}
-	for _, m := range s.Members {
-		if !seen[m.Name] {
-			converged = false
-			rows = append(rows, statusRow{Name: m.Name, InSpec: true, Role: "-", Health: "absent", Endpoint: m.ClientURLs[0], Note: "in the spec, not a member yet: its agent joins it"})
-		}
+	for _, m := range missing {
+		rows = append(rows, statusRow{Name: m.Name, InSpec: true, Role: "-", Health: "absent", Endpoint: m.ClientURLs[0],
+			Note: "in the spec, not a member yet: its agent joins it"})
 	}
-	sort.Slice(rows, func(i, j int) bool { return rows[i].Name < rows[j].Name })
-	return rows, converged, nil
+	sort.SliceStable(rows, func(i, j int) bool { return rows[i].Name < rows[j].Name })
+	return rows, len(diff) == 0, nil
 }
 
-func role(v cluster.View, m cluster.MemberView) string {
+func role(v model.Cluster, m model.Member) string {
 	switch {
-	case m.Name == "":
+	case m.Unstarted():
 		return "unstarted"
 	case m.IsLearner:
 		return "learner"

@@ -3,11 +3,14 @@ package main
 import (
 	"bytes"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
-	"github.com/etcdkeeper/etcdkeeper/internal/cluster"
+	"github.com/etcdkeeper/etcdkeeper/internal/model"
+	"github.com/etcdkeeper/etcdkeeper/internal/reconcile"
 	"github.com/etcdkeeper/etcdkeeper/internal/spec"
 )
 
@@ -28,11 +31,11 @@ func TestStatusTable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v := cluster.View{ClusterID: 0xc1, LeaderID: 1, Members: []cluster.MemberView{
-		{ID: 1, Name: "node1", ClientURLs: []string{"http://127.0.0.1:2379"}, Healthy: true, RaftTerm: 2, RaftIndex: 120, DBSize: 20480, Version: "3.7.3"},
-		{ID: 2, Name: "node2", ClientURLs: []string{"http://127.0.0.2:2379"}, Err: "context deadline exceeded"},
-		{ID: 4, Name: "node4", ClientURLs: []string{"http://127.0.0.4:2379"}, Healthy: true, RaftTerm: 2, RaftIndex: 120, DBSize: 20480, Version: "3.7.3"},
-		{ID: 5, IsLearner: true},
+	v := model.Cluster{ClusterID: 0xc1, LeaderID: 1, Members: []model.Member{
+		{ID: 1, Name: "node1", PeerURLs: []string{"http://127.0.0.1:2380"}, ClientURLs: []string{"http://127.0.0.1:2379"}, Healthy: true, RaftTerm: 2, RaftIndex: 120, DBSize: 20480, Version: "3.7.3"},
+		{ID: 2, Name: "node2", PeerURLs: []string{"http://127.0.0.2:2380"}, ClientURLs: []string{"http://127.0.0.2:2379"}, Err: "context deadline exceeded"},
+		{ID: 4, Name: "node4", PeerURLs: []string{"http://127.0.0.4:2380"}, ClientURLs: []string{"http://127.0.0.4:2379"}, Healthy: true, RaftTerm: 2, RaftIndex: 120, DBSize: 20480, Version: "3.7.3"},
+		{ID: 5, IsLearner: true, PeerURLs: []string{"http://127.0.0.9:2380"}},
 	}}
 	rows, converged, err := joinRows(s, v)
 	if err != nil {
@@ -41,7 +44,7 @@ func TestStatusTable(t *testing.T) {
 	if converged {
 		t.Errorf("a cluster with a dead voter, a learner and an extra member reported as converged")
 	}
-	addAgents(rows, []cluster.AgentRecord{{Name: "node1", Phase: "running"}, {Name: "node4", Phase: "running"}})
+	addAgents(rows, []model.AgentRecord{{Name: "node1", Phase: "running"}, {Name: "node4", Phase: "running"}})
 	var out bytes.Buffer
 	if err := printRows(&out, rows, "table"); err != nil {
 		t.Fatal(err)
@@ -67,11 +70,43 @@ func TestStatusConverged(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var ms []cluster.MemberView
+	var ms []model.Member
 	for i, m := range s.Members {
-		ms = append(ms, cluster.MemberView{ID: uint64(i + 1), Name: m.Name, ClientURLs: m.ClientURLs, Healthy: true})
+		ms = append(ms, model.Member{ID: uint64(i + 1), Name: m.Name, PeerURLs: m.PeerURLs, ClientURLs: m.ClientURLs, Healthy: true})
 	}
-	if _, converged, _ := joinRows(s, cluster.View{LeaderID: 1, Members: ms}); !converged {
+	if _, converged, _ := joinRows(s, model.Cluster{LeaderID: 1, Members: ms}); !converged {
 		t.Errorf("a cluster that matches the spec is reported as differing")
+	}
+}
+
+// TestStatusAgreesWithPlan: an unstarted entry with a spec member's peer
+// URLs is that member, not an extra one — for status as for plan.
+func TestStatusAgreesWithPlan(t *testing.T) {
+	s, err := spec.Parse([]byte(statusSpec), "spec.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := model.Cluster{LeaderID: 1, Members: []model.Member{
+		{ID: 1, Name: "node1", PeerURLs: []string{"http://127.0.0.1:2380"}, ClientURLs: []string{"http://127.0.0.1:2379"}, Healthy: true},
+		{ID: 2, Name: "node2", PeerURLs: []string{"http://127.0.0.2:2380"}, ClientURLs: []string{"http://127.0.0.2:2379"}, Healthy: true},
+		{ID: 3, PeerURLs: []string{"http://127.0.0.3:2380"}, IsLearner: true},
+	}}
+	rows, converged, err := joinRows(s, v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if converged {
+		t.Errorf("an unstarted member reported as converged")
+	}
+	var got []string
+	for _, r := range rows {
+		got = append(got, fmt.Sprintf("%s/%s/inspec=%v", r.Name, r.Role, r.InSpec))
+	}
+	want := "node1/leader/inspec=true node2/voter/inspec=true node3/unstarted/inspec=true"
+	if strings.Join(got, " ") != want {
+		t.Errorf("rows = %s, want %s", strings.Join(got, " "), want)
+	}
+	if step := reconcile.Plan(s.Members, v, reconcile.Options{}); step.Kind != reconcile.StepWait || !strings.Contains(step.Reason, "node3 added but not started") {
+		t.Errorf("plan = %s %q, want a wait for node3's agent", step.Kind, step.Reason)
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/etcdkeeper/etcdkeeper/internal/cluster"
 	"github.com/etcdkeeper/etcdkeeper/internal/etcdproc"
 	"github.com/etcdkeeper/etcdkeeper/internal/metrics"
+	"github.com/etcdkeeper/etcdkeeper/internal/model"
 	"github.com/etcdkeeper/etcdkeeper/internal/spec"
 )
 
@@ -60,7 +61,7 @@ type Agent struct {
 	lastSaid  string
 	// pendingSince remembers since when each learner or unstarted member
 	// has been pending, for the learner timeout.
-	pendingSince map[uint64]time.Time
+	pendingSince model.Pending
 	presence     *cluster.Presence
 	// settings are the etcd flags (bootstrap flags aside) the running etcd
 	// was started with; a spec edit that changes them restarts etcd.

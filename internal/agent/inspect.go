@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/etcdkeeper/etcdkeeper/internal/reconcile"
+	"github.com/etcdkeeper/etcdkeeper/internal/model"
 	"github.com/etcdkeeper/etcdkeeper/internal/repair"
 )
 
@@ -20,27 +20,27 @@ const inspectTimeout = 10 * time.Minute
 // inspect checks the data dir offline with etcd's own WAL and bbolt code,
 // in a child process ("etcdkeeper inspect"): a damaged db page can crash
 // bbolt, and that must not take the agent down.
-func (a *Agent) inspect(ctx context.Context) reconcile.Data {
+func (a *Agent) inspect(ctx context.Context) model.Data {
 	_, self := a.Spec()
 	r, err := a.inspectChild(ctx, self.DataDir)
 	if err != nil {
-		return reconcile.Data{Kind: reconcile.DataUnreadable, Reason: err.Error()}
+		return model.Data{Kind: model.DataUnreadable, Reason: err.Error()}
 	}
-	d := reconcile.Data{ClusterID: r.ClusterID, MemberID: r.MemberID, Reason: r.Reason}
+	d := model.Data{ClusterID: r.ClusterID, MemberID: r.MemberID, Reason: r.Reason}
 	switch r.State {
 	case repair.DirHealthy, repair.DirTornTail:
 		// etcd cuts a torn WAL tail itself on start (keeping a .broken copy).
-		d.Kind = reconcile.DataHealthy
+		d.Kind = model.DataHealthy
 	case repair.DirCorrupt:
-		d.Kind = reconcile.DataCorrupt
+		d.Kind = model.DataCorrupt
 	case repair.DirLocked:
-		d.Kind = reconcile.DataLocked
+		d.Kind = model.DataLocked
 	case repair.DirUnreadable:
 		// Permissions look like corruption to a careless reader: never
 		// treat them as empty or corrupt.
-		d.Kind = reconcile.DataUnreadable
+		d.Kind = model.DataUnreadable
 	default:
-		d.Kind = reconcile.DataEmpty
+		d.Kind = model.DataEmpty
 	}
 	return d
 }

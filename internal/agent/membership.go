@@ -5,11 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/etcdkeeper/etcdkeeper/internal/cluster"
+	"github.com/etcdkeeper/etcdkeeper/internal/model"
 	"github.com/etcdkeeper/etcdkeeper/internal/reconcile"
 )
 
@@ -53,7 +53,7 @@ func (a *Agent) reconcileMembership(ctx context.Context) (string, error) {
 }
 
 // planNow observes the cluster and asks reconcile.Plan.
-func (a *Agent) planNow(ctx context.Context) (reconcile.Step, cluster.View, error) {
+func (a *Agent) planNow(ctx context.Context) (reconcile.Step, model.Cluster, error) {
 	s, _ := a.Spec()
 	view, err := a.client.Observe(ctx)
 	if err != nil {
@@ -66,18 +66,19 @@ func (a *Agent) planNow(ctx context.Context) (reconcile.Step, cluster.View, erro
 
 // observed turns the view into Plan's input, remembering since when each
 // learner or unstarted member has been pending.
-func (a *Agent) observed(v cluster.View) reconcile.Observed {
+func (a *Agent) observed(v model.Cluster) model.Cluster {
 	if a.pendingSince == nil {
-		a.pendingSince = map[uint64]time.Time{}
+		a.pendingSince = model.Pending{}
 	}
-	return reconcile.ObservedFrom(v, a.pendingSince, time.Now())
+	a.pendingSince.Stamp(&v)
+	return v
 }
 
 // specDisagrees holds back the removal of a member while a live agent
 // runs a spec that still lists it: the spec file reaches hosts at
 // different times, and removing a member some host still wants would make
 // the two fight.
-func (a *Agent) specDisagrees(ctx context.Context, step reconcile.Step, _ cluster.View) string {
+func (a *Agent) specDisagrees(ctx context.Context, step reconcile.Step, _ model.Cluster) string {
 	if step.Kind != reconcile.StepRemove || step.Name == "" {
 		return ""
 	}
@@ -98,8 +99,8 @@ func (a *Agent) specDisagrees(ctx context.Context, step reconcile.Step, _ cluste
 }
 
 // act carries out one membership change.
-func (a *Agent) act(ctx context.Context, step reconcile.Step, view cluster.View) error {
-	healthy, voters := healthyVoters(view)
+func (a *Agent) act(ctx context.Context, step reconcile.Step, view model.Cluster) error {
+	voters, healthy := view.Voters(0)
 	fields := []zap.Field{zap.Stringer("kind", step.Kind), zap.String("target", step.Name),
 		zap.String("target-id", fmt.Sprintf("%x", step.MemberID)), zap.String("reason", step.Reason),
 		zap.Int("healthy-voters", healthy), zap.Int("voters", voters)}
@@ -128,19 +129,6 @@ func (a *Agent) act(ctx context.Context, step reconcile.Step, view cluster.View)
 	return nil
 }
 
-func healthyVoters(v cluster.View) (healthy, voters int) {
-	for _, m := range v.Members {
-		if m.IsLearner {
-			continue
-		}
-		voters++
-		if m.Healthy {
-			healthy++
-		}
-	}
-	return healthy, voters
-}
-
 // publish keeps this agent's record in the cluster current.
 func (a *Agent) publish(ctx context.Context) {
 	s, self := a.Spec()
@@ -156,7 +144,7 @@ func (a *Agent) publish(ctx context.Context) {
 		a.presence = p
 	}
 	st := a.Status()
-	rec := cluster.AgentRecord{Name: self.Name, Generation: s.Generation, Members: s.Names(), Phase: st.Phase, Addr: self.AgentAddr}
+	rec := model.AgentRecord{Name: self.Name, Generation: s.Generation, Members: s.Names(), Phase: st.Phase, Addr: self.AgentAddr}
 	if err := a.presence.Publish(ctx, s.Cluster.Name, rec); err != nil {
 		a.lg.Debug("publish agent record", zap.Error(err))
 	}

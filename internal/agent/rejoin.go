@@ -15,6 +15,7 @@ import (
 
 	"github.com/etcdkeeper/etcdkeeper/internal/cluster"
 	"github.com/etcdkeeper/etcdkeeper/internal/etcdproc"
+	"github.com/etcdkeeper/etcdkeeper/internal/model"
 	"github.com/etcdkeeper/etcdkeeper/internal/reconcile"
 	"github.com/etcdkeeper/etcdkeeper/internal/repair"
 )
@@ -39,7 +40,7 @@ const (
 // data is the data dir as inspected in this pass: only this agent changes
 // it, so it is not inspected again under the lock (a full check of a large
 // db takes a while).
-func (a *Agent) rejoin(ctx context.Context, data reconcile.Data) (string, error) {
+func (a *Agent) rejoin(ctx context.Context, data model.Data) (string, error) {
 	if err := a.takeLock(ctx); err != nil {
 		if errors.Is(err, cluster.ErrLocked) {
 			return "waiting: another agent holds the cluster lock", nil
@@ -68,7 +69,7 @@ func (a *Agent) rejoin(ctx context.Context, data reconcile.Data) (string, error)
 	if err != nil {
 		return "rejoin: journal", err
 	}
-	steps := []func(context.Context, *repair.Journal, reconcile.StartDecision, *cluster.View) error{
+	steps := []func(context.Context, *repair.Journal, reconcile.StartDecision, *model.Cluster) error{
 		a.stepPrecheck, a.stepSnapshot, a.stepRemove, a.stepMove, a.stepAddAndStart,
 	}
 	for _, step := range steps {
@@ -126,7 +127,7 @@ func (a *Agent) advance(j *repair.Journal, step string, f ...zap.Field) error {
 // stepPrecheck proves that the data can be moved aside before anything
 // changes: a repair that removed the member and then could not move its
 // data would stop half-way.
-func (a *Agent) stepPrecheck(_ context.Context, _ *repair.Journal, d reconcile.StartDecision, _ *cluster.View) error {
+func (a *Agent) stepPrecheck(_ context.Context, _ *repair.Journal, d reconcile.StartDecision, _ *model.Cluster) error {
 	if !d.MoveData {
 		return nil
 	}
@@ -137,7 +138,7 @@ func (a *Agent) stepPrecheck(_ context.Context, _ *repair.Journal, d reconcile.S
 // stepSnapshot keeps a snapshot of the cluster's keyspace from a healthy
 // peer before anything is changed: the last line of defence if the repair
 // goes wrong.
-func (a *Agent) stepSnapshot(ctx context.Context, j *repair.Journal, d reconcile.StartDecision, v *cluster.View) error {
+func (a *Agent) stepSnapshot(ctx context.Context, j *repair.Journal, d reconcile.StartDecision, v *model.Cluster) error {
 	s, self := a.Spec()
 	if !d.Repair || j.SnapshotPath != "" || (s.Repair.Snapshot != nil && !*s.Repair.Snapshot) {
 		return nil
@@ -162,7 +163,7 @@ func (a *Agent) stepSnapshot(ctx context.Context, j *repair.Journal, d reconcile
 
 // stepRemove removes this host's stale entry: remove before add, since
 // etcd refuses adds while a voter is down.
-func (a *Agent) stepRemove(ctx context.Context, j *repair.Journal, d reconcile.StartDecision, _ *cluster.View) error {
+func (a *Agent) stepRemove(ctx context.Context, j *repair.Journal, d reconcile.StartDecision, _ *model.Cluster) error {
 	if d.StaleID == 0 {
 		return nil
 	}
@@ -177,7 +178,7 @@ func (a *Agent) stepRemove(ctx context.Context, j *repair.Journal, d reconcile.S
 
 // stepMove moves the unusable data dir aside, on its own filesystem; it is
 // kept, never deleted.
-func (a *Agent) stepMove(_ context.Context, j *repair.Journal, d reconcile.StartDecision, _ *cluster.View) error {
+func (a *Agent) stepMove(_ context.Context, j *repair.Journal, d reconcile.StartDecision, _ *model.Cluster) error {
 	if !d.MoveData {
 		return nil
 	}
@@ -200,7 +201,7 @@ func (a *Agent) stepMove(_ context.Context, j *repair.Journal, d reconcile.Start
 // stepAddAndStart adds this host as a learner (or takes over an unstarted
 // entry with its peer URLs) and starts etcd to join with the member list
 // the cluster returned.
-func (a *Agent) stepAddAndStart(ctx context.Context, j *repair.Journal, d reconcile.StartDecision, v *cluster.View) error {
+func (a *Agent) stepAddAndStart(ctx context.Context, j *repair.Journal, d reconcile.StartDecision, v *model.Cluster) error {
 	_, self := a.Spec()
 	id := d.ReuseID
 	members := viewToPB(v)
@@ -245,7 +246,7 @@ func InitialCluster(members []*etcdserverpb.Member, newID uint64, self string) s
 	return strings.Join(parts, ",")
 }
 
-func viewToPB(v *cluster.View) []*etcdserverpb.Member {
+func viewToPB(v *model.Cluster) []*etcdserverpb.Member {
 	out := make([]*etcdserverpb.Member, 0, len(v.Members))
 	for _, m := range v.Members {
 		out = append(out, &etcdserverpb.Member{ID: m.ID, Name: m.Name, PeerURLs: m.PeerURLs, ClientURLs: m.ClientURLs, IsLearner: m.IsLearner})

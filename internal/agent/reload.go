@@ -11,7 +11,6 @@ import (
 
 	"github.com/etcdkeeper/etcdkeeper/internal/cluster"
 	"github.com/etcdkeeper/etcdkeeper/internal/etcdproc"
-	"github.com/etcdkeeper/etcdkeeper/internal/reconcile"
 	"github.com/etcdkeeper/etcdkeeper/internal/spec"
 )
 
@@ -124,7 +123,7 @@ func (a *Agent) rollingRestart(ctx context.Context, memberID uint64) (string, er
 	if err != nil {
 		return "waiting: etcd settings changed; cannot observe the cluster to restart safely", nil
 	}
-	if ok, detail := reconcile.QuorumWithout(&view, memberID); !ok && len(view.Members) > 1 {
+	if ok, detail := view.QuorumWithout(memberID); !ok && len(view.Members) > 1 {
 		return "waiting: etcd settings changed; not restarting while the others have " + detail, nil
 	}
 	if err := a.takeLock(ctx); err != nil {

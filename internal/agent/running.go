@@ -9,7 +9,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/etcdkeeper/etcdkeeper/internal/cluster"
-	"github.com/etcdkeeper/etcdkeeper/internal/reconcile"
+	"github.com/etcdkeeper/etcdkeeper/internal/model"
 	"github.com/etcdkeeper/etcdkeeper/internal/repair"
 )
 
@@ -112,7 +112,7 @@ func (a *Agent) recordMarker(clusterID, memberID uint64) error {
 	if m != nil && m.ClusterID == clusterID && m.MemberID == memberID {
 		return nil
 	}
-	if err := a.saveMarker(reconcile.Marker{ClusterID: clusterID, MemberID: memberID}); err != nil {
+	if err := a.saveMarker(model.Marker{ClusterID: clusterID, MemberID: memberID}); err != nil {
 		return err
 	}
 	a.lg.Info("member identity recorded", zap.String("cluster-id", fmt.Sprintf("%x", clusterID)), zap.String("member-id", fmt.Sprintf("%x", memberID)))
@@ -167,15 +167,15 @@ func (a *Agent) notAnswering(ctx context.Context) (string, error) {
 
 // othersHaveQuorum: the voters other than the local member form a healthy
 // quorum of the voters without it.
-func (a *Agent) othersHaveQuorum(v cluster.View) bool {
+func (a *Agent) othersHaveQuorum(v model.Cluster) bool {
 	_, self := a.Spec()
 	for _, m := range v.Members {
 		if m.Name == self.Name {
-			ok, _ := reconcile.QuorumWithout(&v, m.ID)
+			ok, _ := v.QuorumWithout(m.ID)
 			return ok
 		}
 	}
-	ok, _ := reconcile.QuorumWithout(&v, 0)
+	ok, _ := v.QuorumWithout(0)
 	return ok
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/etcdkeeper/etcdkeeper/internal/cluster"
 	"github.com/etcdkeeper/etcdkeeper/internal/etcdproc"
+	"github.com/etcdkeeper/etcdkeeper/internal/model"
 	"github.com/etcdkeeper/etcdkeeper/internal/reconcile"
 	"github.com/etcdkeeper/etcdkeeper/internal/repair"
 	"github.com/etcdkeeper/etcdkeeper/internal/spec"
@@ -102,7 +103,7 @@ func (a *Agent) start(ctx context.Context) (string, error) {
 // decideStart observes the marker and the cluster and, with the inspected
 // data dir, asks
 // reconcile.DecideStart.
-func (a *Agent) decideStart(ctx context.Context, data reconcile.Data) (reconcile.StartDecision, *cluster.View, error) {
+func (a *Agent) decideStart(ctx context.Context, data model.Data) (reconcile.StartDecision, *model.Cluster, error) {
 	s, self := a.Spec()
 	in := reconcile.StartInput{Self: self, SpecSize: len(s.Members)}
 	_, in.InSpec = s.Lookup(self.Name)
@@ -121,7 +122,7 @@ func (a *Agent) decideStart(ctx context.Context, data reconcile.Data) (reconcile
 		// observe, and no call needs to wait out its deadline.
 	} else if v, err := a.client.Observe(ctx); err == nil {
 		in.Cluster = &v
-	} else if in.Data.Kind == reconcile.DataEmpty {
+	} else if in.Data.Kind == model.DataEmpty {
 		// Only an empty data dir may lead to forming a new cluster: make
 		// sure nobody is there before that.
 		in.PeerAnswered = a.client.AnyPeerAnswers(ctx, a.peerEndpoints())

@@ -7,7 +7,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/etcdkeeper/etcdkeeper/internal/reconcile"
+	"github.com/etcdkeeper/etcdkeeper/internal/model"
 	"github.com/etcdkeeper/etcdkeeper/internal/repair"
 )
 
@@ -22,7 +22,7 @@ func (a *Agent) statePath(name string) string {
 	return filepath.Join(self.StateDir, name)
 }
 
-func (a *Agent) loadMarker() (*reconcile.Marker, error) {
+func (a *Agent) loadMarker() (*model.Marker, error) {
 	b, err := os.ReadFile(a.statePath(markerFile))
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
@@ -30,14 +30,14 @@ func (a *Agent) loadMarker() (*reconcile.Marker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read marker: %w", err)
 	}
-	var m reconcile.Marker
+	var m model.Marker
 	if err := json.Unmarshal(b, &m); err != nil {
 		return nil, fmt.Errorf("parse marker %s: %w", a.statePath(markerFile), err)
 	}
 	return &m, nil
 }
 
-func (a *Agent) saveMarker(m reconcile.Marker) error {
+func (a *Agent) saveMarker(m model.Marker) error {
 	b, err := json.MarshalIndent(m, "", "  ")
 	if err != nil {
 		return fmt.Errorf("encode marker: %w", err)

@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/etcdkeeper/etcdkeeper/internal/cluster"
 	"github.com/etcdkeeper/etcdkeeper/internal/metrics"
+	"github.com/etcdkeeper/etcdkeeper/internal/model"
 )
 
 // Status is the agent's view of its member, for logs, /status and systemd.
@@ -88,8 +88,8 @@ func (a *Agent) noteLocal(id, clusterID, leader uint64, learner bool) {
 }
 
 // noteView records the cluster as last observed.
-func (a *Agent) noteView(v cluster.View) {
-	healthy, voters := healthyVoters(v)
+func (a *Agent) noteView(v model.Cluster) {
+	voters, healthy := v.Voters(0)
 	leader := ""
 	if m, ok := v.Member(v.LeaderID); ok {
 		leader = m.Name

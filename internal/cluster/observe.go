@@ -6,58 +6,24 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/etcdkeeper/etcdkeeper/internal/model"
 )
-
-// MemberView is one member as the cluster reports it, with the answer of
-// its own status endpoint.
-type MemberView struct {
-	ID         uint64
-	Name       string // "" when added but never started
-	PeerURLs   []string
-	ClientURLs []string
-	IsLearner  bool
-	// Healthy: its status endpoint answered within the deadline and it
-	// knows a leader.
-	Healthy   bool
-	Leader    uint64
-	RaftIndex uint64
-	RaftTerm  uint64
-	DBSize    int64
-	Version   string
-	Alarms    []string
-	Err       string
-}
-
-// View is the cluster as observed now.
-type View struct {
-	ClusterID uint64
-	LeaderID  uint64
-	Members   []MemberView
-}
-
-// Member returns the member with id.
-func (v View) Member(id uint64) (MemberView, bool) {
-	for _, m := range v.Members {
-		if m.ID == id {
-			return m, true
-		}
-	}
-	return MemberView{}, false
-}
 
 // Observe lists the members (linearizably: it fails without a leader) and
 // asks each for its status, in parallel and with deadlines, so that a dead
 // member costs one timeout, not one per member.
-func (c *Client) Observe(ctx context.Context) (View, error) {
+func (c *Client) Observe(ctx context.Context) (model.Cluster, error) {
 	clusterID, members, err := c.Members(ctx)
 	if err != nil {
-		return View{}, err
+		return model.Cluster{}, err
 	}
-	v := View{ClusterID: clusterID, Members: make([]MemberView, len(members))}
+	v := model.Cluster{ClusterID: clusterID, Members: make([]model.Member, len(members)), Now: time.Now()}
 	var wg sync.WaitGroup
 	for i, m := range members {
 		v.Members[i] = fromPB(m)
@@ -66,17 +32,17 @@ func (c *Client) Observe(ctx context.Context) (View, error) {
 			continue
 		}
 		wg.Add(1)
-		go func(mv *MemberView, endpoint string) {
+		go func(mv *model.Member, endpoint string) {
 			defer wg.Done()
 			c.fillStatus(ctx, mv, endpoint)
 		}(&v.Members[i], m.ClientURLs[0])
 	}
 	wg.Wait()
-	v.LeaderID = leaderOf(v.Members)
+	v.LeaderID = model.LeaderOf(v.Members)
 	return v, nil
 }
 
-func (c *Client) fillStatus(ctx context.Context, mv *MemberView, endpoint string) {
+func (c *Client) fillStatus(ctx context.Context, mv *model.Member, endpoint string) {
 	// A member that is down refuses the connection at once, but the
 	// client's retries would wait out the whole deadline: ask TCP first.
 	if !AnyListening(ctx, []string{endpoint}) {
@@ -101,35 +67,19 @@ func (c *Client) fillStatus(ctx context.Context, mv *MemberView, endpoint string
 	mv.DBSize = st.DbSize
 	mv.Version = st.Version
 	mv.Alarms = append(mv.Alarms, st.Errors...)
-	mv.Healthy = st.Leader != 0 && len(st.Errors) == 0
-}
-
-// leaderOf is the leader that most members agree on.
-func leaderOf(ms []MemberView) uint64 {
-	votes := map[uint64]int{}
-	var best uint64
-	for _, m := range ms {
-		if m.Leader == 0 {
-			continue
-		}
-		votes[m.Leader]++
-		if votes[m.Leader] > votes[best] {
-			best = m.Leader
-		}
-	}
-	return best
+	mv.Healthy = model.Healthy(mv.ID, st.Header.MemberId, st.Leader, mv.Alarms)
 }
 
 // fromPB converts a member. A member that never started has no client
 // URLs; a member of the initial cluster carries its name from
 // --initial-cluster even then, so the name is cleared: "unstarted" means
 // one thing everywhere (Name == "").
-func fromPB(m *etcdserverpb.Member) MemberView {
+func fromPB(m *etcdserverpb.Member) model.Member {
 	name := m.Name
 	if len(m.ClientURLs) == 0 {
 		name = ""
 	}
-	return MemberView{
+	return model.Member{
 		ID:         m.ID,
 		Name:       name,
 		PeerURLs:   append([]string(nil), m.PeerURLs...),

@@ -9,19 +9,13 @@ import (
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdkeeper/etcdkeeper/internal/model"
 )
 
-// AgentRecord is what each live agent publishes about itself under
+// An agent's record (model.AgentRecord) lives under
 // /etcdkeeper/<cluster>/agents/<name>, bound to a lease: it disappears
 // when the agent dies.
-type AgentRecord struct {
-	Name       string   `json:"name"`
-	Generation string   `json:"generation"`
-	Members    []string `json:"members"`
-	Phase      string   `json:"phase"`
-	Decision   string   `json:"decision"`
-	Addr       string   `json:"addr,omitempty"`
-}
 
 // AgentsKey is the prefix of the agents' records.
 func AgentsKey(clusterName string) string { return "/etcdkeeper/" + clusterName + "/agents/" }
@@ -97,7 +91,7 @@ func (p *Presence) call(ctx context.Context, what string, f func(context.Context
 }
 
 // Publish refreshes the lease and writes the record when it changed.
-func (p *Presence) Publish(ctx context.Context, clusterName string, r AgentRecord) error {
+func (p *Presence) Publish(ctx context.Context, clusterName string, r model.AgentRecord) error {
 	if err := p.refresh(ctx); err != nil {
 		return err
 	}
@@ -135,7 +129,7 @@ func (p *Presence) Close() error {
 }
 
 // Agents reads the records of the live agents.
-func (c *Client) Agents(ctx context.Context, clusterName string) ([]AgentRecord, error) {
+func (c *Client) Agents(ctx context.Context, clusterName string) ([]model.AgentRecord, error) {
 	ctx, cancel := c.ctx(ctx)
 	defer cancel()
 	cli, err := c.conn()
@@ -146,9 +140,9 @@ func (c *Client) Agents(ctx context.Context, clusterName string) ([]AgentRecord,
 	if err != nil {
 		return nil, fmt.Errorf("read agent records: %w", err)
 	}
-	out := make([]AgentRecord, 0, len(resp.Kvs))
+	out := make([]model.AgentRecord, 0, len(resp.Kvs))
 	for _, kv := range resp.Kvs {
-		var r AgentRecord
+		var r model.AgentRecord
 		if err := json.Unmarshal(kv.Value, &r); err != nil {
 			continue
 		}

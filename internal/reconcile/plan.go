@@ -6,31 +6,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/etcdkeeper/etcdkeeper/internal/model"
 	"github.com/etcdkeeper/etcdkeeper/internal/spec"
 )
-
-// MemberState is one member of the live cluster as the agent observed it.
-type MemberState struct {
-	ID         uint64
-	Name       string // "" when unstarted (added but never started)
-	PeerURLs   []string
-	ClientURLs []string
-	IsLearner  bool
-	// Healthy: the member answered a status call within the deadline.
-	Healthy bool
-	// RaftIndex is the applied index from its status (0 if unknown).
-	RaftIndex uint64
-	// PendingSince is when the agent first saw the member as a learner or
-	// unstarted; zero if it is neither.
-	PendingSince time.Time
-}
-
-// Observed is the live cluster at one instant.
-type Observed struct {
-	Members  []MemberState
-	LeaderID uint64 // 0 = no leader known
-	Now      time.Time
-}
 
 // Options tunes Plan.
 type Options struct {
@@ -92,7 +70,7 @@ type Step struct {
 // rule checks its own safety, so a blocked removal does not hold back, say,
 // a peer URL fix. If nothing is safe, Plan returns the first blocked change
 // as StepWait.
-func Plan(desired []spec.Member, obs Observed, opt Options) Step {
+func Plan(desired []spec.Member, obs model.Cluster, opt Options) Step {
 	v := newPlanView(desired, obs)
 	if len(v.members) == 0 {
 		return waitStep("waiting: no members observed")
@@ -173,7 +151,7 @@ func removeStalePending(v *planView, opt Options) (Step, bool) {
 func removeDeadExtra(v *planView, _ Options) (Step, bool) {
 	dead := v.extras(func(m planMember) bool { return !m.serving() })
 	return v.firstRemovable(dead, func(m planMember) string {
-		if m.unstarted() {
+		if m.Unstarted() {
 			return "not in the spec, never started"
 		}
 		return "not in the spec, unhealthy"
@@ -256,7 +234,7 @@ func (v *planView) idle() Step {
 	for _, m := range v.members {
 		switch {
 		case m.spec == nil: // extras are the rules' business
-		case m.unstarted():
+		case m.Unstarted():
 			notes = append(notes, note{m.label, fmt.Sprintf(
 				"%s added but not started%s; its agent starts it", m.label, v.pendingSuffix(m))})
 		case m.IsLearner:
@@ -323,7 +301,7 @@ func (v *planView) removalBlocker(m planMember) string {
 	// Plan never removes a started voter the spec lists: a dead one is its
 	// own agent's to repair, and losing a healthy one shrinks the cluster
 	// below its spec.
-	if m.spec != nil && !m.IsLearner && !m.unstarted() {
+	if m.spec != nil && !m.IsLearner && !m.Unstarted() {
 		return "it is a started voter in the spec"
 	}
 	// A learner does not vote: its removal leaves the quorum as it is.
@@ -338,7 +316,7 @@ func (v *planView) removalBlocker(m planMember) string {
 	if m.serving() {
 		left--
 	}
-	if need := voterQuorum(total - 1); left < need {
+	if need := model.Quorum(total - 1); left < need {
 		reason := fmt.Sprintf("removing it would leave %d of %s healthy, below quorum %d",
 			left, pluralCount(total-1, "voter"), need)
 		if down := v.unhealthyVoters(m.ID); len(down) > 0 {
@@ -375,7 +353,7 @@ func (v *planView) moveLeaderOff(m planMember, why string) Step {
 	}
 }
 
-func noLeaderReason(obs Observed, v *planView) string {
+func noLeaderReason(obs model.Cluster, v *planView) string {
 	if obs.LeaderID == 0 {
 		return "waiting: no leader; a membership change needs one"
 	}
@@ -388,9 +366,6 @@ func noLeaderReason(obs Observed, v *planView) string {
 }
 
 func waitStep(reason string) Step { return Step{Kind: StepWait, Reason: reason} }
-
-// voterQuorum is the number of voters raft needs to commit.
-func voterQuorum(voters int) int { return voters/2 + 1 }
 
 // trueFirst orders true before false.
 func trueFirst(a bool) int {
@@ -434,18 +409,19 @@ type planView struct {
 	missing []spec.Member // spec members with no live member, sorted by name
 	leader  *planMember   // nil unless the reported leader is a started voter
 	now     time.Time
+	cluster model.Cluster
 }
 
 // planMember is a live member and the spec entry it matches, if any.
 type planMember struct {
-	MemberState
+	model.Member
 	spec  *spec.Member // nil when the spec does not list it
 	label string       // how reasons name it
 }
 
 // serving: started and answering. An unstarted member cannot answer a
 // status call, whatever the observation says.
-func (m planMember) serving() bool   { return m.Healthy && !m.unstarted() }
+func (m planMember) serving() bool   { return m.Healthy && !m.Unstarted() }
 func (m planMember) unstarted() bool { return m.Name == "" }
 
 // name is the member's name, or its spec name while it is unstarted.
@@ -457,7 +433,7 @@ func (m planMember) name() string {
 }
 
 func (m planMember) pendingKind() string {
-	if m.unstarted() {
+	if m.Unstarted() {
 		return "unstarted"
 	}
 	return "learner"
@@ -465,7 +441,7 @@ func (m planMember) pendingKind() string {
 
 // pendingPast: a learner or unstarted member pending longer than timeout.
 func (m planMember) pendingPast(now time.Time, timeout time.Duration) bool {
-	if !m.IsLearner && !m.unstarted() {
+	if !m.IsLearner && !m.Unstarted() {
 		return false
 	}
 	return timeout > 0 && !m.PendingSince.IsZero() && now.Sub(m.PendingSince) > timeout
@@ -537,16 +513,7 @@ func (v *planView) urlOwner(urls []string, except uint64) (planMember, bool) {
 }
 
 func (v *planView) voterCounts() (total, healthy int) {
-	for _, m := range v.members {
-		if m.IsLearner {
-			continue
-		}
-		total++
-		if m.serving() {
-			healthy++
-		}
-	}
-	return total, healthy
+	return v.cluster.Voters(0)
 }
 
 // unhealthyVoters names the voters other than except that are not serving.
@@ -562,11 +529,11 @@ func (v *planView) unhealthyVoters(except uint64) []string {
 
 // newPlanView matches live members to spec members. The result does not
 // depend on the order of either input.
-func newPlanView(desired []spec.Member, obs Observed) *planView {
+func newPlanView(desired []spec.Member, obs model.Cluster) *planView {
 	specs := slices.Clone(desired)
 	slices.SortStableFunc(specs, func(a, b spec.Member) int { return strings.Compare(a.Name, b.Name) })
 	live := slices.Clone(obs.Members)
-	slices.SortStableFunc(live, func(a, b MemberState) int { return compareIDs(a.ID, b.ID) })
+	slices.SortStableFunc(live, func(a, b model.Member) int { return compareIDs(a.ID, b.ID) })
 
 	matched := make([]*spec.Member, len(live))
 	var missing []spec.Member
@@ -585,9 +552,9 @@ func newPlanView(desired []spec.Member, obs Observed) *planView {
 		}
 	}
 
-	v := &planView{missing: missing, now: obs.Now}
+	v := &planView{missing: missing, now: obs.Now, cluster: obs}
 	for i, m := range live {
-		v.members = append(v.members, planMember{MemberState: m, spec: matched[i], label: memberLabel(m, matched[i])})
+		v.members = append(v.members, planMember{Member: m, spec: matched[i], label: memberLabel(m, matched[i])})
 	}
 	slices.SortStableFunc(v.members, func(a, b planMember) int {
 		if c := strings.Compare(a.label, b.label); c != 0 {
@@ -596,7 +563,7 @@ func newPlanView(desired []spec.Member, obs Observed) *planView {
 		return compareIDs(a.ID, b.ID)
 	})
 	for i, m := range v.members {
-		if m.ID == obs.LeaderID && obs.LeaderID != 0 && !m.IsLearner && !m.unstarted() {
+		if m.ID == obs.LeaderID && obs.LeaderID != 0 && !m.IsLearner && !m.Unstarted() {
 			v.leader = &v.members[i]
 		}
 	}
@@ -607,7 +574,7 @@ func newPlanView(desired []spec.Member, obs Observed) *planView {
 // There can be two while a host rejoins (its old entry and its new learner):
 // both belong to s, never extra, because removing the stale one is that
 // host's agent's job (its rejoin path) and Plan must not race it.
-func matchSpecByName(s spec.Member, live []MemberState) []int {
+func matchSpecByName(s spec.Member, live []model.Member) []int {
 	var js []int
 	for j, m := range live {
 		if m.Name != "" && m.Name == s.Name {
@@ -620,7 +587,7 @@ func matchSpecByName(s spec.Member, live []MemberState) []int {
 // matchSpecUnstarted returns the index of an unstarted live member sharing a
 // peer URL with s, or -1. etcd refuses two members with one peer URL, so a
 // shared URL identifies the member before it has a name.
-func matchSpecUnstarted(s spec.Member, live []MemberState, matched []*spec.Member) int {
+func matchSpecUnstarted(s spec.Member, live []model.Member, matched []*spec.Member) int {
 	for j, m := range live {
 		if matched[j] != nil || m.Name != "" {
 			continue
@@ -634,7 +601,7 @@ func matchSpecUnstarted(s spec.Member, live []MemberState, matched []*spec.Membe
 	return -1
 }
 
-func memberLabel(m MemberState, s *spec.Member) string {
+func memberLabel(m model.Member, s *spec.Member) string {
 	switch {
 	case m.Name != "":
 		return m.Name
@@ -712,7 +679,7 @@ func (d DiffLine) String() string {
 // Diff lists every difference between the spec and the cluster, sorted by
 // name, then member ID, then kind. An empty result means they match and
 // every member is healthy. Members the spec does not list get one line.
-func Diff(desired []spec.Member, obs Observed) []DiffLine {
+func Diff(desired []spec.Member, obs model.Cluster) []DiffLine {
 	v := newPlanView(desired, obs)
 	var lines []DiffLine
 	for _, s := range v.missing {
@@ -751,12 +718,12 @@ func (v *planView) diffMember(m planMember) []DiffLine {
 			fmtURLList(m.PeerURLs), fmtURLList(m.spec.PeerURLs))))
 	}
 	switch {
-	case m.unstarted():
+	case m.Unstarted():
 		lines = append(lines, line(DiffUnstarted, "added but never started"+v.pendingSuffix(m)))
 	case m.IsLearner:
 		lines = append(lines, line(DiffLearner, "learner, not promoted yet"+v.pendingSuffix(m)))
 	}
-	if !m.unstarted() && !m.Healthy {
+	if !m.Unstarted() && !m.Healthy {
 		lines = append(lines, line(DiffUnhealthy, "did not answer its status call"))
 	}
 	return lines
@@ -769,10 +736,28 @@ func (m planMember) stateWords() string {
 		role = "learner"
 	}
 	switch {
-	case m.unstarted():
+	case m.Unstarted():
 		return role + ", unstarted"
 	case m.Healthy:
 		return role + ", healthy"
 	}
 	return role + ", unhealthy"
+}
+
+// Match is one live member and the spec entry it stands for (nil when the
+// spec does not list it), matched the way Plan and Diff match them.
+type Match struct {
+	model.Member
+	Spec  *spec.Member
+	Label string // the member's name, its spec name while unstarted, or "unstarted member <id>"
+}
+
+// Matches pairs the live members with their spec entries and lists the
+// spec members that have no live member, as Plan and Diff see them.
+func Matches(desired []spec.Member, obs model.Cluster) (live []Match, missing []spec.Member) {
+	v := newPlanView(desired, obs)
+	for _, m := range v.members {
+		live = append(live, Match{Member: m.Member, Spec: m.spec, Label: m.label})
+	}
+	return live, v.missing
 }

@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"fmt"
+	"github.com/etcdkeeper/etcdkeeper/internal/model"
 	"reflect"
 	"slices"
 	"strings"
@@ -26,8 +27,8 @@ func genPending(t *rapid.T, label string) time.Time {
 }
 
 // genMember draws the live state of a member advertising peer URL url.
-func genMember(t *rapid.T, id uint64, name, url string) MemberState {
-	m := MemberState{
+func genMember(t *rapid.T, id uint64, name, url string) model.Member {
+	m := model.Member{
 		ID:         id,
 		Name:       name,
 		PeerURLs:   []string{url},
@@ -54,10 +55,10 @@ func genMember(t *rapid.T, id uint64, name, url string) MemberState {
 // members: spec members in any state (missing, voter, learner, unstarted,
 // healthy or not, moved peer URLs) plus extra members (some holding a spec
 // member's name or peer URL), and any leader.
-func genCluster(t *rapid.T) ([]spec.Member, Observed) {
+func genCluster(t *rapid.T) ([]spec.Member, model.Cluster) {
 	desired := specNodes(rapid.IntRange(1, 7).Draw(t, "spec size"))
 	ids := rapid.SliceOfNDistinct(rapid.Uint64Range(1, 1<<20), 10, 10, rapid.ID[uint64]).Draw(t, "ids")
-	var ms []MemberState
+	var ms []model.Member
 	for i, s := range desired {
 		if rapid.IntRange(0, 5).Draw(t, s.Name+" missing") == 0 {
 			continue
@@ -78,7 +79,7 @@ func genCluster(t *rapid.T) ([]spec.Member, Observed) {
 		}
 		ms = append(ms, genMember(t, ids[7+i], name, url))
 	}
-	obs := Observed{Members: ms, Now: planNow}
+	obs := model.Cluster{Members: ms, Now: planNow}
 	obs.LeaderID = genLeader(t, ms)
 	return desired, obs
 }
@@ -87,7 +88,7 @@ func genCluster(t *rapid.T) ([]spec.Member, Observed) {
 // most draws reach the membership rules, often one the spec does not list
 // (leader moves); sometimes no leader, an ID that is not a member, or any
 // member at all (a learner, an unstarted one).
-func genLeader(t *rapid.T, ms []MemberState) uint64 {
+func genLeader(t *rapid.T, ms []model.Member) uint64 {
 	var started, extras []uint64
 	for _, m := range ms {
 		if !m.IsLearner && m.Name != "" {
@@ -118,9 +119,9 @@ func genLeader(t *rapid.T, ms []MemberState) uint64 {
 }
 
 // startedVoterServing: what counts toward quorum, as the property sees it.
-func startedVoterServing(m MemberState) bool { return !m.IsLearner && m.Healthy && m.Name != "" }
+func startedVoterServing(m model.Member) bool { return !m.IsLearner && m.Healthy && m.Name != "" }
 
-func voterCountsOf(ms []MemberState) (voters, healthy int) {
+func voterCountsOf(ms []model.Member) (voters, healthy int) {
 	for _, m := range ms {
 		if !m.IsLearner {
 			voters++
@@ -132,13 +133,13 @@ func voterCountsOf(ms []MemberState) (voters, healthy int) {
 	return voters, healthy
 }
 
-func memberByID(ms []MemberState, id uint64) (MemberState, bool) {
+func memberByID(ms []model.Member, id uint64) (model.Member, bool) {
 	for _, m := range ms {
 		if m.ID == id {
 			return m, true
 		}
 	}
-	return MemberState{}, false
+	return model.Member{}, false
 }
 
 func specNamed(desired []spec.Member, name string) (spec.Member, bool) {
@@ -166,7 +167,7 @@ func TestPlanProperties(t *testing.T) {
 		if acts && !validLeader {
 			t.Fatalf("leader %x (valid %v): got %v %q", obs.LeaderID, validLeader, step.Kind, step.Reason)
 		}
-		var target MemberState
+		var target model.Member
 		if acts {
 			if target, ok = memberByID(obs.Members, step.MemberID); !ok {
 				t.Fatalf("%v targets unknown member %x", step.Kind, step.MemberID)
@@ -190,7 +191,7 @@ func TestPlanProperties(t *testing.T) {
 	})
 }
 
-func checkRemove(t *rapid.T, desired []spec.Member, obs Observed, opt Options, m MemberState) {
+func checkRemove(t *rapid.T, desired []spec.Member, obs model.Cluster, opt Options, m model.Member) {
 	if m.ID == obs.LeaderID {
 		t.Fatalf("removes the leader %x without moving leadership first", m.ID)
 	}
@@ -207,7 +208,7 @@ func checkRemove(t *rapid.T, desired []spec.Member, obs Observed, opt Options, m
 	if m.IsLearner {
 		return // the voter set, and so the quorum, is unchanged
 	}
-	after := slices.DeleteFunc(slices.Clone(obs.Members), func(x MemberState) bool { return x.ID == m.ID })
+	after := slices.DeleteFunc(slices.Clone(obs.Members), func(x model.Member) bool { return x.ID == m.ID })
 	voters, healthy := voterCountsOf(after)
 	// (b) never the last voter.
 	if voters == 0 {
@@ -219,7 +220,7 @@ func checkRemove(t *rapid.T, desired []spec.Member, obs Observed, opt Options, m
 	}
 }
 
-func checkUpdate(t *rapid.T, desired []spec.Member, m MemberState, step Step) {
+func checkUpdate(t *rapid.T, desired []spec.Member, m model.Member, step Step) {
 	// (e) never on a learner.
 	if m.IsLearner {
 		t.Fatalf("updates learner %x", m.ID)
@@ -233,7 +234,7 @@ func checkUpdate(t *rapid.T, desired []spec.Member, m MemberState, step Step) {
 	}
 }
 
-func checkMoveLeader(t *rapid.T, desired []spec.Member, obs Observed, step Step) {
+func checkMoveLeader(t *rapid.T, desired []spec.Member, obs model.Cluster, step Step) {
 	if step.MemberID != obs.LeaderID {
 		t.Fatalf("moves leadership from %x, leader is %x", step.MemberID, obs.LeaderID)
 	}
@@ -246,7 +247,7 @@ func checkMoveLeader(t *rapid.T, desired []spec.Member, obs Observed, step Step)
 
 // checkOrderFree is (g): the same input in another order gives the same
 // step and the same diff.
-func checkOrderFree(t *rapid.T, desired []spec.Member, obs Observed, opt Options, want Step) {
+func checkOrderFree(t *rapid.T, desired []spec.Member, obs model.Cluster, opt Options, want Step) {
 	if again := Plan(desired, obs, opt); !reflect.DeepEqual(again, want) {
 		t.Fatalf("second call gives %+v, first %+v", again, want)
 	}

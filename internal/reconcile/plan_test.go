@@ -1,6 +1,7 @@
 package reconcile
 
 import (
+	"github.com/etcdkeeper/etcdkeeper/internal/model"
 	"math/rand/v2"
 	"reflect"
 	"strings"
@@ -34,11 +35,11 @@ func specNodes(n int) []spec.Member {
 	return specOf(names...)
 }
 
-type memberMod func(*MemberState)
+type memberMod func(*model.Member)
 
 // mem is a healthy, started voter named name, advertising its default URLs.
-func mem(id uint64, name string, mods ...memberMod) MemberState {
-	m := MemberState{
+func mem(id uint64, name string, mods ...memberMod) model.Member {
+	m := model.Member{
 		ID: id, Name: name, Healthy: true, RaftIndex: 100,
 		PeerURLs: []string{peerURL(name)}, ClientURLs: []string{clientURL(name)},
 	}
@@ -49,18 +50,18 @@ func mem(id uint64, name string, mods ...memberMod) MemberState {
 }
 
 // nodes is node1..nodeN as healthy voters with IDs 1..N.
-func nodes(n int, mods map[int][]memberMod) []MemberState {
-	var ms []MemberState
+func nodes(n int, mods map[int][]memberMod) []model.Member {
+	var ms []model.Member
 	for i := 1; i <= n; i++ {
 		ms = append(ms, mem(uint64(i), "node"+string(rune('0'+i)), mods[i]...))
 	}
 	return ms
 }
 
-func down(m *MemberState) { m.Healthy = false }
+func down(m *model.Member) { m.Healthy = false }
 
 func learner(pendingFor time.Duration) memberMod {
-	return func(m *MemberState) {
+	return func(m *model.Member) {
 		m.IsLearner = true
 		m.PendingSince = planNow.Add(-pendingFor)
 	}
@@ -69,7 +70,7 @@ func learner(pendingFor time.Duration) memberMod {
 // unstarted: added but never started. It keeps the peer URLs it was added
 // with and has no name.
 func unstarted(pendingFor time.Duration) memberMod {
-	return func(m *MemberState) {
+	return func(m *model.Member) {
 		m.Name = ""
 		m.Healthy = false
 		m.ClientURLs = nil
@@ -78,21 +79,21 @@ func unstarted(pendingFor time.Duration) memberMod {
 	}
 }
 
-func peers(urls ...string) memberMod { return func(m *MemberState) { m.PeerURLs = urls } }
-func index(i uint64) memberMod       { return func(m *MemberState) { m.RaftIndex = i } }
+func peers(urls ...string) memberMod { return func(m *model.Member) { m.PeerURLs = urls } }
+func index(i uint64) memberMod       { return func(m *model.Member) { m.RaftIndex = i } }
 
-func observed(leader uint64, ms ...MemberState) Observed {
-	return Observed{Members: ms, LeaderID: leader, Now: planNow}
+func observed(leader uint64, ms ...model.Member) model.Cluster {
+	return model.Cluster{Members: ms, LeaderID: leader, Now: planNow}
 }
 
-func with(ms []MemberState, more ...MemberState) []MemberState { return append(ms, more...) }
+func with(ms []model.Member, more ...model.Member) []model.Member { return append(ms, more...) }
 
 func TestPlan(t *testing.T) {
 	opt := Options{LearnerTimeout: planTimeout}
 	tests := []struct {
 		name    string
 		desired []spec.Member
-		obs     Observed
+		obs     model.Cluster
 		opt     *Options // nil: opt
 		kind    StepKind
 		id      uint64
@@ -187,7 +188,7 @@ func TestPlan(t *testing.T) {
 		},
 		{
 			name: "learner with no pending time yet", desired: specNodes(2),
-			obs:  observed(1, nodes(2, map[int][]memberMod{2: {learner(0), func(m *MemberState) { m.PendingSince = time.Time{} }}})...),
+			obs:  observed(1, nodes(2, map[int][]memberMod{2: {learner(0), func(m *model.Member) { m.PendingSince = time.Time{} }}})...),
 			kind: StepWait, reason: "waiting: node2 is a learner; its agent promotes it",
 		},
 		{
@@ -482,12 +483,12 @@ func TestPlan(t *testing.T) {
 
 // assertOrderFree checks that shuffling the spec and the member list
 // leaves the step unchanged.
-func assertOrderFree(t *testing.T, desired []spec.Member, obs Observed, opt Options, want Step) {
+func assertOrderFree(t *testing.T, desired []spec.Member, obs model.Cluster, opt Options, want Step) {
 	t.Helper()
 	r := rand.New(rand.NewPCG(1, 2))
 	for range 5 {
 		d := append([]spec.Member(nil), desired...)
-		ms := append([]MemberState(nil), obs.Members...)
+		ms := append([]model.Member(nil), obs.Members...)
 		r.Shuffle(len(d), func(i, j int) { d[i], d[j] = d[j], d[i] })
 		r.Shuffle(len(ms), func(i, j int) { ms[i], ms[j] = ms[j], ms[i] })
 		o := obs
@@ -518,7 +519,7 @@ func TestDiff(t *testing.T) {
 		mem(4, "node4", learner(3*time.Minute)),
 		mem(5, "node5", unstarted(90*time.Second)),
 		// node6 missing
-		mem(7, "node7", learner(0), down, peers("https://10.0.0.7:2380"), func(m *MemberState) { m.PendingSince = time.Time{} }),
+		mem(7, "node7", learner(0), down, peers("https://10.0.0.7:2380"), func(m *model.Member) { m.PendingSince = time.Time{} }),
 		mem(0x99, "old9", down),
 		mem(0x98, "stray", unstarted(time.Minute)),
 		mem(0x21, "node1", learner(time.Minute), peers("https://10.0.0.1:2380")),
@@ -538,7 +539,7 @@ func TestDiff(t *testing.T) {
 		"extra old9 (99): not in the spec (voter, unhealthy); removed when safe",
 		"extra unstarted member 98 (98): not in the spec (voter, unstarted); removed when safe",
 	}
-	check := func(obs Observed) {
+	check := func(obs model.Cluster) {
 		t.Helper()
 		var got []string
 		for _, l := range Diff(desired, obs) {

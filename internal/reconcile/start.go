@@ -6,41 +6,11 @@ package reconcile
 
 import (
 	"fmt"
+	"slices"
 
-	"github.com/etcdkeeper/etcdkeeper/internal/cluster"
+	"github.com/etcdkeeper/etcdkeeper/internal/model"
 	"github.com/etcdkeeper/etcdkeeper/internal/spec"
 )
-
-// DataKind is what the local data dir holds, as far as the start decision
-// cares.
-type DataKind int
-
-const (
-	DataEmpty      DataKind = iota // no member in it (missing, empty, or only a fresh skeleton)
-	DataHealthy                    // a member whose WAL and db verify
-	DataCorrupt                    // a member etcd cannot start from
-	DataLocked                     // another process holds the db lock
-	DataUnreadable                 // cannot be read (permissions, I/O): never treated as empty or corrupt
-)
-
-func (k DataKind) String() string {
-	return [...]string{"empty", "healthy", "corrupt", "locked", "unreadable"}[k]
-}
-
-// Data describes the local data dir.
-type Data struct {
-	Kind      DataKind
-	ClusterID uint64 // from the WAL metadata; 0 when unknown
-	MemberID  uint64
-	Reason    string // why corrupt or locked
-}
-
-// Marker is what the agent recorded once its member was running: the proof
-// that this host was part of the cluster.
-type Marker struct {
-	ClusterID uint64 `json:"clusterID"`
-	MemberID  uint64 `json:"memberID"`
-}
 
 // StartInput is everything DecideStart looks at.
 type StartInput struct {
@@ -48,16 +18,16 @@ type StartInput struct {
 	InSpec bool
 	// SpecSize is how many members the spec lists.
 	SpecSize int
-	Data     Data
+	Data     model.Data
 	// ExitCorrupt: etcd's last exit was classified as corruption that the
 	// data dir check may not see (e.g. "data inconsistency with peers").
 	ExitCorrupt bool
 	ExitReason  string
 	// Marker is nil when this host never ran a member of the cluster.
-	Marker *Marker
+	Marker *model.Marker
 	// Cluster is the live cluster seen through the peers; nil when none
 	// answered with a leader.
-	Cluster *cluster.View
+	Cluster *model.Cluster
 	// PeerAnswered, when Cluster is nil, is the evidence that some peer
 	// is alive anyway: it answered without a leader, or refused us (TLS,
 	// auth). Empty when no peer could be reached at all.
@@ -102,20 +72,20 @@ type StartDecision struct {
 // DecideStart decides how the local member starts. Guard clauses, in
 // order of precedence; each returns with the reason.
 func DecideStart(in StartInput) StartDecision {
-	if in.Data.Kind == DataLocked {
+	if in.Data.Kind == model.DataLocked {
 		return startWait("data dir is locked by another process (a leftover etcd?): %s", in.Data.Reason)
 	}
-	if in.Data.Kind == DataUnreadable {
+	if in.Data.Kind == model.DataUnreadable {
 		return startWait("data dir cannot be read, fix it by hand (permissions, disk); nothing is moved: %s", in.Data.Reason)
 	}
 	if !in.InSpec {
 		return decideNotInSpec(in)
 	}
-	corrupt := in.Data.Kind == DataCorrupt || (in.Data.Kind == DataHealthy && in.ExitCorrupt)
+	corrupt := in.Data.Kind == model.DataCorrupt || (in.Data.Kind == model.DataHealthy && in.ExitCorrupt)
 	switch {
 	case corrupt:
 		return decideCorrupt(in)
-	case in.Data.Kind == DataHealthy:
+	case in.Data.Kind == model.DataHealthy:
 		return decideHealthy(in)
 	default:
 		return decideEmpty(in)
@@ -123,12 +93,12 @@ func DecideStart(in StartInput) StartDecision {
 }
 
 func decideNotInSpec(in StartInput) StartDecision {
-	if in.Data.Kind == DataHealthy && (in.Cluster == nil || listed(in.Cluster, in.Data.MemberID)) {
+	if in.Data.Kind == model.DataHealthy && (in.Cluster == nil || in.Cluster.Listed(in.Data.MemberID)) {
 		// The lock holder removes this member in order, quorum-safely;
 		// until then it keeps serving.
 		return StartDecision{Action: ActStartAsIs, Reason: fmt.Sprintf("%s is not in the spec but still a member: running until the cluster removes it", in.Self.Name)}
 	}
-	return StartDecision{Action: ActIdle, MoveData: in.Data.Kind != DataEmpty,
+	return StartDecision{Action: ActIdle, MoveData: in.Data.Kind != model.DataEmpty,
 		Reason: fmt.Sprintf("%s is not in the spec and not a member: idle until the spec lists it again", in.Self.Name)}
 }
 
@@ -136,7 +106,7 @@ func decideHealthy(in StartInput) StartDecision {
 	if in.Cluster == nil {
 		return StartDecision{Action: ActStartAsIs, Reason: "data dir holds a member; starting it as it is"}
 	}
-	if in.Data.MemberID == 0 || (in.Cluster.ClusterID == in.Data.ClusterID && listed(in.Cluster, in.Data.MemberID)) {
+	if in.Data.MemberID == 0 || (in.Cluster.ClusterID == in.Data.ClusterID && in.Cluster.Listed(in.Data.MemberID)) {
 		return StartDecision{Action: ActStartAsIs, Reason: "data dir holds a member of the live cluster; starting it as it is"}
 	}
 	why := fmt.Sprintf("data dir holds member %x of cluster %x, which the live cluster %x does not list (removed, or another cluster's data)",
@@ -146,7 +116,7 @@ func decideHealthy(in StartInput) StartDecision {
 
 func decideCorrupt(in StartInput) StartDecision {
 	why := in.Data.Reason
-	if in.Data.Kind != DataCorrupt {
+	if in.Data.Kind != model.DataCorrupt {
 		why = in.ExitReason
 	}
 	if in.SpecSize <= 1 {
@@ -191,7 +161,7 @@ func rejoin(in StartInput, moveData bool, why string) StartDecision {
 	}
 	d.StaleID = stale.ID
 	if !stale.IsLearner {
-		if ok, detail := QuorumWithout(in.Cluster, stale.ID); !ok {
+		if ok, detail := in.Cluster.QuorumWithout(stale.ID); !ok {
 			return startWait("quorum lost: manual recovery needed: %s; removing my old member %x would leave %s", why, stale.ID, detail)
 		}
 	}
@@ -201,7 +171,7 @@ func rejoin(in StartInput, moveData bool, why string) StartDecision {
 // selfEntries finds the cluster's entries for this host: a started one
 // (stale: its data is gone or unusable) and an unstarted one with our peer
 // URLs (added but never started: reusable).
-func selfEntries(in StartInput) (stale *cluster.MemberView, reuse uint64) {
+func selfEntries(in StartInput) (stale *model.Member, reuse uint64) {
 	var oldIDs []uint64
 	if in.Data.MemberID != 0 {
 		oldIDs = append(oldIDs, in.Data.MemberID)
@@ -211,48 +181,17 @@ func selfEntries(in StartInput) (stale *cluster.MemberView, reuse uint64) {
 	}
 	for i := range in.Cluster.Members {
 		m := &in.Cluster.Members[i]
-		mine := m.Name == in.Self.Name || samePeerURLs(m.PeerURLs, in.Self.PeerURLs) || containsID(oldIDs, m.ID)
+		mine := m.Name == in.Self.Name || samePeerURLs(m.PeerURLs, in.Self.PeerURLs) || slices.Contains(oldIDs, m.ID)
 		if !mine {
 			continue
 		}
-		if m.Name == "" && samePeerURLs(m.PeerURLs, in.Self.PeerURLs) && !containsID(oldIDs, m.ID) {
+		if m.Name == "" && samePeerURLs(m.PeerURLs, in.Self.PeerURLs) && !slices.Contains(oldIDs, m.ID) {
 			reuse = m.ID
 			continue
 		}
 		stale = m
 	}
 	return stale, reuse
-}
-
-// QuorumWithout reports whether the voters other than id still form a
-// healthy quorum of the membership without id.
-func QuorumWithout(v *cluster.View, id uint64) (bool, string) {
-	voters, healthy := 0, 0
-	for _, m := range v.Members {
-		if m.IsLearner || m.ID == id {
-			continue
-		}
-		voters++
-		if m.Healthy {
-			healthy++
-		}
-	}
-	q := voters/2 + 1
-	return voters > 0 && healthy >= q, fmt.Sprintf("%d of %d voters healthy (quorum %d)", healthy, voters, q)
-}
-
-func listed(v *cluster.View, id uint64) bool {
-	_, ok := v.Member(id)
-	return ok
-}
-
-func containsID(ids []uint64, id uint64) bool {
-	for _, x := range ids {
-		if x == id {
-			return true
-		}
-	}
-	return false
 }
 
 func startWait(format string, args ...any) StartDecision {

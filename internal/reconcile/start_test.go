@@ -4,20 +4,20 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/etcdkeeper/etcdkeeper/internal/cluster"
+	"github.com/etcdkeeper/etcdkeeper/internal/model"
 	"github.com/etcdkeeper/etcdkeeper/internal/spec"
 )
 
 var self = spec.Member{Name: "node2", PeerURLs: []string{"http://127.0.0.2:2380"}, ClientURLs: []string{"http://127.0.0.2:2379"}}
 
-func mv(id uint64, name, peer string, healthy bool) cluster.MemberView {
-	return cluster.MemberView{ID: id, Name: name, PeerURLs: []string{peer}, Healthy: healthy}
+func mv(id uint64, name, peer string, healthy bool) model.Member {
+	return model.Member{ID: id, Name: name, PeerURLs: []string{peer}, Healthy: healthy}
 }
 
 // live is a cluster (ID 0xc1) with node1 and node3 healthy and the given
 // extra entries.
-func live(extra ...cluster.MemberView) *cluster.View {
-	v := &cluster.View{ClusterID: 0xc1, LeaderID: 1, Members: []cluster.MemberView{
+func live(extra ...model.Member) *model.Cluster {
+	v := &model.Cluster{ClusterID: 0xc1, LeaderID: 1, Members: []model.Member{
 		mv(1, "node1", "http://127.0.0.1:2380", true),
 		mv(3, "node3", "http://127.0.0.3:2380", true),
 	}}
@@ -26,13 +26,13 @@ func live(extra ...cluster.MemberView) *cluster.View {
 }
 
 func TestDecideStart(t *testing.T) {
-	healthy := Data{Kind: DataHealthy, ClusterID: 0xc1, MemberID: 2}
-	corrupt := Data{Kind: DataCorrupt, ClusterID: 0xc1, MemberID: 2, Reason: "walpb: crc mismatch"}
+	healthy := model.Data{Kind: model.DataHealthy, ClusterID: 0xc1, MemberID: 2}
+	corrupt := model.Data{Kind: model.DataCorrupt, ClusterID: 0xc1, MemberID: 2, Reason: "walpb: crc mismatch"}
 	learner := mv(9, "", "http://127.0.0.2:2380", false)
 	learner.IsLearner = true
 	downSelf := mv(2, "node2", "http://127.0.0.2:2380", false)
 	downNode3 := mv(3, "node3", "http://127.0.0.3:2380", false)
-	twoDown := &cluster.View{ClusterID: 0xc1, LeaderID: 1, Members: []cluster.MemberView{mv(1, "node1", "http://127.0.0.1:2380", true), downNode3, downSelf}}
+	twoDown := &model.Cluster{ClusterID: 0xc1, LeaderID: 1, Members: []model.Member{mv(1, "node1", "http://127.0.0.1:2380", true), downNode3, downSelf}}
 
 	tests := []struct {
 		name       string
@@ -50,21 +50,21 @@ func TestDecideStart(t *testing.T) {
 		{name: "healthy data of a removed member: rejoin, moving the data aside",
 			in: StartInput{Data: healthy, Cluster: live()}, want: ActRejoin, move: true, reasonPart: "does not list"},
 		{name: "healthy data of another cluster: rejoin",
-			in: StartInput{Data: Data{Kind: DataHealthy, ClusterID: 0xdead, MemberID: 2}, Cluster: live()}, want: ActRejoin, move: true},
+			in: StartInput{Data: model.Data{Kind: model.DataHealthy, ClusterID: 0xdead, MemberID: 2}, Cluster: live()}, want: ActRejoin, move: true},
 		{name: "empty, never joined, nobody answers: form the cluster",
-			in: StartInput{Data: Data{Kind: DataEmpty}}, want: ActStartNew},
+			in: StartInput{Data: model.Data{Kind: model.DataEmpty}}, want: ActStartNew},
 		{name: "empty, never joined, a peer answers but refuses us (TLS, auth): never new",
-			in: StartInput{Data: Data{Kind: DataEmpty}, PeerAnswered: "https://127.0.0.1:2379 refused us: authentication failed"}, want: ActWait, reasonPart: "never bootstrapping a new cluster next to it"},
+			in: StartInput{Data: model.Data{Kind: model.DataEmpty}, PeerAnswered: "https://127.0.0.1:2379 refused us: authentication failed"}, want: ActWait, reasonPart: "never bootstrapping a new cluster next to it"},
 		{name: "empty, but the marker says we were a member: never new",
-			in: StartInput{Data: Data{Kind: DataEmpty}, Marker: &Marker{ClusterID: 0xc1, MemberID: 2}}, want: ActWait, reasonPart: "never bootstrapping a new cluster"},
+			in: StartInput{Data: model.Data{Kind: model.DataEmpty}, Marker: &model.Marker{ClusterID: 0xc1, MemberID: 2}}, want: ActWait, reasonPart: "never bootstrapping a new cluster"},
 		{name: "empty, live cluster without us: join",
-			in: StartInput{Data: Data{Kind: DataEmpty}, Cluster: live()}, want: ActRejoin},
+			in: StartInput{Data: model.Data{Kind: model.DataEmpty}, Cluster: live()}, want: ActRejoin},
 		{name: "empty, live cluster lists our dead member: remove it first",
-			in: StartInput{Data: Data{Kind: DataEmpty}, Marker: &Marker{ClusterID: 0xc1, MemberID: 2}, Cluster: live(downSelf)}, want: ActRejoin, stale: 2},
+			in: StartInput{Data: model.Data{Kind: model.DataEmpty}, Marker: &model.Marker{ClusterID: 0xc1, MemberID: 2}, Cluster: live(downSelf)}, want: ActRejoin, stale: 2},
 		{name: "empty, added but never started with our peer URL: reuse it",
-			in: StartInput{Data: Data{Kind: DataEmpty}, Cluster: live(learner)}, want: ActRejoin, reuse: 9},
+			in: StartInput{Data: model.Data{Kind: model.DataEmpty}, Cluster: live(learner)}, want: ActRejoin, reuse: 9},
 		{name: "empty, our dead member but the rest has no quorum without it",
-			in: StartInput{Data: Data{Kind: DataEmpty}, Marker: &Marker{MemberID: 2}, Cluster: twoDown}, want: ActWait, reasonPart: "1 of 2 voters healthy"},
+			in: StartInput{Data: model.Data{Kind: model.DataEmpty}, Marker: &model.Marker{MemberID: 2}, Cluster: twoDown}, want: ActWait, reasonPart: "1 of 2 voters healthy"},
 		{name: "corrupt, healthy quorum without us: repair",
 			in: StartInput{Data: corrupt, Cluster: live(downSelf)}, want: ActRejoin, move: true, stale: 2, reasonPart: "crc mismatch"},
 		{name: "corrupt, nobody answers: quorum lost, change nothing",
@@ -78,15 +78,15 @@ func TestDecideStart(t *testing.T) {
 		{name: "structurally healthy but etcd found an inconsistency with peers",
 			in: StartInput{Data: healthy, ExitCorrupt: true, ExitReason: "data inconsistency with peers", Cluster: live(downSelf)}, want: ActRejoin, move: true, stale: 2},
 		{name: "locked data dir: wait, never move",
-			in: StartInput{Data: Data{Kind: DataLocked, Reason: "flock"}, Cluster: live()}, want: ActWait, reasonPart: "locked"},
+			in: StartInput{Data: model.Data{Kind: model.DataLocked, Reason: "flock"}, Cluster: live()}, want: ActWait, reasonPart: "locked"},
 		{name: "unreadable data dir (permissions): wait, never move or bootstrap",
-			in: StartInput{Data: Data{Kind: DataUnreadable, Reason: "permission denied"}}, want: ActWait, reasonPart: "cannot be read"},
+			in: StartInput{Data: model.Data{Kind: model.DataUnreadable, Reason: "permission denied"}}, want: ActWait, reasonPart: "cannot be read"},
 		{name: "not in the spec, still a member: keep serving",
 			in: StartInput{Data: healthy, Cluster: live(downSelf)}, want: ActStartAsIs, reasonPart: "not in the spec"},
 		{name: "not in the spec and removed: idle, data moved aside",
 			in: StartInput{Data: healthy, Cluster: live()}, want: ActIdle, move: true},
 		{name: "not in the spec, empty: idle",
-			in: StartInput{Data: Data{Kind: DataEmpty}, Cluster: live()}, want: ActIdle},
+			in: StartInput{Data: model.Data{Kind: model.DataEmpty}, Cluster: live()}, want: ActIdle},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

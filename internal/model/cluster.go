@@ -1,0 +1,137 @@
+package model
+
+import (
+	"fmt"
+	"time"
+)
+
+// Member is one member as the cluster lists it, with what its own client
+// URL answered when asked for its status.
+type Member struct {
+	ID         uint64
+	Name       string // "" when added but never started
+	PeerURLs   []string
+	ClientURLs []string
+	IsLearner  bool
+	// Healthy: the member answered as itself within the deadline, knows a
+	// leader, and reports no alarm (see Healthy).
+	Healthy   bool
+	Leader    uint64
+	RaftIndex uint64
+	RaftTerm  uint64
+	DBSize    int64
+	Version   string
+	// Alarms are the alarms the member's status reported.
+	Alarms []string
+	// Err says why the status call gave no usable answer ("" when it did).
+	Err string
+	// PendingSince is when the agent first saw the member as a learner or
+	// unstarted; zero if it is neither (or nobody tracked it).
+	PendingSince time.Time
+}
+
+// Unstarted: added through the API but never started (no name yet).
+func (m Member) Unstarted() bool { return m.Name == "" }
+
+// Healthy is the one health rule: a member is healthy when its own client
+// URL answered as that member (answeredAs == its ID), it knows a leader,
+// and its status carries no alarm.
+func Healthy(id, answeredAs, leader uint64, alarms []string) bool {
+	return answeredAs == id && leader != 0 && len(alarms) == 0
+}
+
+// Cluster is the live cluster at one instant.
+type Cluster struct {
+	ClusterID uint64
+	LeaderID  uint64 // 0 = no leader known
+	Members   []Member
+	// Now is when it was observed.
+	Now time.Time
+}
+
+// Member returns the member with id.
+func (c Cluster) Member(id uint64) (Member, bool) {
+	for _, m := range c.Members {
+		if m.ID == id {
+			return m, true
+		}
+	}
+	return Member{}, false
+}
+
+// Listed reports whether the cluster lists member id.
+func (c Cluster) Listed(id uint64) bool {
+	_, ok := c.Member(id)
+	return ok
+}
+
+// Voters counts the voters and the healthy ones among them, leaving out
+// member except (0: none). An unstarted member cannot be healthy,
+// whatever its status said.
+func (c Cluster) Voters(except uint64) (total, healthy int) {
+	for _, m := range c.Members {
+		if m.IsLearner || (except != 0 && m.ID == except) {
+			continue
+		}
+		total++
+		if m.Healthy && !m.Unstarted() {
+			healthy++
+		}
+	}
+	return total, healthy
+}
+
+// Quorum is the number of voters raft needs to commit.
+func Quorum(voters int) int { return voters/2 + 1 }
+
+// QuorumWithout reports whether the voters other than id still form a
+// healthy quorum of the membership without id, and says how many are
+// healthy.
+func (c Cluster) QuorumWithout(id uint64) (bool, string) {
+	voters, healthy := c.Voters(id)
+	q := Quorum(voters)
+	return voters > 0 && healthy >= q, fmt.Sprintf("%d of %d voters healthy (quorum %d)", healthy, voters, q)
+}
+
+// LeaderOf is the leader that most of the members agree on.
+func LeaderOf(ms []Member) uint64 {
+	votes := map[uint64]int{}
+	var best uint64
+	for _, m := range ms {
+		if m.Leader == 0 {
+			continue
+		}
+		votes[m.Leader]++
+		if votes[m.Leader] > votes[best] {
+			best = m.Leader
+		}
+	}
+	return best
+}
+
+// Pending remembers since when each learner or unstarted member has been
+// pending: the learner timeout counts from the first time the agent saw
+// it so.
+type Pending map[uint64]time.Time
+
+// Stamp sets PendingSince on c's learners and unstarted members (first
+// seen at c.Now) and forgets members that are no longer pending.
+func (p Pending) Stamp(c *Cluster) {
+	seen := map[uint64]bool{}
+	for i := range c.Members {
+		m := &c.Members[i]
+		if !m.IsLearner && !m.Unstarted() {
+			continue
+		}
+		if _, ok := p[m.ID]; !ok {
+			p[m.ID] = c.Now
+		}
+		m.PendingSince = p[m.ID]
+		seen[m.ID] = true
+	}
+	for id := range p {
+		if !seen[id] {
+			delete(p, id)
+		}
+	}
+}

@@ -1,0 +1,84 @@
+package model
+
+import (
+	"testing"
+	"time"
+)
+
+func TestHealthy(t *testing.T) {
+	tests := []struct {
+		name       string
+		answeredAs uint64
+		leader     uint64
+		alarms     []string
+		want       bool
+	}{
+		{"answers as itself with a leader", 7, 1, nil, true},
+		{"no leader", 7, 0, nil, false},
+		{"another member answers on its URL", 9, 1, nil, false},
+		{"did not answer", 0, 0, nil, false},
+		{"an alarm", 7, 1, []string{"memberID:7 alarm:NOSPACE"}, false},
+	}
+	for _, tt := range tests {
+		if got := Healthy(7, tt.answeredAs, tt.leader, tt.alarms); got != tt.want {
+			t.Errorf("%s: Healthy = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}
+
+func TestQuorumWithout(t *testing.T) {
+	voter := func(id uint64, healthy bool) Member {
+		return Member{ID: id, Name: "m", Healthy: healthy}
+	}
+	tests := []struct {
+		name    string
+		members []Member
+		without uint64
+		want    bool
+		detail  string
+	}{
+		{"3 healthy, one leaves", []Member{voter(1, true), voter(2, true), voter(3, true)}, 3, true, "2 of 2 voters healthy (quorum 2)"},
+		{"3 with one down, the down one leaves", []Member{voter(1, true), voter(2, true), voter(3, false)}, 3, true, "2 of 2 voters healthy (quorum 2)"},
+		{"3 with one down, a healthy one leaves", []Member{voter(1, true), voter(2, true), voter(3, false)}, 1, false, "1 of 2 voters healthy (quorum 2)"},
+		{"learners do not vote", []Member{voter(1, true), {ID: 2, Name: "l", IsLearner: true, Healthy: true}, voter(3, false)}, 0, false, "1 of 2 voters healthy (quorum 2)"},
+		{"an unstarted voter is never healthy", []Member{voter(1, true), {ID: 2, Healthy: true}, voter(3, false)}, 3, false, "1 of 2 voters healthy (quorum 2)"},
+		{"5 with two down", []Member{voter(1, true), voter(2, true), voter(3, true), voter(4, false), voter(5, false)}, 0, true, "3 of 5 voters healthy (quorum 3)"},
+		{"no voters left", []Member{voter(1, true)}, 1, false, "0 of 0 voters healthy (quorum 1)"},
+	}
+	for _, tt := range tests {
+		ok, detail := Cluster{Members: tt.members}.QuorumWithout(tt.without)
+		if ok != tt.want || detail != tt.detail {
+			t.Errorf("%s: QuorumWithout = %v %q, want %v %q", tt.name, ok, detail, tt.want, tt.detail)
+		}
+	}
+}
+
+func TestLeaderOf(t *testing.T) {
+	ms := []Member{{Leader: 2}, {Leader: 2}, {Leader: 3}, {Leader: 0}}
+	if got := LeaderOf(ms); got != 2 {
+		t.Errorf("LeaderOf = %d, want 2 (the majority's)", got)
+	}
+	if got := LeaderOf([]Member{{}, {}}); got != 0 {
+		t.Errorf("LeaderOf without any leader = %d, want 0", got)
+	}
+}
+
+func TestPendingStamp(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	p := Pending{}
+	c := Cluster{Now: t0, Members: []Member{{ID: 1, Name: "a"}, {ID: 2, Name: "b", IsLearner: true}, {ID: 3}}}
+	p.Stamp(&c)
+	if !c.Members[0].PendingSince.IsZero() || !c.Members[1].PendingSince.Equal(t0) || !c.Members[2].PendingSince.Equal(t0) {
+		t.Fatalf("first stamp: %+v", c.Members)
+	}
+	// Later, the learner is still pending (since t0), the unstarted one is
+	// gone and forgotten.
+	c2 := Cluster{Now: t0.Add(time.Minute), Members: []Member{{ID: 1, Name: "a"}, {ID: 2, Name: "b", IsLearner: true}}}
+	p.Stamp(&c2)
+	if !c2.Members[1].PendingSince.Equal(t0) {
+		t.Errorf("learner pending since %v, want %v", c2.Members[1].PendingSince, t0)
+	}
+	if _, ok := p[3]; ok || len(p) != 1 {
+		t.Errorf("pending = %v, want only member 2", p)
+	}
+}
