@@ -1,12 +1,11 @@
-// Package agent is etcdkeeper's per-host loop: observe the local etcd and
-// the cluster, decide with the pure functions of package reconcile, act one
-// step, observe again.
+// Package agent is etcdkeeper's per-host loop. One pass observes the local
+// etcd and the cluster once, asks the pure reconcile.Decide for one
+// action, takes that one step, and reports; then it observes again.
 package agent
 
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"sync"
@@ -34,7 +33,8 @@ type Config struct {
 	// Env is the environment etcd inherits (systemd variables are dropped).
 	Env []string
 	// CrashAt, for tests only, makes the agent exit hard right before the
-	// named rejoin step ("remove", "move", "add", "start").
+	// named rejoin step's side effect ("snapshot", "remove", "move", "add",
+	// "start").
 	CrashAt string
 }
 
@@ -51,31 +51,34 @@ type Agent struct {
 	status Status
 
 	// Owned by the loop goroutine.
-	proc      *etcdproc.Process
+	etcd      *etcdproc.Supervisor
 	client    *cluster.Client
 	lock      *cluster.Lock
 	lockSince time.Time
-	lastExit  *exitInfo
-	restarts  backoff
-	nextStart time.Time
-	lastSaid  string
-	// pendingSince remembers since when each learner or unstarted member
-	// has been pending, for the learner timeout.
-	pendingSince model.Pending
-	presence     *cluster.Presence
+	presence  *cluster.Presence
+	// lastExit is etcd's last exit, classified; nil once it serves again.
+	lastExit *model.Exit
+	// data is the data dir as last inspected; only this agent changes it,
+	// so it stays valid until etcd starts or the data is moved (a full
+	// check of a large db takes a while).
+	data *model.Data
+	// pending remembers since when each learner or unstarted member has
+	// been pending, for the learner timeout.
+	pending model.Pending
 	// settings are the etcd flags (bootstrap flags aside) the running etcd
 	// was started with; a spec edit that changes them restarts etcd.
-	settings    string
-	lastSpecErr string
-	reloadReq   atomic.Bool
-	notify      *notifier
+	settings string
 	// silentSince is when the running etcd stopped answering (zero while
 	// it answers).
 	silentSince time.Time
 	// settling: etcd was just started and is not a healthy voter yet;
 	// the loop looks again quickly instead of waiting a whole interval.
-	settling bool
-	metrics  *metrics.Metrics
+	settling    bool
+	lastKey     string
+	lastSpecErr string
+	reloadReq   atomic.Bool
+	notify      *notifier
+	metrics     *metrics.Metrics
 }
 
 // New checks that name is in the spec and prepares the agent.
@@ -91,8 +94,8 @@ func New(cfg Config) (*Agent, error) {
 		cfg.Env = os.Environ()
 	}
 	lg := cfg.Logger.With(zap.String("member", cfg.Name), zap.String("cluster", cfg.Spec.Cluster.Name))
-	a := &Agent{cfg: cfg, lg: lg, wake: make(chan struct{}, 1), spec: cfg.Spec, self: self, inSpec: true}
-	a.restarts = backoff{base: time.Second, max: 30 * time.Second}
+	a := &Agent{cfg: cfg, lg: lg, wake: make(chan struct{}, 1), spec: cfg.Spec, self: self, inSpec: true, pending: model.Pending{}}
+	a.etcd = etcdproc.NewSupervisor(lg.Named("etcd"), filepath.Join(self.StateDir, "etcd.pid"), cfg.Spec.Agent.StopTimeout.Duration)
 	a.notify = newNotifier(lg)
 	a.metrics = metrics.New()
 	return a, nil
@@ -113,6 +116,10 @@ func (a *Agent) Spec() (*spec.Spec, spec.Member) {
 	return a.spec, a.self
 }
 
+// maxQuickPasses bounds how many passes follow each other without a pause
+// (after a step that made progress, such as taking the lock).
+const maxQuickPasses = 5
+
 // Run runs the loop until ctx ends, then stops etcd and returns.
 func (a *Agent) Run(ctx context.Context) error {
 	s, self := a.Spec()
@@ -121,102 +128,36 @@ func (a *Agent) Run(ctx context.Context) error {
 	if err := os.MkdirAll(self.StateDir, 0o700); err != nil {
 		return fmt.Errorf("state dir: %w", err)
 	}
-	if pid, err := etcdproc.StopLeftover(a.pidFile(), self.DataDir, s.Agent.StopTimeout.Duration); err != nil {
+	if pid, err := a.etcd.StopLeftover(self.DataDir); err != nil {
 		a.lg.Error("leftover etcd", zap.Error(err))
 	} else if pid != 0 {
 		a.lg.Warn("stopped a leftover etcd of this member", zap.Int("pid", pid))
 	}
 	defer a.shutdown()
 	go a.watchSpec(ctx)
+	quick := 0
 	for {
-		a.onePass(ctx)
+		again := a.onePass(ctx)
 		a.notify.Ready()
 		a.notify.Status(a.statusLine())
 		a.notify.Ping()
-		timer := time.NewTimer(a.notify.maxWait(a.interval()))
-		var done <-chan struct{}
-		if a.proc != nil {
-			done = a.proc.Done()
+		if again && quick < maxQuickPasses && ctx.Err() == nil {
+			quick++
+			continue
 		}
+		quick = 0
+		timer := time.NewTimer(a.notify.maxWait(a.interval()))
 		select {
 		case <-ctx.Done():
 			timer.Stop()
 			return nil
 		case <-timer.C:
-		case <-done:
+		case <-a.etcd.Done():
 			timer.Stop()
 		case <-a.wake:
 			timer.Stop()
 		}
 	}
-}
-
-func (a *Agent) interval() time.Duration {
-	s, _ := a.Spec()
-	d := s.Agent.Interval.Duration
-	if d <= 0 {
-		d = 2 * time.Second
-	}
-	if a.settling && a.proc != nil && d > settleInterval && time.Since(a.proc.Started()) < settleFor {
-		return settleInterval
-	}
-	if a.proc == nil && !a.nextStart.IsZero() {
-		if until := time.Until(a.nextStart); until > 0 && until < d {
-			return until
-		}
-	}
-	return d
-}
-
-// onePass runs one reconcile pass and logs its decision when it changed:
-// state changes, not heartbeats.
-func (a *Agent) onePass(ctx context.Context) {
-	a.reload()
-	said, err := a.pass(ctx)
-	a.metrics.PassDone(err)
-	if err != nil {
-		said = said + ": " + err.Error()
-	}
-	a.setDecision(said, err)
-	if said == a.lastSaid {
-		return
-	}
-	a.lastSaid = said
-	if err != nil {
-		a.lg.Warn("decision", zap.String("decision", said))
-		return
-	}
-	a.lg.Info("decision", zap.String("decision", said))
-}
-
-func (a *Agent) shutdown() {
-	a.notify.Stopping()
-	s, _ := a.Spec()
-	// Give up the lock and the agent record while the cluster still
-	// answers, then stop etcd.
-	ctx := context.Background()
-	a.releaseLock(ctx)
-	if a.presence != nil {
-		_ = a.presence.Close()
-		a.presence = nil
-	}
-	if a.proc != nil && a.proc.Running() {
-		a.lg.Info("stopping etcd", zap.Int("pid", a.proc.PID()))
-		if err := a.proc.Stop(s.Agent.StopTimeout.Duration); err != nil {
-			a.lg.Error("stop etcd", zap.Error(err))
-		}
-		a.lg.Info("etcd stopped", zap.Stringer("exit", a.proc.Exit()))
-	}
-	if a.client != nil {
-		_ = a.client.Close()
-		a.client = nil
-	}
-	a.lg.Info("agent stopped")
-}
-
-func (a *Agent) pidFile() string {
-	_, self := a.Spec()
-	return filepath.Join(self.StateDir, "etcd.pid")
 }
 
 // settleInterval is the loop's period while a just-started etcd settles.
@@ -225,26 +166,44 @@ const (
 	settleFor      = 30 * time.Second
 )
 
-// backoff is an exponential restart delay with jitter, reset after etcd
-// ran stably.
-type backoff struct {
-	base, max time.Duration
-	n         int
+func (a *Agent) interval() time.Duration {
+	s, _ := a.Spec()
+	d := s.Agent.Interval.Duration
+	if d <= 0 {
+		d = 2 * time.Second
+	}
+	if p := a.etcd.Process(); a.settling && p != nil && d > settleInterval && time.Since(p.Started()) < settleFor {
+		return settleInterval
+	}
+	if !a.etcd.Running() {
+		if until := a.etcd.RestartIn(); until > 0 && until < d {
+			return until
+		}
+	}
+	return d
 }
 
-func (b *backoff) next() time.Duration {
-	// The first restart is immediate: one crash is no loop.
-	if b.n == 0 {
-		b.n++
-		return 0
+func (a *Agent) shutdown() {
+	a.notify.Stopping()
+	// Give up the lock and the agent record while the cluster still
+	// answers, then stop etcd.
+	ctx := context.Background()
+	a.releaseLock(ctx)
+	if a.presence != nil {
+		_ = a.presence.Close()
+		a.presence = nil
 	}
-	d := b.base << min(b.n-1, 10)
-	if d > b.max || d <= 0 {
-		d = b.max
+	if p := a.etcd.Process(); p != nil && p.Running() {
+		a.lg.Info("stopping etcd", zap.Int("pid", p.PID()))
+		e, err := a.etcd.Stop()
+		if err != nil {
+			a.lg.Error("stop etcd", zap.Error(err))
+		}
+		a.lg.Info("etcd stopped", zap.Stringer("exit", e))
 	}
-	b.n++
-	jitter := time.Duration(rand.Int64N(int64(d)/5 + 1))
-	return d - d/10 + jitter
+	if a.client != nil {
+		_ = a.client.Close()
+		a.client = nil
+	}
+	a.lg.Info("agent stopped")
 }
-
-func (b *backoff) reset() { b.n = 0 }

@@ -4,40 +4,20 @@ import (
 	"strings"
 	"testing"
 
-	"go.etcd.io/etcd/api/v3/etcdserverpb"
-
+	"github.com/etcdkeeper/etcdkeeper/internal/model"
 	"github.com/etcdkeeper/etcdkeeper/internal/spec"
 )
 
 func TestInitialCluster(t *testing.T) {
-	members := []*etcdserverpb.Member{
+	members := []model.Member{
 		{ID: 1, Name: "node1", PeerURLs: []string{"http://127.0.0.1:2380"}},
 		{ID: 7, Name: "", PeerURLs: []string{"http://127.0.0.7:2380"}},                   // another host's unstarted entry
 		{ID: 9, Name: "", PeerURLs: []string{"http://127.0.0.2:2380", "http://h2:2380"}}, // ours, just added
 	}
-	got := InitialCluster(members, 9, "node2")
+	got := initialCluster(members, 9, "node2")
 	want := "node1=http://127.0.0.1:2380,node2=http://127.0.0.2:2380,node2=http://h2:2380,unstarted-7=http://127.0.0.7:2380"
 	if got != want {
 		t.Fatalf("InitialCluster =\n%s\nwant\n%s", got, want)
-	}
-}
-
-func TestAlarmed(t *testing.T) {
-	errs := []string{"memberID:12 alarm:NOSPACE ", "memberID:123 alarm:CORRUPT "}
-	tests := []struct {
-		id   uint64
-		kind string
-		want bool
-	}{
-		{123, "CORRUPT", true},
-		{12, "CORRUPT", false}, // another member's alarm, and 12 is a prefix of 123
-		{12, "NOSPACE", true},
-		{1, "CORRUPT", false},
-	}
-	for _, tt := range tests {
-		if got := alarmed(errs, tt.id, tt.kind); got != tt.want {
-			t.Errorf("alarmed(%d, %s) = %v, want %v", tt.id, tt.kind, got, tt.want)
-		}
 	}
 }
 
@@ -75,27 +55,5 @@ etcd:
 	s2.Etcd.Flags = map[string]string{"snapshot-count": "5000"}
 	if settingsOf(s2, a2) == before {
 		t.Errorf("a changed etcd flag did not change the settings")
-	}
-}
-
-func TestBackoff(t *testing.T) {
-	b := backoff{base: 1e9, max: 30e9}
-	if d := b.next(); d != 0 {
-		t.Fatalf("first restart delayed by %s; one crash is no loop", d)
-	}
-	prev := b.next()
-	for i := 0; i < 10; i++ {
-		d := b.next()
-		if d > 33e9 || d < 0 {
-			t.Fatalf("delay %s out of bounds", d)
-		}
-		if i < 3 && d <= prev {
-			t.Fatalf("delay did not grow: %s after %s", d, prev)
-		}
-		prev = d
-	}
-	b.reset()
-	if d := b.next(); d != 0 {
-		t.Fatalf("after reset the first restart is delayed by %s", d)
 	}
 }

@@ -2,14 +2,11 @@ package agent
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"strings"
 	"time"
 
 	"go.uber.org/zap"
 
-	"github.com/etcdkeeper/etcdkeeper/internal/cluster"
 	"github.com/etcdkeeper/etcdkeeper/internal/etcdproc"
 	"github.com/etcdkeeper/etcdkeeper/internal/spec"
 )
@@ -108,38 +105,4 @@ func settingsOf(s *spec.Spec, m spec.Member) string {
 		keep = append(keep, f)
 	}
 	return strings.Join(keep, " ")
-}
-
-// rollingRestart restarts the local etcd when the spec changed its
-// settings: only under the cluster lock (one member restarting at a time)
-// and only when the other voters form a healthy quorum without it.
-func (a *Agent) rollingRestart(ctx context.Context, memberID uint64) (string, error) {
-	s, self := a.Spec()
-	want := settingsOf(s, self)
-	if a.settings == "" || a.settings == want {
-		return "", nil
-	}
-	view, err := a.client.Observe(ctx)
-	if err != nil {
-		return "waiting: etcd settings changed; cannot observe the cluster to restart safely", nil
-	}
-	if ok, detail := view.QuorumWithout(memberID); !ok && len(view.Members) > 1 {
-		return "waiting: etcd settings changed; not restarting while the others have " + detail, nil
-	}
-	if err := a.takeLock(ctx); err != nil {
-		if errors.Is(err, cluster.ErrLocked) {
-			return "waiting: etcd settings changed; another agent holds the cluster lock", nil
-		}
-		return "rolling restart: lock", err
-	}
-	// The lock is released once the restarted member is a healthy voter
-	// again (rejoinFinished in converge).
-	a.lg.Warn("restarting etcd to apply changed settings", zap.String("from", a.settings), zap.String("to", want))
-	if err := a.proc.Stop(s.Agent.StopTimeout.Duration); err != nil {
-		return "rolling restart: stop", err
-	}
-	<-a.proc.Done()
-	a.proc = nil
-	a.nextStart = time.Time{}
-	return fmt.Sprintf("restarting etcd to apply changed settings (spec %s)", s.Generation), nil
 }

@@ -57,6 +57,6 @@ func (a *Agent) saveJournal(j repair.Journal) error {
 	if err := repair.SaveJournal(a.statePath(journalFile), j); err != nil {
 		return fmt.Errorf("rejoin journal: %w", err)
 	}
-	a.updateStatus(func(s *Status) { s.RejoinStep = j.Step })
+	a.updateStatus(func(s *Status) { s.RejoinStep = string(j.Step) })
 	return nil
 }

@@ -6,13 +6,14 @@ import (
 
 	"github.com/etcdkeeper/etcdkeeper/internal/metrics"
 	"github.com/etcdkeeper/etcdkeeper/internal/model"
+	"github.com/etcdkeeper/etcdkeeper/internal/repair"
 )
 
 // Status is the agent's view of its member, for logs, /status and systemd.
 type Status struct {
 	Member         string          `json:"member"`
 	Cluster        string          `json:"cluster"`
-	Phase          string          `json:"phase"`
+	Phase          model.Phase     `json:"phase"`
 	Decision       string          `json:"decision"`
 	LastError      string          `json:"lastError,omitempty"`
 	MemberID       string          `json:"memberID,omitempty"`
@@ -62,20 +63,20 @@ func (a *Agent) updateStatus(f func(*Status)) {
 	f(&a.status)
 }
 
-// noteLocal records what the local member's status said.
-func (a *Agent) noteLocal(id, clusterID, leader uint64, learner bool) {
-	healthy := leader != 0 && !learner
+// noteAnswer records what the local member's status said.
+func (a *Agent) noteAnswer(ans model.Answer) {
+	healthy := ans.Leader != 0 && !ans.IsLearner
 	role := "voter"
 	switch {
-	case learner:
+	case ans.IsLearner:
 		role = "learner"
-	case leader == id:
+	case ans.Leader == ans.MemberID:
 		role = "leader"
 	}
 	a.updateStatus(func(s *Status) {
-		s.MemberID, s.ClusterID = fmt.Sprintf("%x", id), fmt.Sprintf("%x", clusterID)
-		s.Leader = fmt.Sprintf("%x", leader)
-		s.IsLearner = learner
+		s.MemberID, s.ClusterID = fmt.Sprintf("%x", ans.MemberID), fmt.Sprintf("%x", ans.ClusterID)
+		s.Leader = fmt.Sprintf("%x", ans.Leader)
+		s.IsLearner = ans.IsLearner
 		s.Healthy = healthy
 		s.Role = role
 	})
@@ -86,6 +87,8 @@ func (a *Agent) noteLocal(id, clusterID, leader uint64, learner bool) {
 		a.metrics.MemberHealthy.Set(0)
 	}
 }
+
+func (a *Agent) setPhase(p model.Phase) { a.updateStatus(func(s *Status) { s.Phase = p }) }
 
 // noteView records the cluster as last observed.
 func (a *Agent) noteView(v model.Cluster) {
@@ -113,22 +116,14 @@ type MemberSummary struct {
 	Healthy bool   `json:"healthy"`
 }
 
-// rejoinSteps numbers the journal's steps for the status line.
-var rejoinSteps = []string{stepPrecheck, stepSnapshot, stepRemove, stepMove, stepAdd, stepStart, stepPromote}
-
 // statusLine is the one line systemd shows in `systemctl status`.
 func (a *Agent) statusLine() string {
 	st := a.Status()
 	switch {
-	case st.RejoinStep != "" && st.RejoinStep != stepDone && (st.Phase == "repairing" || st.Phase == "joining" || st.Phase == "promoting"):
-		n := 0
-		for i, s := range rejoinSteps {
-			if s == st.RejoinStep {
-				n = i + 1
-			}
-		}
-		return fmt.Sprintf("%s: %s: step %d/%d %s", st.Member, st.Phase, n, len(rejoinSteps), st.RejoinStep)
-	case st.Phase == "running" && st.Voters > 0:
+	case (model.Journal{Step: st.RejoinStep}).Open() && (st.Phase == model.PhaseRepairing || st.Phase == model.PhaseJoining || st.Phase == model.PhasePromoting):
+		step := repair.Step(st.RejoinStep)
+		return fmt.Sprintf("%s: %s: step %d/%d %s", st.Member, st.Phase, step.Number(), len(repair.Steps), st.RejoinStep)
+	case st.Phase == model.PhaseRunning && st.Voters > 0:
 		health := "healthy"
 		if !st.Healthy {
 			health = "unhealthy"

@@ -134,3 +134,17 @@ func refused(err error) bool {
 	}
 	return false
 }
+
+// ParseAlarms reads the alarms a member's status reports. etcd renders
+// each as "memberID:<decimal> alarm:<TYPE> ".
+func ParseAlarms(errs []string) []model.Alarm {
+	var out []model.Alarm
+	for _, e := range errs {
+		var id uint64
+		var kind string
+		if n, _ := fmt.Sscanf(e, "memberID:%d alarm:%s", &id, &kind); n == 2 {
+			out = append(out, model.Alarm{MemberID: id, Type: kind})
+		}
+	}
+	return out
+}

@@ -1,5 +1,7 @@
 package model
 
+import "time"
+
 // DataKind is what the local data dir holds, as far as the start decision
 // cares.
 type DataKind int
@@ -44,3 +46,78 @@ type AgentRecord struct {
 	Decision   string   `json:"decision"`
 	Addr       string   `json:"addr,omitempty"`
 }
+
+// Phase is what the agent is doing with its member, for STATUS, /status
+// and the agent record.
+type Phase string
+
+const (
+	PhaseStarting  Phase = "starting"  // etcd started, not serving yet
+	PhaseRunning   Phase = "running"   // a healthy voter
+	PhaseWaiting   Phase = "waiting"   // blocked; the decision says on what
+	PhaseIdle      Phase = "idle"      // not in the spec: stays stopped
+	PhaseJoining   Phase = "joining"   // rejoining with an empty data dir
+	PhaseRepairing Phase = "repairing" // rejoining in place of unusable data
+	PhasePromoting Phase = "promoting" // a learner, until promoted
+)
+
+// Local is the local member as one pass observed it.
+type Local struct {
+	// Running: the etcd process is running.
+	Running bool
+	// Answer is what the local etcd's client port answered; nil when it
+	// did not (starting, stuck, or stopped).
+	Answer *Answer
+	// SilentFor is how long the running etcd has not answered.
+	SilentFor time.Duration
+	// RestartIn is the restart backoff left after an exit (0: start now).
+	RestartIn time.Duration
+	// LastExit is etcd's last exit, classified; nil after a clean run.
+	LastExit *Exit
+	// Data is the data dir, inspected only when etcd is about to start.
+	Data Data
+	// Marker is nil when this host never ran a member of the cluster.
+	Marker  *Marker
+	Journal Journal
+	// RepairBlocked is non-empty when moving data is not allowed now
+	// (repair disabled, rate limited, unreadable journal): the reason.
+	RepairBlocked string
+	// LockHeld: this agent holds the cluster lock, and its lease is alive.
+	LockHeld bool
+	// SettingsChanged: the spec changed the flags of the running etcd.
+	SettingsChanged bool
+}
+
+// Answer is the local etcd's status answer.
+type Answer struct {
+	MemberID  uint64
+	ClusterID uint64
+	Leader    uint64
+	IsLearner bool
+	Alarms    []Alarm
+}
+
+// Alarm is one active alarm of the cluster: its type (NOSPACE, CORRUPT)
+// and the member it names.
+type Alarm struct {
+	MemberID uint64
+	Type     string
+}
+
+// Exit is how etcd last ended: the exit as text, its failure class and
+// why it was classified so.
+type Exit struct {
+	Text    string
+	Class   string
+	Reason  string
+	Corrupt bool
+}
+
+// Journal is the open rejoin journal's state, as far as decisions care.
+type Journal struct {
+	Step  string // "" when there is none, "done" when closed
+	Class string // "join" or "repair"
+}
+
+// Open: a rejoin is under way (started and not done).
+func (j Journal) Open() bool { return j.Step != "" && j.Step != "done" }

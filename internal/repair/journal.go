@@ -17,7 +17,7 @@ type Journal struct {
 	ID           string    `json:"id"`
 	Reason       string    `json:"reason"`
 	Class        string    `json:"class"`
-	Step         string    `json:"step"`
+	Step         Step      `json:"step"`
 	StartedAt    time.Time `json:"startedAt"`
 	UpdatedAt    time.Time `json:"updatedAt"`
 	OldMemberID  uint64    `json:"oldMemberID"`
@@ -28,6 +28,9 @@ type Journal struct {
 	Attempts []time.Time `json:"attempts"`
 	Error    string      `json:"error,omitempty"`
 }
+
+// Open: a rejoin is under way (started and not done).
+func (j Journal) Open() bool { return j.Step != "" && j.Step != StepDone }
 
 // LoadJournal reads the journal at path. exists is false (and err nil) when
 // there is none. A journal that does not parse is reported with exists

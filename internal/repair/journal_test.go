@@ -7,12 +7,13 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"sync"
 	"testing"
 	"time"
 )
 
-func sampleJournal(step string) Journal {
+func sampleJournal(step Step) Journal {
 	t0 := time.Date(2026, 11, 29, 19, 58, 53, 745923000, time.UTC)
 	return Journal{
 		ID: "20261129T195853Z", Reason: "WAL is corrupt", Class: "corrupt", Step: step,
@@ -80,7 +81,7 @@ func TestJournalCrashLeavesOldContent(t *testing.T) {
 // partial one.
 func TestJournalReadersSeeWholeVersions(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "journal.json")
-	steps := []string{"precheck", "snapshot", "remove", "move", "add", "start", "done"}
+	steps := append(slices.Clone(Steps), StepDone)
 	if err := SaveJournal(path, sampleJournal(steps[0])); err != nil {
 		t.Fatal(err)
 	}

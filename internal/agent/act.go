@@ -1,0 +1,242 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/etcdkeeper/etcdkeeper/internal/cluster"
+	"github.com/etcdkeeper/etcdkeeper/internal/etcdproc"
+	"github.com/etcdkeeper/etcdkeeper/internal/model"
+	"github.com/etcdkeeper/etcdkeeper/internal/reconcile"
+	"github.com/etcdkeeper/etcdkeeper/internal/repair"
+)
+
+// act takes the one step the decision asked for. It returns what was
+// done, whether the next pass should follow at once, and an error.
+func (a *Agent) act(ctx context.Context, act reconcile.Action, in reconcile.Input) (string, bool, error) {
+	said, again, err := a.step(ctx, act, in)
+	if act.ReleaseLock {
+		a.releaseLock(ctx)
+	}
+	a.setPhase(phaseOf(act, in))
+	return said, again, err
+}
+
+func (a *Agent) step(ctx context.Context, act reconcile.Action, in reconcile.Input) (string, bool, error) {
+	switch act.Kind {
+	case reconcile.DoStart:
+		if err := a.launch(etcdproc.NewClusterBootstrap(a.spec)); err != nil {
+			return "starting etcd failed", false, err
+		}
+		return act.Reason, true, nil
+	case reconcile.DoIdle:
+		return a.idle(act)
+	case reconcile.DoTakeLock:
+		return a.takeLockFor(ctx, act)
+	case reconcile.DoRejoin:
+		return a.rejoin(ctx, act, in)
+	case reconcile.DoPromote:
+		return a.promote(ctx, in.Local.Answer.MemberID)
+	case reconcile.DoFinishRejoin:
+		return a.finishRejoin(in.Local.Answer.MemberID)
+	case reconcile.DoStopForRepair:
+		return a.stop(act.Reason, &repair.Verdict{Class: repair.ClassCorrupt, Reason: act.Reason, Evidence: act.Reason})
+	case reconcile.DoStopStuck:
+		a.silentSince = time.Time{}
+		return a.stop(act.Reason, nil)
+	case reconcile.DoRestartSettings:
+		return a.restartForSettings()
+	case reconcile.DoChangeMembership:
+		return a.changeMembership(ctx, act.Step, in)
+	}
+	return act.Reason, false, nil
+}
+
+// phaseOf is the phase the agent reports after act.
+func phaseOf(act reconcile.Action, in reconcile.Input) model.Phase {
+	l := in.Local
+	switch {
+	case act.Kind == reconcile.DoIdle:
+		return model.PhaseIdle
+	case act.Kind == reconcile.DoRejoin && act.Start.Repair:
+		return model.PhaseRepairing
+	case act.Kind == reconcile.DoRejoin:
+		return model.PhaseJoining
+	case act.Kind == reconcile.DoStart || (l.Running && l.Answer == nil):
+		return model.PhaseStarting
+	case l.Running && l.Answer.IsLearner:
+		return model.PhasePromoting
+	case l.Running && l.Answer.Leader != 0:
+		return model.PhaseRunning
+	}
+	return model.PhaseWaiting
+}
+
+// launch starts etcd with flags from the spec.
+func (a *Agent) launch(b etcdproc.Bootstrap) error {
+	s, self := a.Spec()
+	cmd := etcdproc.Command{Env: etcdproc.ChildEnv(a.cfg.Env)}
+	args := etcdproc.Flags(s, self, b)
+	if s.Etcd.Binary != "" {
+		cmd.Path, cmd.Args = s.Etcd.Binary, args
+	} else {
+		cmd.Path, cmd.Args = a.cfg.Self, append([]string{"etcd"}, args...)
+	}
+	p, err := a.etcd.Start(cmd, self.DataDir)
+	if err != nil {
+		return err
+	}
+	a.data = nil
+	a.settling = true
+	a.settings = settingsOf(s, self)
+	a.lg.Info("etcd started", zap.Int("pid", p.PID()), zap.String("initial-cluster-state", b.State),
+		zap.String("initial-cluster", b.InitialCluster))
+	a.updateStatus(func(st *Status) { st.EtcdPID = p.PID() })
+	return nil
+}
+
+// idle keeps the member stopped; a data dir whose member the cluster
+// removed is moved aside (kept) so that a later join starts clean.
+func (a *Agent) idle(act reconcile.Action) (string, bool, error) {
+	if !act.Start.MoveData {
+		return act.Reason, false, nil
+	}
+	_, self := a.Spec()
+	dest, err := repair.MoveAside(self.DataDir, self.BackupDir, time.Now())
+	a.data = nil
+	if err != nil {
+		return "idle: moving the removed member's data aside failed", false, err
+	}
+	if dest != "" {
+		a.lg.Warn("moved the removed member's data dir aside", zap.String("from", self.DataDir), zap.String("to", dest))
+	}
+	return act.Reason, false, nil
+}
+
+// takeLockFor takes the cluster lock; the next pass, which holds it,
+// observes and decides again: the first look may be stale.
+func (a *Agent) takeLockFor(ctx context.Context, act reconcile.Action) (string, bool, error) {
+	if err := a.takeLock(ctx); err != nil {
+		if errors.Is(err, cluster.ErrLocked) {
+			return "waiting: another agent holds the cluster lock", false, nil
+		}
+		return "waiting for the cluster lock", false, err
+	}
+	return act.Reason, true, nil
+}
+
+// promote asks the cluster to promote the local learner; etcd refuses
+// until the learner has caught up with the leader's log.
+func (a *Agent) promote(ctx context.Context, id uint64) (string, bool, error) {
+	err := a.client.Promote(ctx, id)
+	if cluster.IsLearnerNotReady(err) {
+		a.lockNotForever(ctx)
+		return fmt.Sprintf("waiting: learner %x is catching up with the leader", id), false, nil
+	}
+	if err != nil {
+		return fmt.Sprintf("promote of learner %x failed", id), false, err
+	}
+	a.lg.Info("promoted to voter", zap.String("member-id", fmt.Sprintf("%x", id)))
+	a.metrics.MembershipChanges.WithLabelValues("promote").Inc()
+	return fmt.Sprintf("promoted: learner %x is now a voter", id), true, nil
+}
+
+// lockNotForever gives the cluster lock back when this member has held it
+// for longer than agent.learnerTimeout without being promoted: the other
+// agents may need it (and may remove this learner as stale).
+func (a *Agent) lockNotForever(ctx context.Context) {
+	s, _ := a.Spec()
+	if a.lock != nil && time.Since(a.lockSince) > s.Agent.LearnerTimeout.Duration {
+		a.lg.Warn("giving the cluster lock back: still a learner after agent.learnerTimeout")
+		a.releaseLock(ctx)
+	}
+}
+
+// finishRejoin closes the open rejoin journal once the member is a
+// healthy voter (the decision releases the lock).
+func (a *Agent) finishRejoin(id uint64) (string, bool, error) {
+	j, closed, err := a.rejoiner().Finish(id)
+	if err != nil {
+		return "closing the rejoin journal", false, err
+	}
+	if closed && j.Class == "repair" {
+		a.metrics.Repairs.WithLabelValues("done").Inc()
+	}
+	a.updateStatus(func(s *Status) { s.RejoinStep = string(j.Step) })
+	return fmt.Sprintf("rejoin finished: member %x is a healthy voter", id), true, nil
+}
+
+// stop stops the running etcd; the start path then inspects the data dir
+// and decides again. With a verdict (corruption etcd reported), it
+// starts over at once; without, the exit is classified and the restart
+// backoff applies.
+func (a *Agent) stop(why string, v *repair.Verdict) (string, bool, error) {
+	a.lg.Error("stopping etcd", zap.String("reason", why))
+	e, err := a.etcd.Stop()
+	if err != nil {
+		return "stopping etcd", false, err
+	}
+	if v == nil {
+		a.noteExit(e.String(), e.Uptime, repair.Classify(repair.Exit{Code: e.Code, Signal: e.Signal, Tail: e.Tail}), false)
+		return why, false, nil
+	}
+	a.noteExit(e.String(), e.Uptime, *v, true)
+	return why, true, nil
+}
+
+// restartForSettings stops etcd to start it again with the spec's new
+// settings; the lock is kept until the member is a healthy voter again.
+func (a *Agent) restartForSettings() (string, bool, error) {
+	s, self := a.Spec()
+	a.lg.Warn("restarting etcd to apply changed settings", zap.String("from", a.settings), zap.String("to", settingsOf(s, self)))
+	if _, err := a.etcd.Stop(); err != nil {
+		return "rolling restart: stop", false, err
+	}
+	a.data = nil
+	return fmt.Sprintf("restarting etcd to apply changed settings (spec %s)", s.Generation), true, nil
+}
+
+// changeMembership carries out one membership change.
+func (a *Agent) changeMembership(ctx context.Context, step reconcile.Step, in reconcile.Input) (string, bool, error) {
+	voters, healthy := in.Cluster.Voters(0)
+	fields := []zap.Field{zap.Stringer("kind", step.Kind), zap.String("target", step.Name),
+		zap.String("target-id", fmt.Sprintf("%x", step.MemberID)), zap.String("reason", step.Reason),
+		zap.Int("healthy-voters", healthy), zap.Int("voters", voters)}
+	var err error
+	switch step.Kind {
+	case reconcile.StepRemove:
+		err = a.client.Remove(ctx, step.MemberID)
+	case reconcile.StepUpdatePeerURLs:
+		err = a.client.UpdatePeerURLs(ctx, step.MemberID, step.PeerURLs)
+		fields = append(fields, zap.Strings("peer-urls", step.PeerURLs))
+	case reconcile.StepMoveLeader:
+		leader, ok := in.Cluster.Member(step.MemberID)
+		if !ok || len(leader.ClientURLs) == 0 {
+			return "membership change failed", false, fmt.Errorf("leader %x has no client URL", step.MemberID)
+		}
+		err = a.client.MoveLeader(ctx, leader.ClientURLs[0], step.To)
+		fields = append(fields, zap.String("to", fmt.Sprintf("%x", step.To)))
+	default:
+		err = fmt.Errorf("unknown step %s", step.Kind)
+	}
+	if err != nil {
+		return fmt.Sprintf("membership change %s of %s failed", step.Kind, step.Name), false, err
+	}
+	a.lg.Warn("membership change", fields...)
+	a.metrics.MembershipChanges.WithLabelValues(step.Kind.String()).Inc()
+	return fmt.Sprintf("changed membership: %s %s (%s)", step.Kind, step.Name, step.Reason), true, nil
+}
+
+// crashPoint lets tests kill the agent right before a rejoin step's side
+// effect.
+func (a *Agent) crashPoint(step repair.Step) {
+	if a.cfg.CrashAt == string(step) {
+		a.lg.Error("test crash point reached: exiting hard", zap.String("step", string(step)))
+		os.Exit(3)
+	}
+}

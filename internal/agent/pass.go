@@ -1,0 +1,234 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/etcdkeeper/etcdkeeper/internal/cluster"
+	"github.com/etcdkeeper/etcdkeeper/internal/model"
+	"github.com/etcdkeeper/etcdkeeper/internal/reconcile"
+	"github.com/etcdkeeper/etcdkeeper/internal/repair"
+)
+
+// onePass is observe → decide → act → report. It returns true when the
+// step made progress that the next pass should follow at once.
+func (a *Agent) onePass(ctx context.Context) bool {
+	a.reload()
+	in, err := a.observe(ctx)
+	var act reconcile.Action
+	said, again := "error observing", false
+	if err == nil {
+		err = a.record(ctx, in.Local.Answer)
+	}
+	if err == nil {
+		act = reconcile.Decide(in)
+		said, again, err = a.act(ctx, act, in)
+	}
+	a.report(act, said, err)
+	return again && err == nil
+}
+
+// report records the pass's outcome and logs the decision when its key
+// changed: state changes, not heartbeats.
+func (a *Agent) report(act reconcile.Action, said string, err error) {
+	a.metrics.PassDone(err)
+	key := act.Key
+	if err != nil {
+		said = said + ": " + err.Error()
+		key = "error/" + act.Key + "/" + said
+	}
+	a.setDecision(said, err)
+	if key == a.lastKey {
+		return
+	}
+	a.lastKey = key
+	f := []zap.Field{zap.String("decision", said), zap.String("action", act.Kind.String()), zap.String("key", act.Key)}
+	if err != nil {
+		a.lg.Warn("decision", f...)
+		return
+	}
+	a.lg.Info("decision", f...)
+}
+
+// observe looks at the local member and, as far as the decision needs
+// it, at the cluster: once per pass.
+func (a *Agent) observe(ctx context.Context) (reconcile.Input, error) {
+	s, self := a.Spec()
+	in := reconcile.Input{Self: self, InSpec: a.inSpecNow(), Desired: s.Members, Generation: s.Generation,
+		LearnerTimeout: s.Agent.LearnerTimeout.Duration}
+	if err := a.ensureClient(); err != nil {
+		return in, err
+	}
+	a.reapExit()
+	l := &in.Local
+	l.LockHeld = a.lock != nil && a.lock.Held()
+	l.LastExit = a.lastExit
+	j, jerr := a.loadJournal()
+	l.Journal = model.Journal{Step: string(j.Step), Class: j.Class}
+	if a.etcd.Running() {
+		l.Running = true
+		a.observeRunning(ctx, &in)
+		return in, nil
+	}
+	if l.RestartIn = a.etcd.RestartIn(); l.RestartIn > 0 {
+		return in, nil
+	}
+	return in, a.observeStopped(ctx, &in, jerr)
+}
+
+// observeRunning asks the local etcd for its status and, for a healthy
+// voter (or an etcd silent for too long), observes the cluster.
+func (a *Agent) observeRunning(ctx context.Context, in *reconcile.Input) {
+	s, self := a.Spec()
+	l := &in.Local
+	st, err := a.client.Status(ctx, self.ClientURLs[0])
+	if err != nil {
+		if a.silentSince.IsZero() || a.silentSince.Before(a.etcd.Process().Started()) {
+			a.silentSince = time.Now()
+		}
+		l.SilentFor = time.Since(a.silentSince)
+		if l.SilentFor >= reconcile.ReadyDeadline {
+			in.Cluster = a.observeCluster(ctx)
+		}
+		return
+	}
+	a.silentSince = time.Time{}
+	l.Answer = &model.Answer{MemberID: st.Header.MemberId, ClusterID: st.Header.ClusterId, Leader: st.Leader,
+		IsLearner: st.IsLearner, Alarms: cluster.ParseAlarms(st.Errors)}
+	l.SettingsChanged = a.settings != "" && a.settings != settingsOf(s, self)
+	a.noteAnswer(*l.Answer)
+	if st.Leader == 0 || st.IsLearner || l.Journal.Open() {
+		return
+	}
+	in.Cluster = a.observeCluster(ctx)
+	if in.Cluster != nil && hasExtra(in) {
+		// Only the removal of a member the spec does not list consults the
+		// other agents' specs.
+		if recs, err := a.client.Agents(ctx, s.Cluster.Name); err == nil {
+			in.Agents = recs
+		}
+	}
+}
+
+// hasExtra: the cluster has a started member the spec does not list.
+func hasExtra(in *reconcile.Input) bool {
+	for _, m := range in.Cluster.Members {
+		if m.Unstarted() {
+			continue
+		}
+		listed := false
+		for _, d := range in.Desired {
+			listed = listed || d.Name == m.Name
+		}
+		if !listed {
+			return true
+		}
+	}
+	return false
+}
+
+// observeStopped gathers what the start decision needs: the data dir, the
+// marker, the repair guards, and the live cluster if any peer answers.
+func (a *Agent) observeStopped(ctx context.Context, in *reconcile.Input, journalErr error) error {
+	_, self := a.Spec()
+	l := &in.Local
+	if a.data == nil {
+		d := a.inspect(ctx)
+		a.data = &d
+	}
+	l.Data = *a.data
+	marker, err := a.loadMarker()
+	if err != nil {
+		return err
+	}
+	l.Marker = marker
+	l.RepairBlocked = a.repairBlocked(journalErr)
+	if !cluster.AnyListening(ctx, a.peerURLs()) {
+		// Nobody listens on any peer's client or peer port: no cluster to
+		// observe, and no call needs to wait out its deadline.
+		return nil
+	}
+	if in.Cluster = a.observeCluster(ctx); in.Cluster == nil && l.Data.Kind == model.DataEmpty {
+		// Only an empty data dir may lead to forming a new cluster: make
+		// sure nobody is there before that.
+		in.PeerAnswered = a.client.AnyPeerAnswers(ctx, a.peerEndpoints())
+		if in.PeerAnswered == "" {
+			in.PeerAnswered = cluster.ClusterWithout(ctx, self, a.peers())
+		}
+	}
+	return nil
+}
+
+// observeCluster observes the live cluster (nil when it does not answer
+// with a leader) and records it for status and metrics.
+func (a *Agent) observeCluster(ctx context.Context) *model.Cluster {
+	v, err := a.client.Observe(ctx)
+	if err != nil {
+		return nil
+	}
+	a.pending.Stamp(&v)
+	a.noteView(v)
+	return &v
+}
+
+// reapExit classifies how etcd ended, once, and schedules the next start.
+func (a *Agent) reapExit() {
+	e, ok := a.etcd.Reap()
+	if !ok {
+		return
+	}
+	v := repair.Classify(repair.Exit{Code: e.Code, Signal: e.Signal, Tail: e.Tail})
+	a.noteExit(e.String(), e.Uptime, v, false)
+}
+
+// noteExit records an exit of etcd with its classification and schedules
+// the next start: at once for corruption and removal (the start decision
+// handles them), after the backoff otherwise, or at once when stopped
+// on purpose.
+func (a *Agent) noteExit(exit string, uptime time.Duration, v repair.Verdict, onPurpose bool) {
+	a.data = nil
+	a.lastExit = &model.Exit{Text: exit, Class: v.Class.String(), Reason: v.Reason, Corrupt: v.Class == repair.ClassCorrupt}
+	now := onPurpose || v.Class == repair.ClassCorrupt || v.Class == repair.ClassRemoved
+	delay := a.etcd.ScheduleRestart(now)
+	a.metrics.EtcdRestarts.WithLabelValues(v.Class.String()).Inc()
+	a.metrics.MemberHealthy.Set(0)
+	a.metrics.SetRole("none")
+	a.lg.Warn("etcd exited", zap.String("exit", exit), zap.Duration("uptime", uptime.Round(time.Millisecond)),
+		zap.Stringer("class", v.Class), zap.String("reason", v.Reason), zap.String("evidence", v.Evidence),
+		zap.Duration("restart-in", delay.Round(time.Millisecond)))
+	a.updateStatus(func(s *Status) {
+		s.EtcdPID = 0
+		s.Healthy = false
+		s.Restarts++
+		s.LastExit = exit
+		s.LastExitClass = v.Class.String()
+	})
+}
+
+// repairBlocked says why moving data is not allowed now, or "".
+func (a *Agent) repairBlocked(journalErr error) string {
+	s, _ := a.Spec()
+	if s.Repair.Enabled != nil && !*s.Repair.Enabled {
+		return "repair is disabled in the spec (repair.enabled: false)"
+	}
+	if journalErr != nil {
+		return journalErr.Error()
+	}
+	j, _ := a.loadJournal()
+	if j.Open() {
+		return "" // a repair under way is resumed, not counted again
+	}
+	if repair.RateLimited(j.Attempts, time.Now(), s.Repair.MaxPerHour) {
+		return fmt.Sprintf("rate limit: %d repairs in the last hour (repair.maxPerHour)", s.Repair.MaxPerHour)
+	}
+	return ""
+}
+
+func (a *Agent) inSpecNow() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.inSpec
+}

@@ -1,0 +1,119 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+
+	"go.uber.org/zap"
+
+	"github.com/etcdkeeper/etcdkeeper/internal/cluster"
+	"github.com/etcdkeeper/etcdkeeper/internal/model"
+	"github.com/etcdkeeper/etcdkeeper/internal/spec"
+)
+
+// record keeps what the pass learned about the local member: its identity
+// in the marker (the proof that this host was a member), its agent record
+// in the cluster, and — once it serves as a voter with a leader — that
+// etcd is settled.
+func (a *Agent) record(ctx context.Context, ans *model.Answer) error {
+	if ans == nil {
+		return nil
+	}
+	if err := a.recordMarker(ans.ClusterID, ans.MemberID); err != nil {
+		return err
+	}
+	a.publish(ctx)
+	if ans.Leader != 0 && !ans.IsLearner {
+		a.etcd.Stable()
+		a.lastExit = nil
+		a.settling = false
+	}
+	return nil
+}
+
+func (a *Agent) recordMarker(clusterID, memberID uint64) error {
+	m, err := a.loadMarker()
+	if err != nil {
+		return err
+	}
+	if m != nil && m.ClusterID == clusterID && m.MemberID == memberID {
+		return nil
+	}
+	if err := a.saveMarker(model.Marker{ClusterID: clusterID, MemberID: memberID}); err != nil {
+		return fmt.Errorf("recording membership: %w", err)
+	}
+	a.lg.Info("member identity recorded", zap.String("cluster-id", fmt.Sprintf("%x", clusterID)), zap.String("member-id", fmt.Sprintf("%x", memberID)))
+	return nil
+}
+
+// publish keeps this agent's record in the cluster current: its spec, its
+// phase and its last decision.
+func (a *Agent) publish(ctx context.Context) {
+	s, self := a.Spec()
+	if a.presence != nil && !a.presence.Alive() {
+		_ = a.presence.Close()
+		a.presence = nil
+	}
+	if a.presence == nil {
+		p, err := a.client.NewPresence(ctx)
+		if err != nil {
+			return
+		}
+		a.presence = p
+	}
+	st := a.Status()
+	rec := model.AgentRecord{Name: self.Name, Generation: s.Generation, Members: s.Names(), Phase: string(st.Phase),
+		Decision: st.Decision, Addr: self.AgentAddr}
+	if err := a.presence.Publish(ctx, s.Cluster.Name, rec); err != nil {
+		a.lg.Debug("publish agent record", zap.Error(err))
+	}
+}
+
+// peerEndpoints are the client URLs of the spec's other members (of this
+// one, in a one-member cluster).
+func (a *Agent) peerEndpoints() []string {
+	s, self := a.Spec()
+	var eps []string
+	for _, m := range s.Members {
+		if m.Name != self.Name || len(s.Members) == 1 {
+			eps = append(eps, m.ClientURLs...)
+		}
+	}
+	return eps
+}
+
+// peerURLs are every client and peer URL of the spec's other members (of
+// this one, in a one-member cluster).
+func (a *Agent) peerURLs() []string {
+	urls := a.peerEndpoints()
+	for _, m := range a.peers() {
+		urls = append(urls, m.PeerURLs...)
+	}
+	return urls
+}
+
+// peers are the spec's other members.
+func (a *Agent) peers() []spec.Member {
+	s, self := a.Spec()
+	var out []spec.Member
+	for _, m := range s.Members {
+		if m.Name != self.Name {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// ensureClient dials the peers named in the spec.
+func (a *Agent) ensureClient() error {
+	if a.client != nil {
+		return nil
+	}
+	s, self := a.Spec()
+	c, err := cluster.DialSpec(s, self, a.peerEndpoints())
+	if err != nil {
+		return err
+	}
+	a.client = c
+	return nil
+}

@@ -1,0 +1,258 @@
+package reconcile
+
+import (
+	"fmt"
+	"regexp"
+	"slices"
+	"time"
+
+	"github.com/etcdkeeper/etcdkeeper/internal/model"
+	"github.com/etcdkeeper/etcdkeeper/internal/spec"
+)
+
+// ReadyDeadline is how long a running etcd may stay silent (its client
+// port serves only once it has published itself through raft) while its
+// peers are healthy, before the agent stops it and checks its data.
+const ReadyDeadline = 90 * time.Second
+
+// Input is everything one pass observed: the spec in force, the local
+// member, the live cluster and the other agents. Decide reads nothing else.
+type Input struct {
+	Self spec.Member
+	// InSpec: the spec in force lists Self (a host dropped from the spec
+	// keeps its last entry as Self, to know where its data lives).
+	InSpec     bool
+	Desired    []spec.Member
+	Generation string
+	// LearnerTimeout is agent.learnerTimeout.
+	LearnerTimeout time.Duration
+
+	Local model.Local
+	// Cluster is the live cluster seen through the peers; nil when none
+	// answered with a leader (or it was not asked this pass).
+	Cluster *model.Cluster
+	// PeerAnswered, when Cluster is nil and the data dir is empty, is the
+	// evidence that some peer is alive anyway (see StartInput).
+	PeerAnswered string
+	// Agents are the live agents' records (nil when not read).
+	Agents []model.AgentRecord
+}
+
+// ActionKind is the kind of the one step a pass takes.
+type ActionKind int
+
+//go:generate stringer -type=ActionKind -linecomment
+const (
+	DoNothing          ActionKind = iota // nothing
+	DoWait                               // wait
+	DoStart                              // start
+	DoIdle                               // idle
+	DoTakeLock                           // take-lock
+	DoRejoin                             // rejoin
+	DoPromote                            // promote
+	DoFinishRejoin                       // finish-rejoin
+	DoStopForRepair                      // stop-for-repair
+	DoStopStuck                          // stop-stuck
+	DoRestartSettings                    // restart-for-settings
+	DoChangeMembership                   // change-membership
+)
+
+// Action is Decide's answer: one step, why, and a key that stays the same
+// while the decision does (the agent logs a decision when its key changes,
+// not when a duration in its reason ticks on).
+type Action struct {
+	Kind   ActionKind
+	Reason string
+	Key    string
+	// Start is the start decision behind DoStart, DoIdle and DoRejoin.
+	Start StartDecision
+	// Step is the membership change behind DoChangeMembership.
+	Step Step
+	// ReleaseLock: give the cluster lock back (if held) after this step.
+	// The lock stays with a member that is starting, rejoining or
+	// restarting until it is a healthy voter again.
+	ReleaseLock bool
+}
+
+// Decide is the agent's one decision per pass. Guard clauses in order;
+// each returns one action with its reason.
+func Decide(in Input) Action {
+	if in.Local.Running {
+		return decideRunning(in)
+	}
+	return decideStopped(in)
+}
+
+// decideStopped handles a local etcd that is not running: wait out the
+// restart backoff, then start it as DecideStart says.
+func decideStopped(in Input) Action {
+	l := in.Local
+	if l.RestartIn > 0 {
+		return wait("backoff", "restart backoff after %s (%s)", l.LastExit.Text, l.LastExit.Class)
+	}
+	d := DecideStart(startInput(in))
+	key := "start/" + d.Action.String() + "/" + stableKey(d.Reason)
+	switch d.Action {
+	case ActWait:
+		return Action{Kind: DoWait, Reason: "waiting: " + d.Reason, Key: key, Start: d, ReleaseLock: true}
+	case ActIdle:
+		return Action{Kind: DoIdle, Reason: "idle: " + d.Reason, Key: key, Start: d, ReleaseLock: true}
+	case ActStartAsIs, ActStartNew:
+		return Action{Kind: DoStart, Reason: "started etcd: " + d.Reason, Key: key, Start: d}
+	}
+	// The one rejoin path changes membership: only under the cluster lock,
+	// and decided again by the pass that holds it.
+	if !l.LockHeld {
+		return Action{Kind: DoTakeLock, Reason: "taking the cluster lock to rejoin: " + d.Reason, Key: "lock/rejoin", Start: d}
+	}
+	return Action{Kind: DoRejoin, Reason: "rejoining: " + d.Reason, Key: key, Start: d}
+}
+
+// startInput is DecideStart's view of the pass.
+func startInput(in Input) StartInput {
+	l := in.Local
+	si := StartInput{Self: in.Self, InSpec: in.InSpec, SpecSize: len(in.Desired), Data: l.Data, Marker: l.Marker,
+		Cluster: in.Cluster, PeerAnswered: in.PeerAnswered, RepairBlocked: l.RepairBlocked}
+	if l.LastExit != nil && l.LastExit.Corrupt {
+		si.ExitCorrupt, si.ExitReason = true, l.LastExit.Reason
+	}
+	return si
+}
+
+// decideRunning handles a running local etcd: make sure it serves, promote
+// it while it is a learner, finish an open rejoin, apply changed settings,
+// and converge the membership to the spec.
+func decideRunning(in Input) Action {
+	l := in.Local
+	a := l.Answer
+	if a == nil {
+		return notAnswering(in)
+	}
+	if slices.ContainsFunc(a.Alarms, func(al model.Alarm) bool { return al.MemberID == a.MemberID && al.Type == "CORRUPT" }) {
+		why := fmt.Sprintf("etcd raised a CORRUPT alarm on member %x", a.MemberID)
+		return Action{Kind: DoStopForRepair, Reason: why, Key: "stop-for-repair"}
+	}
+	if a.Leader == 0 {
+		return wait("no-leader", "local member has no leader")
+	}
+	if a.IsLearner {
+		return Action{Kind: DoPromote, Reason: fmt.Sprintf("promoting learner %x", a.MemberID), Key: "promote"}
+	}
+	if l.Journal.Open() {
+		return Action{Kind: DoFinishRejoin, Reason: fmt.Sprintf("rejoin finished: %s is a healthy voter", in.Self.Name), Key: "finish-rejoin", ReleaseLock: true}
+	}
+	if l.SettingsChanged {
+		if act, due := restartForSettings(in); due {
+			return act
+		}
+	}
+	return converge(in)
+}
+
+// notAnswering: waiting for a starting etcd is normal; but an etcd that
+// stays silent although the others form a healthy quorum is stuck (e.g.
+// it cut a damaged WAL and now lacks committed entries): stop it, so that
+// the start path inspects the data dir and decides again.
+func notAnswering(in Input) Action {
+	l := in.Local
+	if l.SilentFor < ReadyDeadline {
+		return wait("not-answering", "local etcd is not answering yet")
+	}
+	if in.Cluster == nil || !othersHaveQuorum(in) {
+		return wait("not-answering-no-quorum", "local etcd is not answering and the peers have no healthy quorum without it")
+	}
+	return Action{Kind: DoStopStuck, Key: "stop-stuck",
+		Reason: fmt.Sprintf("stopped etcd: not answering for %s while its peers are healthy", l.SilentFor.Round(time.Second))}
+}
+
+// othersHaveQuorum: the voters other than the local member form a healthy
+// quorum of the voters without it.
+func othersHaveQuorum(in Input) bool {
+	for _, m := range in.Cluster.Members {
+		if m.Name == in.Self.Name {
+			ok, _ := in.Cluster.QuorumWithout(m.ID)
+			return ok
+		}
+	}
+	ok, _ := in.Cluster.QuorumWithout(0)
+	return ok
+}
+
+// restartForSettings restarts the local etcd when the spec changed its
+// settings: only under the cluster lock (one member restarting at a time)
+// and only when the other voters form a healthy quorum without it.
+func restartForSettings(in Input) (Action, bool) {
+	if in.Cluster == nil {
+		return wait("settings-no-view", "etcd settings changed; cannot observe the cluster to restart safely"), true
+	}
+	if ok, detail := in.Cluster.QuorumWithout(in.Local.Answer.MemberID); !ok && len(in.Cluster.Members) > 1 {
+		return wait("settings-no-quorum", "etcd settings changed; not restarting while the others have %s", detail), true
+	}
+	if !in.Local.LockHeld {
+		return Action{Kind: DoTakeLock, Reason: "etcd settings changed: taking the cluster lock to restart", Key: "lock/settings"}, true
+	}
+	return Action{Kind: DoRestartSettings, Key: "restart-settings",
+		Reason: fmt.Sprintf("restarting etcd to apply changed settings (spec %s)", in.Generation)}, true
+}
+
+// converge makes at most one membership change toward the spec, under the
+// cluster lock.
+func converge(in Input) Action {
+	self := fmt.Sprintf("no action: %s is a healthy voter (member %x, leader %x)", in.Self.Name, in.Local.Answer.MemberID, in.Local.Answer.Leader)
+	if in.Cluster == nil {
+		return Action{Kind: DoNothing, Reason: self, Key: "healthy-voter", ReleaseLock: true}
+	}
+	step := Plan(in.Desired, *in.Cluster, Options{LearnerTimeout: in.LearnerTimeout})
+	switch step.Kind {
+	case StepNone:
+		return Action{Kind: DoNothing, Reason: self, Key: "healthy-voter", ReleaseLock: true}
+	case StepWait:
+		return Action{Kind: DoWait, Reason: "waiting: " + step.Reason, Key: "plan/" + stableKey(step.Reason), ReleaseLock: true}
+	}
+	if why := specDisagrees(in, step); why != "" {
+		return Action{Kind: DoWait, Reason: "waiting: " + why, Key: "spec-skew/" + step.Name, ReleaseLock: true}
+	}
+	key := fmt.Sprintf("change/%s/%x", step.Kind, step.MemberID)
+	if !in.Local.LockHeld {
+		return Action{Kind: DoTakeLock, Reason: "taking the cluster lock to " + step.Reason, Key: "lock/" + key, Step: step}
+	}
+	return Action{Kind: DoChangeMembership, Key: key, Step: step, ReleaseLock: true,
+		Reason: fmt.Sprintf("changed membership: %s %s (%s)", step.Kind, step.Name, step.Reason)}
+}
+
+// specDisagrees holds back the removal of a member while a live agent
+// runs a spec that still lists it: the spec file reaches hosts at
+// different times, and removing a member some host still wants would make
+// the two fight.
+func specDisagrees(in Input, step Step) string {
+	if step.Kind != StepRemove || step.Name == "" {
+		return ""
+	}
+	for _, m := range in.Desired {
+		if m.Name == step.Name {
+			return "" // a stale learner of a spec member: every spec agrees it may go
+		}
+	}
+	if in.Agents == nil {
+		return "cannot read the agents' specs"
+	}
+	for _, r := range in.Agents {
+		if r.Generation != in.Generation && slices.Contains(r.Members, step.Name) {
+			return fmt.Sprintf("not removing %s yet: agent %s runs spec generation %s, which still lists it (mine is %s)", step.Name, r.Name, r.Generation, in.Generation)
+		}
+	}
+	return ""
+}
+
+func wait(key, format string, args ...any) Action {
+	return Action{Kind: DoWait, Reason: "waiting: " + fmt.Sprintf(format, args...), Key: "wait/" + key}
+}
+
+// durations matches the durations a reason may carry ("learner for
+// 1m12s"), which must not make a key change on every pass. Counts stay:
+// "1 of 3 voters healthy" after "2 of 3" is news.
+var durations = regexp.MustCompile(`\b(\d+(\.\d+)?(ns|µs|ms|h|m|s))+\b`)
+
+// stableKey is a reason without its durations: what the decision is, not
+// how long it has held.
+func stableKey(reason string) string { return durations.ReplaceAllString(reason, "#") }

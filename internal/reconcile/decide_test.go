@@ -1,0 +1,161 @@
+package reconcile
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/etcdkeeper/etcdkeeper/internal/model"
+	"github.com/etcdkeeper/etcdkeeper/internal/spec"
+)
+
+func specMembers(names ...string) []spec.Member {
+	var out []spec.Member
+	for i, n := range names {
+		ip := "127.0.0." + string(rune('1'+i))
+		out = append(out, spec.Member{Name: n, PeerURLs: []string{"http://" + ip + ":2380"}, ClientURLs: []string{"http://" + ip + ":2379"}})
+	}
+	return out
+}
+
+func healthyCluster(names ...string) *model.Cluster {
+	c := &model.Cluster{ClusterID: 0xc1, LeaderID: 1}
+	for i, m := range specMembers(names...) {
+		c.Members = append(c.Members, model.Member{ID: uint64(i + 1), Name: m.Name, PeerURLs: m.PeerURLs, ClientURLs: m.ClientURLs, Healthy: true, Leader: 1})
+	}
+	return c
+}
+
+// TestDecide covers the one decision per pass, a row per guard clause.
+// Each row names the action and a part of the reason it must give.
+func TestDecide(t *testing.T) {
+	desired := specMembers("node1", "node2", "node3")
+	voter := &model.Answer{MemberID: 2, ClusterID: 0xc1, Leader: 1}
+	withExtra := healthyCluster("node1", "node2", "node3", "node4")
+	tests := []struct {
+		name   string
+		in     Input
+		want   ActionKind
+		reason string
+		lock   bool // ReleaseLock
+	}{
+		{name: "backoff after a crash",
+			in:   Input{Local: model.Local{RestartIn: time.Second, LastExit: &model.Exit{Text: "exit status 1", Class: "unknown"}}},
+			want: DoWait, reason: "restart backoff after exit status 1"},
+		{name: "never-joined host, nobody answers: form the cluster",
+			in:   Input{Local: model.Local{Data: model.Data{Kind: model.DataEmpty}}},
+			want: DoStart, reason: "forming the cluster from the spec"},
+		{name: "healthy data: start as it is",
+			in:   Input{Local: model.Local{Data: model.Data{Kind: model.DataHealthy, ClusterID: 0xc1, MemberID: 2}}, Cluster: healthyCluster("node1", "node2", "node3")},
+			want: DoStart, reason: "starting it as it is"},
+		{name: "start-path wait releases the lock",
+			in:   Input{Local: model.Local{Data: model.Data{Kind: model.DataLocked, Reason: "flock"}, LockHeld: true}},
+			want: DoWait, reason: "locked by another process", lock: true},
+		{name: "empty data, live cluster, no lock: take it first",
+			in:   Input{Local: model.Local{Data: model.Data{Kind: model.DataEmpty}}, Cluster: healthyCluster("node1", "node3")},
+			want: DoTakeLock, reason: "joining it"},
+		{name: "empty data, live cluster, lock held: rejoin",
+			in:   Input{Local: model.Local{Data: model.Data{Kind: model.DataEmpty}, LockHeld: true}, Cluster: healthyCluster("node1", "node3")},
+			want: DoRejoin, reason: "joining it"},
+		{name: "not in the spec and not a member: idle",
+			in:   Input{InSpec: false, Local: model.Local{Data: model.Data{Kind: model.DataEmpty}}, Cluster: healthyCluster("node1", "node3")},
+			want: DoIdle, reason: "not in the spec", lock: true},
+		{name: "starting etcd, silent for a while",
+			in:   Input{Local: model.Local{Running: true, SilentFor: 10 * time.Second}},
+			want: DoWait, reason: "not answering yet"},
+		{name: "silent past the deadline, peers healthy: stop it",
+			in:   Input{Local: model.Local{Running: true, SilentFor: ReadyDeadline + time.Second}, Cluster: healthyCluster("node1", "node2", "node3")},
+			want: DoStopStuck, reason: "not answering for 1m31s"},
+		{name: "silent past the deadline, no quorum without it",
+			in:   Input{Local: model.Local{Running: true, SilentFor: ReadyDeadline + time.Second}},
+			want: DoWait, reason: "no healthy quorum without it"},
+		{name: "CORRUPT alarm on this member",
+			in:   Input{Local: model.Local{Running: true, Answer: &model.Answer{MemberID: 2, Leader: 1, Alarms: []model.Alarm{{MemberID: 2, Type: "CORRUPT"}}}}},
+			want: DoStopForRepair, reason: "CORRUPT alarm on member 2"},
+		{name: "CORRUPT alarm on another member",
+			in:   Input{Local: model.Local{Running: true, Answer: &model.Answer{MemberID: 2, Leader: 1, Alarms: []model.Alarm{{MemberID: 3, Type: "CORRUPT"}}}}},
+			want: DoNothing, reason: "healthy voter", lock: true},
+		{name: "no leader",
+			in:   Input{Local: model.Local{Running: true, Answer: &model.Answer{MemberID: 2}}},
+			want: DoWait, reason: "no leader"},
+		{name: "learner: promote",
+			in:   Input{Local: model.Local{Running: true, Answer: &model.Answer{MemberID: 2, Leader: 1, IsLearner: true}}},
+			want: DoPromote, reason: "promoting learner 2"},
+		{name: "voter with an open journal: finish the rejoin",
+			in:   Input{Local: model.Local{Running: true, Answer: voter, Journal: model.Journal{Step: "promote"}}},
+			want: DoFinishRejoin, reason: "rejoin finished", lock: true},
+		{name: "settings changed, lock not held",
+			in:   Input{Local: model.Local{Running: true, Answer: voter, SettingsChanged: true}, Cluster: healthyCluster("node1", "node2", "node3")},
+			want: DoTakeLock, reason: "settings changed"},
+		{name: "settings changed, lock held: restart",
+			in:   Input{Local: model.Local{Running: true, Answer: voter, SettingsChanged: true, LockHeld: true}, Cluster: healthyCluster("node1", "node2", "node3"), Generation: "g2"},
+			want: DoRestartSettings, reason: "spec g2"},
+		{name: "settings changed, the others have no quorum",
+			in:   Input{Local: model.Local{Running: true, Answer: voter, SettingsChanged: true}, Cluster: downCluster()},
+			want: DoWait, reason: "not restarting while the others have 1 of 2 voters healthy"},
+		{name: "membership matches",
+			in:   Input{Local: model.Local{Running: true, Answer: voter}, Cluster: healthyCluster("node1", "node2", "node3")},
+			want: DoNothing, reason: "node2 is a healthy voter", lock: true},
+		{name: "an extra member, no lock: take it",
+			in:   Input{Local: model.Local{Running: true, Answer: voter}, Cluster: withExtra, Agents: []model.AgentRecord{}},
+			want: DoTakeLock, reason: "remove node4"},
+		{name: "an extra member, lock held: remove it",
+			in:   Input{Local: model.Local{Running: true, Answer: voter, LockHeld: true}, Cluster: withExtra, Agents: []model.AgentRecord{}},
+			want: DoChangeMembership, reason: "changed membership: remove node4", lock: true},
+		{name: "an agent's older spec still lists it",
+			in: Input{Local: model.Local{Running: true, Answer: voter, LockHeld: true}, Cluster: withExtra, Generation: "new",
+				Agents: []model.AgentRecord{{Name: "node4", Generation: "old", Members: []string{"node1", "node2", "node3", "node4"}}}},
+			want: DoWait, reason: "agent node4 runs spec generation old, which still lists it", lock: true},
+		{name: "agents unknown: no removal",
+			in:   Input{Local: model.Local{Running: true, Answer: voter, LockHeld: true}, Cluster: withExtra},
+			want: DoWait, reason: "cannot read the agents' specs", lock: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			in := tt.in
+			in.Self, in.Desired = desired[1], desired
+			if tt.name != "not in the spec and not a member: idle" {
+				in.InSpec = true
+			}
+			got := Decide(in)
+			if got.Kind != tt.want || !strings.Contains(got.Reason, tt.reason) || got.ReleaseLock != tt.lock {
+				t.Errorf("Decide = %s %q (release lock %v), want %s containing %q (release lock %v)",
+					got.Kind, got.Reason, got.ReleaseLock, tt.want, tt.reason, tt.lock)
+			}
+			if got.Key == "" {
+				t.Errorf("no key")
+			}
+		})
+	}
+}
+
+func downCluster() *model.Cluster {
+	c := healthyCluster("node1", "node2", "node3")
+	c.Members[2].Healthy = false
+	return c
+}
+
+// TestDecideKeyIgnoresDurations: the key, by which the agent decides
+// whether to log, stays while only a duration in the reason changes, and
+// changes when a count does.
+func TestDecideKeyIgnoresDurations(t *testing.T) {
+	desired := specMembers("node1", "node2", "node3", "node4")
+	c := healthyCluster("node1", "node2", "node3")
+	c.Members = append(c.Members, model.Member{ID: 9, Name: "node4", IsLearner: true, PeerURLs: desired[3].PeerURLs, Healthy: true})
+	in := Input{Self: desired[1], InSpec: true, Desired: desired, LearnerTimeout: time.Hour,
+		Local: model.Local{Running: true, Answer: &model.Answer{MemberID: 2, Leader: 1}}, Cluster: c, Agents: []model.AgentRecord{}}
+	c.Now = time.Unix(100, 0)
+	c.Members[3].PendingSince = time.Unix(40, 0)
+	first := Decide(in)
+	c.Now = time.Unix(175, 0)
+	second := Decide(in)
+	if first.Reason == second.Reason {
+		t.Fatalf("the reasons do not differ (%q): the test proves nothing", first.Reason)
+	}
+	if first.Key != second.Key {
+		t.Errorf("key changed with a duration: %q -> %q", first.Key, second.Key)
+	}
+	if a, b := stableKey("1 of 3 voters healthy"), stableKey("2 of 3 voters healthy"); a == b {
+		t.Errorf("a count change kept the key %q", a)
+	}
+}

@@ -1,0 +1,221 @@
+package repair
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/etcdkeeper/etcdkeeper/internal/model"
+)
+
+// fakeWorld records every call a rejoin makes, in order, and fails the
+// call named in failOn. It stands in for the cluster, the host, the
+// journal file and the lock, so that the sequencing is tested in
+// milliseconds; test/integration runs the same path against real etcd.
+type fakeWorld struct {
+	calls    []string
+	failOn   string
+	journal  Journal
+	saved    []Step
+	released int
+}
+
+func (f *fakeWorld) call(name string) error {
+	f.calls = append(f.calls, name)
+	if f.failOn == name {
+		return fmt.Errorf("%s failed (injected)", name)
+	}
+	return nil
+}
+
+func (f *fakeWorld) Remove(context.Context, uint64) error { return f.call("remove") }
+func (f *fakeWorld) AddLearner(context.Context, []string) (model.Member, []model.Member, error) {
+	if err := f.call("add"); err != nil {
+		return model.Member{}, nil, err
+	}
+	m := model.Member{ID: 0x99, PeerURLs: []string{"http://127.0.0.2:2380"}, IsLearner: true}
+	return m, []model.Member{{ID: 1, Name: "node1"}, m}, nil
+}
+func (f *fakeWorld) SaveSnapshot(context.Context, string, string) (int64, error) {
+	return 42, f.call("snapshot")
+}
+func (f *fakeWorld) CheckMoveAside() error               { return f.call("check-move") }
+func (f *fakeWorld) MoveAside() (string, error)          { return "/backups/x", f.call("move") }
+func (f *fakeWorld) CheckFree(dir string, _ int64) error { return f.call("check-free " + dir) }
+func (f *fakeWorld) StartJoin(ms []model.Member, id uint64) error {
+	return f.call(fmt.Sprintf("start %x with %d members", id, len(ms)))
+}
+func (f *fakeWorld) Load() (Journal, error) {
+	if f.failOn == "load" {
+		return Journal{}, errors.New("journal does not parse (injected)")
+	}
+	return f.journal, nil
+}
+func (f *fakeWorld) Save(j Journal) error {
+	if f.failOn == "save "+string(j.Step) {
+		return errors.New("no space left on device (injected)")
+	}
+	f.journal = j
+	f.saved = append(f.saved, j.Step)
+	return nil
+}
+func (f *fakeWorld) Release(context.Context) { f.released++ }
+
+func newRejoin(f *fakeWorld) *Rejoin {
+	t0 := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	return &Rejoin{Cluster: f, Host: f, Journals: f, Lock: f, Log: zap.NewNop(), SnapshotDir: "/snaps", BackupDir: "/backups",
+		Snapshot: true, Now: func() time.Time { return t0 }}
+}
+
+var repairPlan = Plan{Reason: "data is corrupt", Repair: true, MoveData: true, StaleID: 0x2, PeerURLs: []string{"http://127.0.0.2:2380"},
+	Members: []model.Member{{ID: 1, Name: "node1"}, {ID: 2, Name: "node2"}}, Leader: model.Member{ID: 1, Name: "node1", ClientURLs: []string{"http://127.0.0.1:2379"}}}
+
+// TestRejoinStepOrder: a repair checks before it changes anything, takes
+// the snapshot before the remove, removes before it adds, and moves the
+// data before etcd starts.
+func TestRejoinStepOrder(t *testing.T) {
+	f := &fakeWorld{}
+	j, err := newRejoin(f).Run(context.Background(), repairPlan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"check-move", "check-free /snaps", "snapshot", "remove", "check-free /backups", "move", "add", "start 99 with 2 members"}
+	if !slices.Equal(f.calls, want) {
+		t.Errorf("calls:\n %s\nwant\n %s", strings.Join(f.calls, ", "), strings.Join(want, ", "))
+	}
+	wantSaved := []Step{StepPrecheck, StepSnapshot, StepRemove, StepMove, StepAdd, StepPromote}
+	if !slices.Equal(f.saved, wantSaved) {
+		t.Errorf("journal steps %v, want %v", f.saved, wantSaved)
+	}
+	if j.Class != "repair" || j.OldMemberID != 2 || j.NewMemberID != 0x99 || j.BackupPath != "/backups/x" || j.SnapshotPath != "/snaps/"+j.ID+".db" || len(j.Attempts) != 1 {
+		t.Errorf("journal = %+v", j)
+	}
+	if f.released != 0 {
+		t.Errorf("the lock was released by a rejoin that succeeded: it is held until promotion")
+	}
+}
+
+// TestRejoinJoinReusesUnstarted: a plain join of an empty data dir moves
+// nothing, takes no snapshot, and takes over an unstarted entry instead
+// of adding another.
+func TestRejoinJoinReusesUnstarted(t *testing.T) {
+	f := &fakeWorld{}
+	p := Plan{Reason: "joining", ReuseID: 0x7, Members: repairPlan.Members}
+	j, err := newRejoin(f).Run(context.Background(), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"start 7 with 2 members"}; !slices.Equal(f.calls, want) {
+		t.Errorf("calls %v, want %v", f.calls, want)
+	}
+	if j.Class != "join" || len(j.Attempts) != 0 {
+		t.Errorf("a join counted as a repair: %+v", j)
+	}
+}
+
+// TestRejoinResumes: an agent killed after each journaled step resumes
+// with the steps after it and never repeats a membership change.
+func TestRejoinResumes(t *testing.T) {
+	// stopAfter[step] is the failure that stops a first run right after
+	// step was journaled.
+	stopAfter := map[Step]string{StepPrecheck: "save snapshot", StepSnapshot: "save remove", StepRemove: "save move",
+		StepMove: "save add", StepAdd: "start 99 with 2 members"}
+	after := map[Step][]string{
+		StepPrecheck: {"check-move", "check-free /snaps", "snapshot", "remove", "check-free /backups", "move", "add", "start 99 with 2 members"},
+		StepSnapshot: {"check-move", "remove", "check-free /backups", "move", "add", "start 99 with 2 members"},
+		StepRemove:   {"check-move", "check-free /backups", "move", "add", "start 99 with 2 members"},
+		StepMove:     {"add", "start 99 with 2 members"},
+		StepAdd:      {"start 99 with 2 members"},
+	}
+	for step, want := range after {
+		t.Run(string(step), func(t *testing.T) {
+			// The first run stops right after step was journaled.
+			f := &fakeWorld{failOn: stopAfter[step]}
+			if _, err := newRejoin(f).Run(context.Background(), repairPlan); err == nil {
+				t.Fatal("the injected failure did not stop the first run")
+			}
+			if f.journal.Step != step {
+				t.Fatalf("journal at %s after the first run, want %s", f.journal.Step, step)
+			}
+			// The resumed run is planned from the world as it is now: the
+			// stale entry is gone once the remove was journaled, the data
+			// dir is empty once the move was.
+			p := repairPlan
+			if step.Number() >= StepRemove.Number() {
+				p.StaleID = 0
+			}
+			if step.Number() >= StepMove.Number() {
+				p.MoveData = false
+			}
+			f.calls, f.failOn = nil, ""
+			if step.Number() >= StepAdd.Number() {
+				f.journal.NewMemberID = 0x99
+				p.ReuseID = 0x99
+			}
+			if _, err := newRejoin(f).Run(context.Background(), p); err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(f.calls, want) {
+				t.Errorf("resumed calls:\n %s\nwant\n %s", strings.Join(f.calls, ", "), strings.Join(want, ", "))
+			}
+			if f.journal.Step != StepPromote || len(f.journal.Attempts) != 1 {
+				t.Errorf("resumed journal = %+v; want at promote with one attempt counted", f.journal)
+			}
+		})
+	}
+}
+
+// TestRejoinReleasesLockOnEveryError: whatever step fails — the journal
+// unreadable, a save hitting ENOSPC, any cluster or host call — the
+// cluster lock is given back, and nothing after the failure runs.
+func TestRejoinReleasesLockOnEveryError(t *testing.T) {
+	failures := []string{"load", "save precheck", "check-move", "check-free /snaps", "snapshot", "save snapshot", "remove", "save remove",
+		"check-free /backups", "move", "save move", "add", "save add", "start 99 with 2 members", "save promote"}
+	for _, fail := range failures {
+		t.Run(fail, func(t *testing.T) {
+			f := &fakeWorld{failOn: fail}
+			_, err := newRejoin(f).Run(context.Background(), repairPlan)
+			if err == nil {
+				t.Fatalf("no error with %q failing", fail)
+			}
+			if f.released != 1 {
+				t.Errorf("lock released %d times after %q failed, want once", f.released, fail)
+			}
+			if n := len(f.calls); n > 0 && !strings.HasPrefix(fail, "save") && fail != "load" && f.calls[n-1] != fail {
+				t.Errorf("calls went on after %q failed: %v", fail, f.calls)
+			}
+		})
+	}
+}
+
+// TestRejoinCrashPoints: the test hook fires right before each side
+// effect, so that integration tests can kill the agent there.
+func TestRejoinCrashPoints(t *testing.T) {
+	f := &fakeWorld{}
+	r := newRejoin(f)
+	var at []Step
+	r.CrashAt = func(s Step) { at = append(at, s) }
+	if _, err := r.Run(context.Background(), repairPlan); err != nil {
+		t.Fatal(err)
+	}
+	if want := []Step{StepSnapshot, StepRemove, StepMove, StepAdd, StepStart}; !slices.Equal(at, want) {
+		t.Errorf("crash points %v, want %v", at, want)
+	}
+}
+
+func TestRejoinFinish(t *testing.T) {
+	f := &fakeWorld{journal: Journal{ID: "x", Step: StepPromote, Class: "repair"}}
+	j, closed, err := newRejoin(f).Finish(0x99)
+	if err != nil || !closed || j.Step != StepDone || f.journal.Step != StepDone {
+		t.Fatalf("Finish = %+v, %v, %v", j, closed, err)
+	}
+	if _, closed, _ := newRejoin(f).Finish(0x99); closed {
+		t.Errorf("a closed journal was closed again")
+	}
+}
