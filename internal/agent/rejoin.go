@@ -6,11 +6,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
-	"strings"
 	"time"
 
-	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.uber.org/zap"
 
 	"github.com/etcdkeeper/etcdkeeper/internal/cluster"
@@ -204,7 +201,7 @@ func (a *Agent) stepMove(_ context.Context, j *repair.Journal, d reconcile.Start
 func (a *Agent) stepAddAndStart(ctx context.Context, j *repair.Journal, d reconcile.StartDecision, v *model.Cluster) error {
 	_, self := a.Spec()
 	id := d.ReuseID
-	members := viewToPB(v)
+	members := v.Members
 	if id == 0 {
 		a.crashPoint(stepAdd)
 		m, all, err := a.client.AddLearner(ctx, self.PeerURLs)
@@ -219,39 +216,10 @@ func (a *Agent) stepAddAndStart(ctx context.Context, j *repair.Journal, d reconc
 		return err
 	}
 	a.crashPoint(stepStart)
-	if err := a.launch(etcdproc.Bootstrap{State: "existing", InitialCluster: InitialCluster(members, id, self.Name)}); err != nil {
+	if err := a.launch(etcdproc.Join(members, id, self.Name)); err != nil {
 		return err
 	}
 	return a.advance(j, stepPromote)
-}
-
-// InitialCluster is --initial-cluster for a member joining as newID: every
-// current member, itself under its own name. etcd matches the other
-// entries by peer URL only, but needs a distinct name per entry, so an
-// unstarted member gets a placeholder.
-func InitialCluster(members []*etcdserverpb.Member, newID uint64, self string) string {
-	var parts []string
-	for _, m := range members {
-		name := m.Name
-		if m.ID == newID {
-			name = self
-		} else if name == "" {
-			name = fmt.Sprintf("unstarted-%x", m.ID)
-		}
-		for _, u := range m.PeerURLs {
-			parts = append(parts, name+"="+u)
-		}
-	}
-	sort.Strings(parts)
-	return strings.Join(parts, ",")
-}
-
-func viewToPB(v *model.Cluster) []*etcdserverpb.Member {
-	out := make([]*etcdserverpb.Member, 0, len(v.Members))
-	for _, m := range v.Members {
-		out = append(out, &etcdserverpb.Member{ID: m.ID, Name: m.Name, PeerURLs: m.PeerURLs, ClientURLs: m.ClientURLs, IsLearner: m.IsLearner})
-	}
-	return out
 }
 
 // checkFree refuses to go on when the filesystem holding dir would have

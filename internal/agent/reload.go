@@ -96,26 +96,12 @@ func (a *Agent) countReload(ok bool) {
 	})
 }
 
-// settingsOf is the part of etcd's command line that a running etcd must
-// match: everything except the bootstrap flags, which etcd ignores once
-// its data dir holds a member.
-func settingsOf(s *spec.Spec, m spec.Member) string {
-	var keep []string
-	for _, f := range etcdproc.Flags(s, m, etcdproc.Bootstrap{}) {
-		if strings.HasPrefix(f, "--initial-cluster") {
-			continue
-		}
-		keep = append(keep, f)
-	}
-	return strings.Join(keep, " ")
-}
-
 // rollingRestart restarts the local etcd when the spec changed its
 // settings: only under the cluster lock (one member restarting at a time)
 // and only when the other voters form a healthy quorum without it.
 func (a *Agent) rollingRestart(ctx context.Context, memberID uint64) (string, error) {
 	s, self := a.Spec()
-	want := settingsOf(s, self)
+	want := etcdproc.Settings(s, self)
 	if a.settings == "" || a.settings == want {
 		return "", nil
 	}

@@ -91,7 +91,11 @@ func (a *Agent) start(ctx context.Context) (string, error) {
 		return a.idle(d)
 	case reconcile.ActStartAsIs, reconcile.ActStartNew:
 		s, _ := a.Spec()
-		if err := a.launch(etcdproc.NewClusterBootstrap(s)); err != nil {
+		b := etcdproc.NewCluster(s)
+		if d.Action == reconcile.ActStartAsIs {
+			b = etcdproc.AsIs()
+		}
+		if err := a.launch(b); err != nil {
 			return "starting etcd failed", err
 		}
 		return "started etcd: " + d.Reason, nil
@@ -156,13 +160,7 @@ func (a *Agent) repairBlocked() string {
 // launch starts etcd with flags from the spec.
 func (a *Agent) launch(b etcdproc.Bootstrap) error {
 	s, self := a.Spec()
-	cmd := etcdproc.Command{Env: etcdproc.ChildEnv(a.cfg.Env)}
-	args := etcdproc.Flags(s, self, b)
-	if s.Etcd.Binary != "" {
-		cmd.Path, cmd.Args = s.Etcd.Binary, args
-	} else {
-		cmd.Path, cmd.Args = a.cfg.Self, append([]string{"etcd"}, args...)
-	}
+	cmd := etcdproc.CommandFor(s, self, b, a.cfg.Self, a.cfg.Env)
 	if err := os.MkdirAll(self.DataDir, 0o700); err != nil {
 		return fmt.Errorf("data dir: %w", err)
 	}
@@ -172,12 +170,11 @@ func (a *Agent) launch(b etcdproc.Bootstrap) error {
 	}
 	a.proc = p
 	a.settling = true
-	a.settings = settingsOf(s, self)
+	a.settings = etcdproc.Settings(s, self)
 	if err := etcdproc.WritePIDFile(a.pidFile(), p.PID()); err != nil {
 		a.lg.Warn("pid file", zap.Error(err))
 	}
-	a.lg.Info("etcd started", zap.Int("pid", p.PID()), zap.String("initial-cluster-state", b.State),
-		zap.String("initial-cluster", b.InitialCluster))
+	a.lg.Info("etcd started", zap.Int("pid", p.PID()), zap.Stringer("bootstrap", b))
 	a.updateStatus(func(st *Status) { st.EtcdPID = p.PID(); st.Phase = "starting" })
 	return nil
 }
