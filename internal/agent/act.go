@@ -30,7 +30,12 @@ func (a *Agent) act(ctx context.Context, act reconcile.Action, in reconcile.Inpu
 func (a *Agent) step(ctx context.Context, act reconcile.Action, in reconcile.Input) (string, bool, error) {
 	switch act.Kind {
 	case reconcile.DoStart:
-		if err := a.launch(etcdproc.NewClusterBootstrap(a.spec)); err != nil {
+		b := etcdproc.AsIs()
+		if act.Start.Action == reconcile.ActStartNew {
+			s, _ := a.Spec()
+			b = etcdproc.NewCluster(s)
+		}
+		if err := a.launch(b); err != nil {
 			return "starting etcd failed", false, err
 		}
 		return act.Reason, true, nil
@@ -80,22 +85,14 @@ func phaseOf(act reconcile.Action, in reconcile.Input) model.Phase {
 // launch starts etcd with flags from the spec.
 func (a *Agent) launch(b etcdproc.Bootstrap) error {
 	s, self := a.Spec()
-	cmd := etcdproc.Command{Env: etcdproc.ChildEnv(a.cfg.Env)}
-	args := etcdproc.Flags(s, self, b)
-	if s.Etcd.Binary != "" {
-		cmd.Path, cmd.Args = s.Etcd.Binary, args
-	} else {
-		cmd.Path, cmd.Args = a.cfg.Self, append([]string{"etcd"}, args...)
-	}
-	p, err := a.etcd.Start(cmd, self.DataDir)
+	p, err := a.etcd.Start(etcdproc.CommandFor(s, self, b, a.cfg.Self, a.cfg.Env), self.DataDir)
 	if err != nil {
 		return err
 	}
 	a.data = nil
 	a.settling = true
-	a.settings = settingsOf(s, self)
-	a.lg.Info("etcd started", zap.Int("pid", p.PID()), zap.String("initial-cluster-state", b.State),
-		zap.String("initial-cluster", b.InitialCluster))
+	a.settings = etcdproc.Settings(s, self)
+	a.lg.Info("etcd started", zap.Int("pid", p.PID()), zap.Stringer("bootstrap", b))
 	a.updateStatus(func(st *Status) { st.EtcdPID = p.PID() })
 	return nil
 }
@@ -193,7 +190,7 @@ func (a *Agent) stop(why string, v *repair.Verdict) (string, bool, error) {
 // settings; the lock is kept until the member is a healthy voter again.
 func (a *Agent) restartForSettings() (string, bool, error) {
 	s, self := a.Spec()
-	a.lg.Warn("restarting etcd to apply changed settings", zap.String("from", a.settings), zap.String("to", settingsOf(s, self)))
+	a.lg.Warn("restarting etcd to apply changed settings", zap.String("from", a.settings), zap.String("to", etcdproc.Settings(s, self)))
 	if _, err := a.etcd.Stop(); err != nil {
 		return "rolling restart: stop", false, err
 	}

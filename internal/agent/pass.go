@@ -8,6 +8,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/etcdkeeper/etcdkeeper/internal/cluster"
+	"github.com/etcdkeeper/etcdkeeper/internal/etcdproc"
 	"github.com/etcdkeeper/etcdkeeper/internal/model"
 	"github.com/etcdkeeper/etcdkeeper/internal/reconcile"
 	"github.com/etcdkeeper/etcdkeeper/internal/repair"
@@ -98,7 +99,7 @@ func (a *Agent) observeRunning(ctx context.Context, in *reconcile.Input) {
 	a.silentSince = time.Time{}
 	l.Answer = &model.Answer{MemberID: st.Header.MemberId, ClusterID: st.Header.ClusterId, Leader: st.Leader,
 		IsLearner: st.IsLearner, Alarms: cluster.ParseAlarms(st.Errors)}
-	l.SettingsChanged = a.settings != "" && a.settings != settingsOf(s, self)
+	l.SettingsChanged = a.settings != "" && a.settings != etcdproc.Settings(s, self)
 	a.noteAnswer(*l.Answer)
 	if st.Leader == 0 || st.IsLearner || l.Journal.Open() {
 		return

@@ -4,13 +4,10 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
-	"sort"
-	"strings"
 	"time"
 
 	"go.uber.org/zap"
 
-	"github.com/etcdkeeper/etcdkeeper/internal/cluster"
 	"github.com/etcdkeeper/etcdkeeper/internal/etcdproc"
 	"github.com/etcdkeeper/etcdkeeper/internal/model"
 	"github.com/etcdkeeper/etcdkeeper/internal/reconcile"
@@ -47,7 +44,7 @@ func (a *Agent) rejoin(ctx context.Context, act reconcile.Action, in reconcile.I
 func (a *Agent) rejoiner() *repair.Rejoin {
 	s, self := a.Spec()
 	return &repair.Rejoin{
-		Cluster: clusterCalls{a.client}, Host: agentHost{a}, Journals: agentHost{a}, Lock: agentHost{a}, Log: a.lg,
+		Cluster: a.client, Host: agentHost{a}, Journals: agentHost{a}, Lock: agentHost{a}, Log: a.lg,
 		SnapshotDir: filepath.Join(self.StateDir, "snapshots"), Snapshot: s.Repair.Snapshot == nil || *s.Repair.Snapshot,
 		BackupDir: self.BackupDir,
 		Changed:   func(kind string) { a.metrics.MembershipChanges.WithLabelValues(kind).Inc() },
@@ -91,7 +88,7 @@ func (h agentHost) CheckFree(dir string, need int64) error {
 
 func (h agentHost) StartJoin(members []model.Member, id uint64) error {
 	_, self := h.a.Spec()
-	return h.a.launch(etcdproc.Bootstrap{State: "existing", InitialCluster: initialCluster(members, id, self.Name)})
+	return h.a.launch(etcdproc.Join(members, id, self.Name))
 }
 
 func (h agentHost) Load() (repair.Journal, error) { return h.a.loadJournal() }
@@ -107,40 +104,4 @@ func (a *Agent) warnBackups(keep int) {
 		a.lg.Warn("more moved-aside data dirs than repair.keepBackups; etcdkeeper never deletes them: remove old ones by hand once the cluster is healthy",
 			zap.Int("count", len(list)), zap.Int("keepBackups", keep), zap.String("dir", self.BackupDir))
 	}
-}
-
-// clusterCalls adapts the cluster client to the rejoin's needs.
-type clusterCalls struct{ *cluster.Client }
-
-func (c clusterCalls) AddLearner(ctx context.Context, peerURLs []string) (model.Member, []model.Member, error) {
-	m, all, err := c.Client.AddLearner(ctx, peerURLs)
-	if err != nil {
-		return model.Member{}, nil, err
-	}
-	out := make([]model.Member, 0, len(all))
-	for _, x := range all {
-		out = append(out, model.Member{ID: x.ID, Name: x.Name, PeerURLs: x.PeerURLs, ClientURLs: x.ClientURLs, IsLearner: x.IsLearner})
-	}
-	return model.Member{ID: m.ID, PeerURLs: m.PeerURLs, IsLearner: m.IsLearner}, out, nil
-}
-
-// initialCluster is --initial-cluster for a member joining as newID: every
-// current member, itself under its own name. etcd matches the other
-// entries by peer URL only, but needs a distinct name per entry, so an
-// unstarted member gets a placeholder.
-func initialCluster(members []model.Member, newID uint64, self string) string {
-	var parts []string
-	for _, m := range members {
-		name := m.Name
-		if m.ID == newID {
-			name = self
-		} else if name == "" {
-			name = fmt.Sprintf("unstarted-%x", m.ID)
-		}
-		for _, u := range m.PeerURLs {
-			parts = append(parts, name+"="+u)
-		}
-	}
-	sort.Strings(parts)
-	return strings.Join(parts, ",")
 }

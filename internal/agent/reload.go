@@ -7,7 +7,6 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/etcdkeeper/etcdkeeper/internal/etcdproc"
 	"github.com/etcdkeeper/etcdkeeper/internal/spec"
 )
 
@@ -91,18 +90,4 @@ func (a *Agent) countReload(ok bool) {
 			st.ReloadsFailed++
 		}
 	})
-}
-
-// settingsOf is the part of etcd's command line that a running etcd must
-// match: everything except the bootstrap flags, which etcd ignores once
-// its data dir holds a member.
-func settingsOf(s *spec.Spec, m spec.Member) string {
-	var keep []string
-	for _, f := range etcdproc.Flags(s, m, etcdproc.Bootstrap{}) {
-		if strings.HasPrefix(f, "--initial-cluster") {
-			continue
-		}
-		keep = append(keep, f)
-	}
-	return strings.Join(keep, " ")
 }

@@ -16,6 +16,8 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+
+	"github.com/etcdkeeper/etcdkeeper/internal/model"
 )
 
 // CallTimeout bounds every single etcd call the agent makes. It stays well
@@ -128,19 +130,20 @@ func (c *Client) Members(ctx context.Context) (uint64, []*etcdserverpb.Member, e
 }
 
 // AddLearner adds a learner with peerURLs and returns it with the member
-// list that includes it.
-func (c *Client) AddLearner(ctx context.Context, peerURLs []string) (*etcdserverpb.Member, []*etcdserverpb.Member, error) {
+// list that includes it: the list a joining member's --initial-cluster
+// must match.
+func (c *Client) AddLearner(ctx context.Context, peerURLs []string) (model.Member, []model.Member, error) {
 	ctx, cancel := c.ctx(ctx)
 	defer cancel()
 	cli, err := c.conn()
 	if err != nil {
-		return nil, nil, err
+		return model.Member{}, nil, err
 	}
 	resp, err := cli.MemberAddAsLearner(ctx, peerURLs)
 	if err != nil {
-		return nil, nil, fmt.Errorf("member add --learner %v: %w", peerURLs, err)
+		return model.Member{}, nil, fmt.Errorf("member add --learner %v: %w", peerURLs, err)
 	}
-	return resp.Member, resp.Members, nil
+	return fromPB(resp.Member), fromPBs(resp.Members), nil
 }
 
 // Remove removes member id; a member that is already gone is success.

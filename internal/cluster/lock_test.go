@@ -16,7 +16,8 @@ import (
 )
 
 // startEtcd runs a real one-member etcd (the embedded server) on loopback
-// and returns its client URL.
+// and returns its client URL. It skips the test under -short: starting
+// etcd is what makes a test slow.
 func startEtcd(t *testing.T) string {
 	t.Helper()
 	client, _ := startEtcdURLs(t)
@@ -26,6 +27,9 @@ func startEtcd(t *testing.T) string {
 // startEtcdURLs is startEtcd returning the client and the peer URL.
 func startEtcdURLs(t *testing.T) (string, string) {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("starts etcd")
+	}
 	cfg := embed.NewConfig()
 	cfg.Dir = t.TempDir()
 	cfg.Logger = "zap"
@@ -61,9 +65,6 @@ func freeURL(t *testing.T) url.URL {
 // TestLockIsExclusive races many agents' clients on the cluster lock:
 // never more than one holds it, and every one eventually gets it.
 func TestLockIsExclusive(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts etcd")
-	}
 	ep := startEtcd(t)
 	const agents = 6
 	var holders, maxHolders, got atomic.Int32
@@ -119,9 +120,6 @@ func TestLockIsExclusive(t *testing.T) {
 // TestLockExpiresWithItsHolder: a holder that dies without unlocking
 // (its lease is no longer kept alive) loses the lock within the TTL.
 func TestLockExpiresWithItsHolder(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts etcd")
-	}
 	ep := startEtcd(t)
 	a, err := Dial([]string{ep}, nil)
 	if err != nil {

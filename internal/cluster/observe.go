@@ -23,10 +23,9 @@ func (c *Client) Observe(ctx context.Context) (model.Cluster, error) {
 	if err != nil {
 		return model.Cluster{}, err
 	}
-	v := model.Cluster{ClusterID: clusterID, Members: make([]model.Member, len(members)), Now: time.Now()}
+	v := model.Cluster{ClusterID: clusterID, Members: fromPBs(members), Now: time.Now()}
 	var wg sync.WaitGroup
 	for i, m := range members {
-		v.Members[i] = fromPB(m)
 		if len(m.ClientURLs) == 0 {
 			v.Members[i].Err = "unstarted: no client URL"
 			continue
@@ -86,6 +85,15 @@ func fromPB(m *etcdserverpb.Member) model.Member {
 		ClientURLs: append([]string(nil), m.ClientURLs...),
 		IsLearner:  m.IsLearner,
 	}
+}
+
+// fromPBs converts a member list.
+func fromPBs(ms []*etcdserverpb.Member) []model.Member {
+	out := make([]model.Member, len(ms))
+	for i, m := range ms {
+		out[i] = fromPB(m)
+	}
+	return out
 }
 
 // AnyPeerAnswers asks each endpoint for its status and returns the first

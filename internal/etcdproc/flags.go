@@ -2,23 +2,12 @@ package etcdproc
 
 import (
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/etcdkeeper/etcdkeeper/internal/spec"
 )
-
-// Bootstrap says how a member with an empty data dir forms or joins its
-// cluster. It is ignored by etcd when the data dir already holds a member.
-type Bootstrap struct {
-	// State is "new" (form the cluster from the spec) or "existing" (join
-	// a running cluster as a member that was added through the API).
-	State string
-	// InitialCluster is name=peerURL,... For "existing" it must list
-	// exactly the cluster's current members (voters, learners and this
-	// one), or etcd refuses with "member count is unequal".
-	InitialCluster string
-}
 
 // defaultFlags are etcd settings the agent turns on unless the spec's
 // etcd.flags sets them.
@@ -30,36 +19,37 @@ var defaultFlags = map[string]string{
 	"log-outputs":   "stderr",
 }
 
-// Flags builds etcd's command line for member m: the one place that does.
+// Flags are etcd's flags for member m started with bootstrap b: the one
+// place that renders them (CommandFor adds the binary, Settings leaves out
+// the bootstrap flags).
 func Flags(s *spec.Spec, m spec.Member, b Bootstrap) []string {
-	args := []string{
+	return slices.Concat(memberFlags(m), b.flags(s), tlsFlags(m.TLS), extraFlags(s))
+}
+
+// memberFlags name the member, its data dir and its URLs.
+func memberFlags(m spec.Member) []string {
+	return []string{
 		"--name=" + m.Name,
 		"--data-dir=" + m.DataDir,
 		"--listen-peer-urls=" + strings.Join(m.ListenPeerURLs, ","),
 		"--listen-client-urls=" + strings.Join(m.ListenClientURLs, ","),
 		"--initial-advertise-peer-urls=" + strings.Join(m.PeerURLs, ","),
 		"--advertise-client-urls=" + strings.Join(m.ClientURLs, ","),
-		"--initial-cluster-token=" + s.Cluster.Name,
-		"--initial-cluster-state=" + b.State,
-		"--initial-cluster=" + b.InitialCluster,
 	}
-	args = append(args, tlsFlags(m.TLS)...)
-	extra := map[string]string{}
-	for k, v := range defaultFlags {
-		extra[k] = v
-	}
+}
+
+// extraFlags are the defaults overlaid with the spec's etcd.flags, sorted
+// by name so that the command line does not depend on map order.
+func extraFlags(s *spec.Spec) []string {
+	extra := maps.Clone(defaultFlags)
 	for k, v := range s.Etcd.Flags {
 		extra[strings.TrimLeft(k, "-")] = v
 	}
-	keys := make([]string, 0, len(extra))
-	for k := range extra {
-		keys = append(keys, k)
+	var out []string
+	for _, k := range slices.Sorted(maps.Keys(extra)) {
+		out = append(out, fmt.Sprintf("--%s=%s", k, extra[k]))
 	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		args = append(args, fmt.Sprintf("--%s=%s", k, extra[k]))
-	}
-	return args
+	return out
 }
 
 // tlsFlags are etcd's TLS flags for the member's certificates, only those
@@ -83,10 +73,4 @@ func tlsFlags(t spec.TLS) []string {
 	side("", t.Client)
 	side("peer-", t.Peer)
 	return out
-}
-
-// NewClusterBootstrap is the bootstrap of a cluster that has never run: the
-// whole spec is the initial cluster.
-func NewClusterBootstrap(s *spec.Spec) Bootstrap {
-	return Bootstrap{State: "new", InitialCluster: s.InitialCluster()}
 }

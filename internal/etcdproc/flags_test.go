@@ -32,7 +32,7 @@ func TestFlagsTLS(t *testing.T) {
 			s := &spec.Spec{Cluster: spec.Cluster{Name: "c"}}
 			m := spec.Member{Name: "n1", TLS: tt.tls}
 			var got []string
-			for _, f := range Flags(s, m, Bootstrap{State: "new"}) {
+			for _, f := range Flags(s, m, Bootstrap{}) {
 				if strings.Contains(f, "cert") || strings.Contains(f, "-key-") || strings.HasPrefix(f, "--key") || strings.Contains(f, "trusted-ca") {
 					got = append(got, f)
 				}

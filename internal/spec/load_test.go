@@ -2,6 +2,7 @@ package spec
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -204,10 +205,6 @@ members:
 	if got, want := s.Names(), []string{"b", "a"}; !reflect.DeepEqual(got, want) {
 		t.Errorf("Names() = %q, want %q", got, want)
 	}
-	want := "b=http://10.0.0.2:2380,b=http://b:2380,a=http://10.0.0.1:2380"
-	if got := s.InitialCluster(); got != want {
-		t.Errorf("InitialCluster() = %q, want %q", got, want)
-	}
 	if m, ok := s.Lookup("a"); !ok || m.PeerURLs[0] != "http://10.0.0.1:2380" {
 		t.Errorf("Lookup(a) = %+v, %v", m, ok)
 	}
@@ -229,8 +226,10 @@ func TestLoadExample(t *testing.T) {
 	if got, want := s.Names(), []string{"node1", "node2", "node3"}; !reflect.DeepEqual(got, want) {
 		t.Errorf("Names() = %q, want %q", got, want)
 	}
-	if got, want := s.InitialCluster(), "node1=http://127.0.0.1:2380,node2=http://127.0.0.2:2380,node3=http://127.0.0.3:2380"; got != want {
-		t.Errorf("InitialCluster() = %q, want %q", got, want)
+	for i, m := range s.Members {
+		if want := fmt.Sprintf("http://127.0.0.%d:2380", i+1); !reflect.DeepEqual(m.PeerURLs, []string{want}) {
+			t.Errorf("%s peerURLs = %q, want [%s]", m.Name, m.PeerURLs, want)
+		}
 	}
 	m, _ := s.Lookup("node2")
 	if want := filepath.Join(examples, "data/node2/etcd"); m.DataDir != want {

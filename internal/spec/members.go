@@ -1,7 +1,5 @@
 package spec
 
-import "strings"
-
 // Lookup returns the member called name.
 func (s *Spec) Lookup(name string) (Member, bool) {
 	for _, m := range s.Members {
@@ -19,16 +17,4 @@ func (s *Spec) Names() []string {
 		names[i] = m.Name
 	}
 	return names
-}
-
-// InitialCluster is etcd's --initial-cluster for the whole spec:
-// name=peerURL for every peer URL of every member, in spec order.
-func (s *Spec) InitialCluster() string {
-	var pairs []string
-	for _, m := range s.Members {
-		for _, u := range m.PeerURLs {
-			pairs = append(pairs, m.Name+"="+u)
-		}
-	}
-	return strings.Join(pairs, ",")
 }
