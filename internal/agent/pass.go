@@ -87,6 +87,8 @@ func (a *Agent) observeRunning(ctx context.Context, in *reconcile.Input) {
 	l := &in.Local
 	st, err := a.client.Status(ctx, self.ClientURLs[0])
 	if err != nil {
+		a.updateStatus(func(s *Status) { s.Healthy = false })
+		a.metrics.MemberHealthy.Set(0)
 		if a.silentSince.IsZero() || a.silentSince.Before(a.etcd.Process().Started()) {
 			a.silentSince = time.Now()
 		}
