@@ -1,0 +1,68 @@
+package agent
+
+import (
+	"errors"
+	"testing"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/etcdkeeper/etcdkeeper/internal/reconcile"
+	"github.com/etcdkeeper/etcdkeeper/internal/spec"
+)
+
+// TestReportLogsOnKeyChange: a decision is logged when its key changes,
+// not on every pass while a duration in its reason ticks on.
+func TestReportLogsOnKeyChange(t *testing.T) {
+	s, err := spec.Parse([]byte(`cluster: {name: c}
+members:
+  - {name: a, peerURLs: [http://127.0.0.1:2380], clientURLs: [http://127.0.0.1:2379]}
+`), "spec.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	core, logs := observer.New(zap.InfoLevel)
+	a, err := New(Config{Spec: s, Name: "a", Logger: zap.New(core)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	learner := func(d string) reconcile.Action {
+		return reconcile.Action{Kind: reconcile.DoWait, Key: "plan/learner", Reason: "waiting: node4 is a learner for " + d}
+	}
+	a.report(learner("1s"), learner("1s").Reason, nil)
+	a.report(learner("3s"), learner("3s").Reason, nil)
+	a.report(learner("5s"), learner("5s").Reason, nil)
+	a.report(reconcile.Action{Kind: reconcile.DoNothing, Key: "healthy-voter", Reason: "no action"}, "no action", nil)
+	a.report(reconcile.Action{Kind: reconcile.DoNothing, Key: "healthy-voter", Reason: "no action"}, "no action", errors.New("boom"))
+	a.report(reconcile.Action{Kind: reconcile.DoNothing, Key: "healthy-voter", Reason: "no action"}, "no action", errors.New("boom"))
+	got := logs.FilterMessage("decision").All()
+	want := []string{"waiting: node4 is a learner for 1s", "no action", "no action: boom"}
+	if len(got) != len(want) {
+		t.Fatalf("%d decision lines, want %d: %v", len(got), len(want), got)
+	}
+	for i, e := range got {
+		if d := e.ContextMap()["decision"]; d != want[i] {
+			t.Errorf("line %d: decision %q, want %q", i, d, want[i])
+		}
+	}
+	if st := a.Status(); st.Decision != "no action: boom" || st.LastError != "boom" {
+		t.Errorf("status decision %q error %q", st.Decision, st.LastError)
+	}
+}
+
+// TestPhaseOf: the phase each kind of step reports.
+func TestPhaseOf(t *testing.T) {
+	in := reconcile.Input{}
+	if p := phaseOf(reconcile.Action{Kind: reconcile.DoRejoin, Start: reconcile.StartDecision{Repair: true}}, in); p != "repairing" {
+		t.Errorf("repair rejoin: %s", p)
+	}
+	if p := phaseOf(reconcile.Action{Kind: reconcile.DoRejoin}, in); p != "joining" {
+		t.Errorf("join: %s", p)
+	}
+	if p := phaseOf(reconcile.Action{Kind: reconcile.DoIdle}, in); p != "idle" {
+		t.Errorf("idle: %s", p)
+	}
+	if p := phaseOf(reconcile.Action{Kind: reconcile.DoWait}, in); p != "waiting" {
+		t.Errorf("wait: %s", p)
+	}
+}
