@@ -234,8 +234,8 @@ func (b *bench) repair(size string, bytes int64, valueSize, runs int, target flo
 		wait(r, c.Client(), "3 healthy voters", healthy(c.AllNames()...))
 		t0 := time.Now()
 		load(r, c.Client(), bytes, valueSize)
-		_, members := wait(r, c.Client(), "3 healthy voters", healthy(c.AllNames()...))
-		dbSize = members[0].DBSize
+		_, o := wait(r, c.Client(), "3 healthy voters", healthy(c.AllNames()...))
+		dbSize = o.Members[0].DBSize
 		b.say("repair %s: loaded %d MB (db %d MB) in %s", size, bytes>>20, dbSize>>20, time.Since(t0).Round(time.Second))
 		w := startWriter(c.Client("node1", "node3"), "/bench/w")
 		defer w.Stop()
