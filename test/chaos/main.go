@@ -158,10 +158,7 @@ func (ch *chaos) run() {
 	for _, m := range c.Members {
 		endpoints = append(endpoints, m.ClientURL())
 	}
-	mon, err := newMonitor(endpoints, 250*time.Millisecond)
-	if err != nil {
-		ch.r.Fatalf("monitor: %v", err)
-	}
+	mon := newMonitor(c.Client(), 250*time.Millisecond)
 	go mon.run()
 	defer mon.halt()
 
@@ -216,25 +213,14 @@ func (ch *chaos) run() {
 	ch.phase("checks", t)
 }
 
-// waitSpec waits until the members are exactly spec, all healthy voters.
+// waitSpec waits until the monitor sees exactly the spec's members, all
+// healthy voters.
 func waitSpec(mon *monitor, spec []string, d time.Duration) string {
 	deadline := time.Now().Add(d)
 	why := "no observation"
 	for time.Now().Before(deadline) {
-		s, ok := mon.latest()
-		if ok {
-			why = s.Err
-			if why == "" {
-				why = matches(s, spec)
-			}
-			if why == "" {
-				for _, name := range spec {
-					if !s.healthyVoter(name) {
-						why = name + " is not a healthy voter"
-					}
-				}
-			}
-			if why == "" {
+		if s, ok := mon.latest(); ok {
+			if _, why = s.ExactVoters(spec...); why == "" {
 				return ""
 			}
 		}
@@ -282,7 +268,7 @@ func (ch *chaos) check(mon *monitor, endpoints []string) {
 	var specEPs []string
 	last, _ := mon.latest()
 	for _, name := range ch.nem.spec {
-		if last.healthyVoter(name) {
+		if last.HealthyVoter(name) {
 			specEPs = append(specEPs, ch.c.Member(name).ClientURL())
 		}
 	}
@@ -318,7 +304,7 @@ func (ch *chaos) check(mon *monitor, endpoints []string) {
 		len(changes), checked, raced, unobserved))
 	samples, lostQ := 0, 0
 	for _, s := range mon.samples() {
-		if s.Err != "" {
+		if s.Err != nil {
 			lostQ++
 		}
 		samples++
