@@ -116,28 +116,3 @@ func Catch(f func()) (err error) {
 	f()
 	return nil
 }
-
-// SetupProgram prepares a program (bench, chaos) to run agents: it points
-// Binary at bin (made absolute, checked) and makes a Runner in dir, or in a
-// new temp dir named after prog when dir is empty. It returns the runner
-// and its dir; errors name prog and say what to do.
-func SetupProgram(prog, bin, dir string) (*Runner, string, error) {
-	abs, err := filepath.Abs(bin)
-	if err == nil {
-		_, err = os.Stat(abs)
-	}
-	if err != nil {
-		return nil, "", fmt.Errorf("%s: etcdkeeper binary: %w (run make build, or pass -bin)", prog, err)
-	}
-	Binary = abs
-	if dir == "" {
-		if dir, err = os.MkdirTemp("", "etcdkeeper-"+prog+"-"); err != nil {
-			return nil, "", fmt.Errorf("%s: %w", prog, err)
-		}
-	}
-	r, err := NewRunner(dir)
-	if err != nil {
-		return nil, "", fmt.Errorf("%s: %w", prog, err)
-	}
-	return r, dir, nil
-}
