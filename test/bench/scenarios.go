@@ -147,10 +147,10 @@ func bootstrapAgents(r testbed.TB) (*testbed.Cluster, event) {
 func bootstrapPlain(r testbed.TB) event {
 	c := newCluster(r, 3)
 	ic := staticInitialCluster(c)
-	var procs []*plainEtcd
+	var procs []*testbed.Process
 	defer func() {
 		for _, p := range procs {
-			p.Stop()
+			stopPlain(p)
 		}
 	}()
 	s0 := stalls(c)
@@ -294,7 +294,7 @@ func scriptedRepair(r testbed.TB, c *testbed.Cluster, w *writer, name string, n 
 	if now := membershipChanges(c, others); now != changes {
 		r.Errorf("the other agents made %d membership changes during the scripted repair", now-changes)
 	}
-	p.Stop()
+	stopPlain(p)
 	c.Start(name)
 	wait(r, c.Client(), name+"'s agent takes over the repaired member", func(o testbed.Observation) string {
 		if o.ID(name) != newID {

@@ -45,7 +45,7 @@ type Cluster struct {
 	Dir     string
 	Spec    string
 	Members []Member
-	agents  map[string]*agentProc
+	agents  map[string]*Process
 	Extra   string // extra YAML appended to the spec
 	// AgentExtra is YAML added under agent: (indented two spaces).
 	AgentExtra string
@@ -60,7 +60,7 @@ func init() { hostCounter.Store(10) }
 
 func New(t TB, n int) *Cluster {
 	t.Helper()
-	c := &Cluster{t: t, Dir: t.TempDir(), agents: map[string]*agentProc{}}
+	c := &Cluster{t: t, Dir: t.TempDir(), agents: map[string]*Process{}}
 	c.Spec = filepath.Join(c.Dir, "cluster.yaml")
 	for i := 0; i < n; i++ {
 		c.AddMember()

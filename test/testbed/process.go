@@ -12,35 +12,93 @@ import (
 	"time"
 )
 
-// agentProc is one running agent: its process, its log file and how it
-// ended (err, once done is closed).
-type agentProc struct {
+// Process is a child process of the test bed whose output goes to a log
+// file: an agent, or the bench's plain etcd.
+type Process struct {
 	cmd  *exec.Cmd
-	log  string
-	done chan struct{}
-	err  error
+	done chan struct{} // closed once it has exited
+	err  error         // how it exited, once done is closed
 }
 
-// Start starts the agent of Member name; env adds environment variables.
-func (c *Cluster) Start(name string, env ...string) {
-	c.t.Helper()
-	logPath := filepath.Join(c.Dir, name+".log")
+// StartProcess starts bin with args, its output appended to logPath;
+// adjust, when not nil, changes the command before it starts.
+func StartProcess(logPath string, adjust func(*exec.Cmd), bin string, args ...string) (*Process, error) {
 	f, err := os.OpenFile(logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {
-		c.t.Fatalf("%v", err)
+		return nil, err
 	}
-	cmd := exec.Command(Binary, "run", "--config", c.Spec, "--name", name, "--log-level", "debug")
+	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = f, f
-	cmd.Env = append(os.Environ(), env...)
-	if err := cmd.Start(); err != nil {
-		c.t.Fatalf("%v", err)
+	if adjust != nil {
+		adjust(cmd)
 	}
-	p := &agentProc{cmd: cmd, log: logPath, done: make(chan struct{})}
+	if err := cmd.Start(); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("start %s: %w", bin, err)
+	}
+	p := &Process{cmd: cmd, done: make(chan struct{})}
 	go func() {
 		p.err = cmd.Wait()
 		f.Close()
 		close(p.done)
 	}()
+	return p, nil
+}
+
+// Pid is the process ID.
+func (p *Process) Pid() int { return p.cmd.Process.Pid }
+
+// Running reports whether the process has not exited yet.
+func (p *Process) Running() bool {
+	select {
+	case <-p.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// Signal sends sig to the process.
+func (p *Process) Signal(sig os.Signal) error { return p.cmd.Process.Signal(sig) }
+
+// Kill kills the process with SIGKILL and waits for it.
+func (p *Process) Kill() {
+	_ = p.cmd.Process.Kill()
+	<-p.done
+}
+
+// Stop sends SIGTERM and waits up to grace for the process to exit, then
+// kills it (killed). err is how it exited.
+func (p *Process) Stop(grace time.Duration) (killed bool, err error) {
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(grace):
+		p.Kill()
+		killed = true
+	}
+	return killed, p.err
+}
+
+// Wait waits up to d for the process to exit by itself (exited) and
+// returns how it exited.
+func (p *Process) Wait(d time.Duration) (exited bool, err error) {
+	select {
+	case <-p.done:
+		return true, p.err
+	case <-time.After(d):
+		return false, nil
+	}
+}
+
+// Start starts the agent of Member name; env adds environment variables.
+func (c *Cluster) Start(name string, env ...string) {
+	c.t.Helper()
+	p, err := StartProcess(c.LogPath(name), func(cmd *exec.Cmd) { cmd.Env = append(os.Environ(), env...) },
+		Binary, "run", "--config", c.Spec, "--name", name, "--log-level", "debug")
+	if err != nil {
+		c.t.Fatalf("agent %s: %v", name, err)
+	}
 	c.agents[name] = p
 }
 
@@ -51,38 +109,29 @@ func (c *Cluster) Stop(name string) error {
 	if p == nil {
 		return nil
 	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(60 * time.Second):
-		_ = p.cmd.Process.Kill()
-		<-p.done
+	killed, err := p.Stop(60 * time.Second)
+	if killed {
 		c.t.Errorf("agent %s did not stop within 60s of SIGTERM", name)
 	}
 	delete(c.agents, name)
-	return p.err
+	return err
 }
 
 // Kill9 kills the agent with SIGKILL.
 func (c *Cluster) Kill9(name string) {
-	p := c.agents[name]
-	_ = p.cmd.Process.Kill()
-	<-p.done
+	c.agents[name].Kill()
 	delete(c.agents, name)
 }
 
 // WaitExit waits for the agent to exit by itself (a test crash point).
 func (c *Cluster) WaitExit(name string, d time.Duration) error {
 	c.t.Helper()
-	p := c.agents[name]
-	select {
-	case <-p.done:
-		delete(c.agents, name)
-		return p.err
-	case <-time.After(d):
+	exited, err := c.agents[name].Wait(d)
+	if !exited {
 		c.t.Fatalf("agent %s did not exit within %s", name, d)
-		return nil
 	}
+	delete(c.agents, name)
+	return err
 }
 
 func (c *Cluster) cleanup() {
@@ -98,7 +147,7 @@ func (c *Cluster) cleanup() {
 
 // DumpLog prints the agent's own log lines (not etcd's) for a failure.
 func (c *Cluster) DumpLog(name string, n int) {
-	b, err := os.ReadFile(filepath.Join(c.Dir, name+".log"))
+	b, err := os.ReadFile(c.LogPath(name))
 	if err != nil {
 		return
 	}
@@ -118,7 +167,7 @@ func (c *Cluster) DumpLog(name string, n int) {
 
 // LogContains reports whether the agent's log has a line with all parts.
 func (c *Cluster) LogContains(name string, parts ...string) bool {
-	b, _ := os.ReadFile(filepath.Join(c.Dir, name+".log"))
+	b, _ := os.ReadFile(c.LogPath(name))
 	for _, line := range strings.Split(string(b), "\n") {
 		ok := true
 		for _, p := range parts {
@@ -161,7 +210,7 @@ func (c *Cluster) Signal(name string, sig syscall.Signal) error {
 	if p == nil {
 		return fmt.Errorf("agent %s is not running", name)
 	}
-	return p.cmd.Process.Signal(sig)
+	return p.Signal(sig)
 }
 
 // AgentPID is the process ID of the running agent of member name, 0 when
@@ -171,22 +220,14 @@ func (c *Cluster) AgentPID(name string) int {
 	if p == nil {
 		return 0
 	}
-	return p.cmd.Process.Pid
+	return p.Pid()
 }
 
 // AgentRunning reports whether the test bed runs an agent for member name
 // that has not exited.
 func (c *Cluster) AgentRunning(name string) bool {
 	p := c.agents[name]
-	if p == nil {
-		return false
-	}
-	select {
-	case <-p.done:
-		return false
-	default:
-		return true
-	}
+	return p != nil && p.Running()
 }
 
 // LogPath is the agent log of member name (its own lines and etcd's).
