@@ -13,47 +13,39 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/etcdkeeper/etcdkeeper/test/testbed"
 )
 
 type config struct {
-	bin     string
+	prog    testbed.Program
 	runs    int
 	bigRuns int
 	big     bool
 	gb      bool
 	idle    time.Duration
 	smallMB int
-	dir     string
-	keep    bool
 	out     string
 	smoke   bool
-	verbose bool
 	only    string
 }
 
 func main() {
-	var cfg config
-	flag.StringVar(&cfg.bin, "bin", "bin/etcdkeeper", "the etcdkeeper binary (make bench builds it)")
+	cfg := config{prog: testbed.Program{Name: "bench"}}
+	cfg.prog.AddFlags(flag.CommandLine)
 	flag.IntVar(&cfg.runs, "runs", 5, "runs per measurement; the table shows medians")
 	flag.IntVar(&cfg.bigRuns, "big-runs", 5, "runs of the 100 MB and 1 GB repairs")
 	flag.BoolVar(&cfg.big, "100mb", true, "also repair at ~100 MB of data")
 	flag.BoolVar(&cfg.gb, "1gb", false, "also repair at ~1 GB of data (slow: loading alone takes minutes)")
 	flag.IntVar(&cfg.smallMB, "small-mb", 1, "the small data size of the repair, MB")
 	flag.DurationVar(&cfg.idle, "idle", 30*time.Second, "how long the agents' idle CPU and RSS are sampled")
-	flag.StringVar(&cfg.dir, "dir", "", "work dir (default: a new dir under $TMPDIR, removed unless -keep or a failure)")
-	flag.BoolVar(&cfg.keep, "keep", false, "keep the work dir")
 	flag.StringVar(&cfg.out, "out", "", "also write the table to this file")
 	flag.BoolVar(&cfg.smoke, "smoke", false, "one run each, no 100 MB case, 10 s idle: proves the bench runs (CI)")
-	flag.BoolVar(&cfg.verbose, "v", false, "log every step")
 	flag.StringVar(&cfg.only, "only", "", "comma-separated subset of: bootstrap,repair,scale,idle")
 	flag.Parse()
 	if cfg.smoke {
@@ -63,16 +55,13 @@ func main() {
 }
 
 func run(cfg config) int {
-	root, dir, err := testbed.SetupProgram("bench", cfg.bin, cfg.dir)
+	root, err := cfg.prog.Setup()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
 	b := &bench{cfg: cfg, root: root, started: time.Now(), progress: os.Stderr}
-	if !cfg.verbose {
-		root.Out = io.Discard // the test bed's own lines
-	}
-	stopOnSignal(b)
+	cfg.prog.OnInterrupt(b.closeAll)
 	err = testbed.Catch(b.all)
 	b.closeAll()
 	table := b.table()
@@ -82,17 +71,10 @@ func run(cfg config) int {
 			fmt.Fprintln(os.Stderr, "bench:", werr)
 		}
 	}
-	failed := err != nil || root.Failed()
-	if failed {
-		fmt.Fprintf(os.Stderr, "bench: FAILED: %v\nbench: logs and data kept in %s\n", err, dir)
-		return 1
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
 	}
-	if cfg.keep {
-		fmt.Fprintf(os.Stderr, "bench: data kept in %s\n", dir)
-	} else {
-		os.RemoveAll(dir)
-	}
-	return 0
+	return cfg.prog.Exit(err != nil || root.Failed())
 }
 
 type bench struct {
@@ -138,18 +120,6 @@ func (b *bench) closeAll() {
 		r.Close()
 	}
 	b.root.Close()
-}
-
-// stopOnSignal stops every agent and etcd before exiting on Ctrl-C.
-func stopOnSignal(b *bench) {
-	ch := make(chan os.Signal, 1)
-	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
-	go func() {
-		<-ch
-		fmt.Fprintln(os.Stderr, "bench: interrupted: stopping the clusters")
-		b.closeAll()
-		os.Exit(130)
-	}()
 }
 
 func (b *bench) add(r row) {
@@ -234,8 +204,8 @@ func (b *bench) repair(size string, bytes int64, valueSize, runs int, target flo
 		wait(r, c.Client(), "3 healthy voters", healthy(c.AllNames()...))
 		t0 := time.Now()
 		load(r, c.Client(), bytes, valueSize)
-		_, members := wait(r, c.Client(), "3 healthy voters", healthy(c.AllNames()...))
-		dbSize = members[0].DBSize
+		_, o := wait(r, c.Client(), "3 healthy voters", healthy(c.AllNames()...))
+		dbSize = o.Members[0].DBSize
 		b.say("repair %s: loaded %d MB (db %d MB) in %s", size, bytes>>20, dbSize>>20, time.Since(t0).Round(time.Second))
 		w := startWriter(c.Client("node1", "node3"), "/bench/w")
 		defer w.Stop()

@@ -16,13 +16,6 @@ import (
 	"github.com/etcdkeeper/etcdkeeper/test/testbed"
 )
 
-// plainEtcd is etcd started directly, as an operator's script does:
-// `etcdkeeper etcd --name ... --initial-cluster ...`, no agent.
-type plainEtcd struct {
-	cmd  *exec.Cmd
-	done chan struct{}
-}
-
 // plainArgs are the flags the agent would give member m (see
 // internal/etcdproc.Flags and the test bed's spec), written out by hand
 // the way an operator's script has them.
@@ -50,40 +43,23 @@ func staticInitialCluster(c *testbed.Cluster) string {
 	return strings.Join(parts, ",")
 }
 
-func startPlain(c *testbed.Cluster, m testbed.Member, state, initialCluster string) (*plainEtcd, error) {
+// startPlain starts etcd directly, as an operator's script does:
+// `etcdkeeper etcd --name ... --initial-cluster ...`, no agent.
+func startPlain(c *testbed.Cluster, m testbed.Member, state, initialCluster string) (*testbed.Process, error) {
 	if err := os.MkdirAll(c.DataDir(m.Name), 0o700); err != nil {
 		return nil, err
 	}
-	f, err := os.OpenFile(filepath.Join(c.Dir, m.Name+".plain.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
-	if err != nil {
-		return nil, err
-	}
-	cmd := exec.Command(testbed.Binary, plainArgs(c, m, state, initialCluster)...)
-	cmd.Stdout, cmd.Stderr = f, f
 	// Dies with the bench, whatever happens to it.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		f.Close()
-		return nil, err
+	dieWithBench := func(cmd *exec.Cmd) {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	}
-	p := &plainEtcd{cmd: cmd, done: make(chan struct{})}
-	go func() {
-		_ = cmd.Wait()
-		f.Close()
-		close(p.done)
-	}()
-	return p, nil
+	return testbed.StartProcess(filepath.Join(c.Dir, m.Name+".plain.log"), dieWithBench,
+		testbed.Binary, plainArgs(c, m, state, initialCluster)...)
 }
 
-func (p *plainEtcd) Stop() {
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(15 * time.Second):
-		_ = p.cmd.Process.Kill()
-		<-p.done
-	}
-}
+// stopPlain stops a plain etcd the way its script would: SIGTERM, and
+// SIGKILL after etcd's own shutdown has had time enough.
+func stopPlain(p *testbed.Process) { _, _ = p.Stop(15 * time.Second) }
 
 // manualRepair is field notes §2, scripted: the member's etcd is already
 // stopped (its WAL is corrupt); remove it through a healthy peer, move its
@@ -91,7 +67,7 @@ func (p *plainEtcd) Stop() {
 // --initial-cluster-state existing and the initial cluster member add
 // returned, and promote it as soon as etcd accepts. It returns the
 // running etcd and the new member ID.
-func manualRepair(c *testbed.Cluster, peers *clientv3.Client, m testbed.Member, oldID uint64, aside string) (*plainEtcd, uint64, error) {
+func manualRepair(c *testbed.Cluster, peers *clientv3.Client, m testbed.Member, oldID uint64, aside string) (*testbed.Process, uint64, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	_, err := peers.MemberRemove(ctx, oldID)
@@ -140,7 +116,7 @@ func manualRepair(c *testbed.Cluster, peers *clientv3.Client, m testbed.Member, 
 			return p, newID, nil
 		}
 		if time.Now().After(deadline) {
-			p.Stop()
+			stopPlain(p)
 			return nil, 0, fmt.Errorf("member promote %x: not accepted within 5m: %w", newID, err)
 		}
 		time.Sleep(pollEvery)

@@ -22,6 +22,10 @@ import (
 // scenario (the bench then exits 1).
 const converge = 3 * time.Minute
 
+// pollEvery is how often a wait observes the cluster: the resolution of
+// every timing in the table.
+const pollEvery = 100 * time.Millisecond
+
 // event is one timed occurrence: how long it took, what the writer saw.
 type event struct {
 	D time.Duration
@@ -54,14 +58,24 @@ func must(r testbed.TB, err error) {
 	}
 }
 
-func wait(r testbed.TB, cli *clientv3.Client, what string, ok func([]member) string) (time.Time, []member) {
-	at, ms, err := waitFor(cli, converge, what, ok)
-	must(r, err)
-	return at, ms
+// wait observes the cluster through cli (the test bed's observer, the same
+// for the agents' clusters and the plain ones, so that both are timed to
+// the same end) until ok says "", and returns the time that observation
+// ended and the observation.
+func wait(r testbed.TB, cli *clientv3.Client, what string, ok func(testbed.Observation) string) (time.Time, testbed.Observation) {
+	o, err := testbed.Await(cli, converge, pollEvery, ok)
+	if err != nil {
+		r.Fatalf("%s: %v", what, err)
+	}
+	return o.End, o
 }
 
-func healthy(names ...string) func([]member) string {
-	return func(ms []member) string { return exactly(ms, names) }
+// healthy: the members are exactly names, all healthy voters.
+func healthy(names ...string) func(testbed.Observation) string {
+	return func(o testbed.Observation) string {
+		_, why := o.ExactVoters(names...)
+		return why
+	}
 }
 
 // newCluster is testbed.New whose agents are killed (SIGKILL, their etcd
@@ -91,19 +105,19 @@ func startAll(c *testbed.Cluster, names ...string) {
 // event starts the same way: a follower goes down, no election.
 func ensureNotLeader(r testbed.TB, c *testbed.Cluster, name string) {
 	cli := c.Client()
-	_, ms := wait(r, cli, "a leader", func(ms []member) string {
-		if leaderOf(ms) == 0 {
+	_, o := wait(r, cli, "a leader", func(o testbed.Observation) string {
+		if o.Leader() == 0 {
 			return "no leader"
 		}
 		return ""
 	})
-	id := idOf(ms, name)
-	if leaderOf(ms) != id {
+	id := o.ID(name)
+	if o.Leader() != id {
 		return
 	}
 	var to uint64
-	for _, m := range ms {
-		if m.ID != id && m.Healthy && !m.Learner {
+	for _, m := range o.Members {
+		if m.ID != id && m.HealthyVoter() {
 			to = m.ID
 		}
 	}
@@ -111,8 +125,8 @@ func ensureNotLeader(r testbed.TB, c *testbed.Cluster, name string) {
 	defer cancel()
 	_, err := c.Client(name).MoveLeader(ctx, to)
 	must(r, err)
-	wait(r, cli, "leader moved off "+name, func(ms []member) string {
-		if l := leaderOf(ms); l == 0 || l == id {
+	wait(r, cli, "leader moved off "+name, func(o testbed.Observation) string {
+		if l := o.Leader(); l == 0 || l == id {
 			return "leader still " + name
 		}
 		return ""
@@ -133,10 +147,10 @@ func bootstrapAgents(r testbed.TB) (*testbed.Cluster, event) {
 func bootstrapPlain(r testbed.TB) event {
 	c := newCluster(r, 3)
 	ic := staticInitialCluster(c)
-	var procs []*plainEtcd
+	var procs []*testbed.Process
 	defer func() {
 		for _, p := range procs {
-			p.Stop()
+			stopPlain(p)
 		}
 	}()
 	s0 := stalls(c)
@@ -154,20 +168,21 @@ func bootstrapPlain(r testbed.TB) event {
 // healthy voter again: same member ID, a new etcd process.
 func killEtcd(r testbed.TB, c *testbed.Cluster, w *writer, name string) event {
 	ensureNotLeader(r, c, name)
-	_, ms := wait(r, c.Client(), "healthy before the kill", healthy(c.AllNames()...))
-	id := idOf(ms, name)
+	_, o := wait(r, c.Client(), "healthy before the kill", healthy(c.AllNames()...))
+	id := o.ID(name)
 	pid := c.EtcdPID(name)
 	s0 := stalls(c)
 	t0 := time.Now()
 	must(r, syscall.Kill(pid, syscall.SIGKILL))
-	end, _ := wait(r, c.Client(), name+" healthy again after kill -9", func(ms []member) string {
+	end, _ := wait(r, c.Client(), name+" healthy again after kill -9", func(o testbed.Observation) string {
 		if p := c.EtcdPID(name); p == pid || !testbed.Alive(p) {
 			return "no new etcd yet"
 		}
-		if idOf(ms, name) != id {
+		if o.ID(name) != id {
 			return "member ID changed"
 		}
-		return exactly(ms, c.AllNames())
+		_, why := o.ExactVoters(c.AllNames()...)
+		return why
 	})
 	return event{Stalled: stalls(c) > s0, D: end.Sub(t0), W: w.window(t0, end)}
 }
@@ -231,18 +246,19 @@ const repairSpec = "repair:\n  maxPerHour: 100\n"
 func agentRepair(r testbed.TB, c *testbed.Cluster, w *writer, name string) event {
 	steady()
 	ensureNotLeader(r, c, name)
-	_, ms := wait(r, c.Client(), "healthy before the repair", healthy(c.AllNames()...))
-	old := idOf(ms, name)
+	_, o := wait(r, c.Client(), "healthy before the repair", healthy(c.AllNames()...))
+	old := o.ID(name)
 	must(r, c.Stop(name))
 	c.CorruptWAL(name)
 	s0 := stalls(c)
 	t0 := time.Now()
 	c.Start(name)
-	end, _ := wait(r, c.Client(), name+" repaired by its agent", func(ms []member) string {
-		if idOf(ms, name) == old {
+	end, _ := wait(r, c.Client(), name+" repaired by its agent", func(o testbed.Observation) string {
+		if o.ID(name) == old {
 			return "old member still listed"
 		}
-		return exactly(ms, c.AllNames())
+		_, why := o.ExactVoters(c.AllNames()...)
+		return why
 	})
 	return event{Stalled: stalls(c) > s0, D: end.Sub(t0), W: w.window(t0, end), Took: lastTook(c.LogPath(name))}
 }
@@ -252,8 +268,8 @@ func agentRepair(r testbed.TB, c *testbed.Cluster, w *writer, name string) event
 func scriptedRepair(r testbed.TB, c *testbed.Cluster, w *writer, name string, n int) event {
 	steady()
 	ensureNotLeader(r, c, name)
-	_, ms := wait(r, c.Client(), "healthy before the repair", healthy(c.AllNames()...))
-	old := idOf(ms, name)
+	_, o := wait(r, c.Client(), "healthy before the repair", healthy(c.AllNames()...))
+	old := o.ID(name)
 	var others []string
 	for _, x := range c.AllNames() {
 		if x != name {
@@ -267,23 +283,25 @@ func scriptedRepair(r testbed.TB, c *testbed.Cluster, w *writer, name string, n 
 	t0 := time.Now()
 	p, newID, err := manualRepair(c, c.Client(others...), c.Member(name), old, fmt.Sprintf("%s.manual-%d", c.DataDir(name), n))
 	must(r, err)
-	end, _ := wait(r, c.Client(), name+" repaired by the script", func(ms []member) string {
-		if idOf(ms, name) != newID {
+	end, _ := wait(r, c.Client(), name+" repaired by the script", func(o testbed.Observation) string {
+		if o.ID(name) != newID {
 			return "new member not listed yet"
 		}
-		return exactly(ms, c.AllNames())
+		_, why := o.ExactVoters(c.AllNames()...)
+		return why
 	})
 	ev := event{Stalled: stalls(c) > s0, D: end.Sub(t0), W: w.window(t0, end)}
 	if now := membershipChanges(c, others); now != changes {
 		r.Errorf("the other agents made %d membership changes during the scripted repair", now-changes)
 	}
-	p.Stop()
+	stopPlain(p)
 	c.Start(name)
-	wait(r, c.Client(), name+"'s agent takes over the repaired member", func(ms []member) string {
-		if idOf(ms, name) != newID {
+	wait(r, c.Client(), name+"'s agent takes over the repaired member", func(o testbed.Observation) string {
+		if o.ID(name) != newID {
 			return "member ID changed"
 		}
-		return exactly(ms, c.AllNames())
+		_, why := o.ExactVoters(c.AllNames()...)
+		return why
 	})
 	return ev
 }

@@ -13,6 +13,8 @@ import (
 	"github.com/anishathalye/porcupine"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+
+	"github.com/etcdkeeper/etcdkeeper/test/testbed"
 )
 
 // etcdWrite is one put in etcd's own history (the watch from revision 1).
@@ -248,17 +250,11 @@ func quorumCheck(changes []change, mon *monitor, faults []fault) []verdict {
 			out = append(out, v)
 			continue
 		}
-		target, listed := s.byID(c.ID)
-		healthy, voters := 0, 0
-		for _, m := range s.voters() {
-			voters++
-			if m.Healthy {
-				healthy++
-			}
-		}
+		target, listed := s.ByID(c.ID)
+		healthy, voters := healthyVoters(s)
 		if listed && !target.Learner {
 			voters--
-			if target.Healthy {
+			if target.Healthy() {
 				healthy--
 			}
 		}
@@ -275,7 +271,7 @@ func quorumCheck(changes []change, mon *monitor, faults []fault) []verdict {
 			h, vv := c.Healthy, c.Voters
 			if listed && !target.Learner {
 				vv--
-				if target.Healthy {
+				if target.Healthy() {
 					h--
 				}
 			}
@@ -297,17 +293,23 @@ func promoteCheck(c change, mon *monitor) string {
 	if !ok {
 		return ""
 	}
-	healthy, voters := 0, 0
-	for _, m := range s.voters() {
-		voters++
-		if m.Healthy {
-			healthy++
-		}
-	}
+	healthy, voters := healthyVoters(s)
 	if healthy < voters/2+1 {
 		return fmt.Sprintf("observed %s after: %d healthy of %d voters, below quorum %d", s.Start.Format("15:04:05.000"), healthy, voters, voters/2+1)
 	}
 	return ""
+}
+
+// healthyVoters counts the voters of an observation and the healthy ones
+// among them, by the test bed's one health rule.
+func healthyVoters(s testbed.Observation) (healthy, voters int) {
+	for _, m := range s.Voters() {
+		voters++
+		if m.Healthy() {
+			healthy++
+		}
+	}
+	return healthy, voters
 }
 
 func nameOr(a, b string) string {

@@ -13,20 +13,17 @@ package main
 import (
 	"flag"
 	"fmt"
-	"io"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"sort"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/etcdkeeper/etcdkeeper/test/testbed"
 )
 
 type config struct {
-	bin          string
+	prog         testbed.Program
 	duration     time.Duration
 	hosts        int
 	initial      int
@@ -39,14 +36,11 @@ type config struct {
 	maxOps       int
 	checkTimeout time.Duration
 	seed         uint64
-	dir          string
-	keep         bool
-	verbose      bool
 }
 
 func main() {
-	var cfg config
-	flag.StringVar(&cfg.bin, "bin", "bin/etcdkeeper", "the etcdkeeper binary (make chaos builds it)")
+	cfg := config{prog: testbed.Program{Name: "chaos"}}
+	cfg.prog.AddFlags(flag.CommandLine)
 	flag.DurationVar(&cfg.duration, "duration", 3*time.Minute, "how long faults are injected (then heal, converge, check)")
 	flag.IntVar(&cfg.hosts, "hosts", 5, "hosts (agents); the spec lists 3 to this many of them")
 	flag.IntVar(&cfg.initial, "initial", 3, "members the spec lists at the start")
@@ -59,9 +53,6 @@ func main() {
 	flag.IntVar(&cfg.maxOps, "max-ops", 60000, "bound of the history; clients stop issuing operations beyond it")
 	flag.DurationVar(&cfg.checkTimeout, "check-timeout", 3*time.Minute, "bound of the linearizability check")
 	flag.Uint64Var(&cfg.seed, "seed", 0, "random seed (0: from the clock; printed)")
-	flag.StringVar(&cfg.dir, "dir", "", "work dir (default: a new dir under $TMPDIR; kept when the run fails or -keep)")
-	flag.BoolVar(&cfg.keep, "keep", false, "keep the work dir of a passing run")
-	flag.BoolVar(&cfg.verbose, "v", false, "log the agents' cluster events of the test bed too")
 	flag.Parse()
 	if cfg.seed == 0 {
 		cfg.seed = uint64(time.Now().UnixNano())
@@ -70,23 +61,14 @@ func main() {
 }
 
 func run(cfg config) int {
-	r, dir, err := testbed.SetupProgram("chaos", cfg.bin, cfg.dir)
+	r, err := cfg.prog.Setup()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
-	if !cfg.verbose {
-		r.Out = io.Discard
-	}
+	dir := cfg.prog.Dir
 	ch := &chaos{cfg: cfg, r: r, dir: dir, started: time.Now()}
-	go func() {
-		sig := make(chan os.Signal, 1)
-		signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
-		<-sig
-		fmt.Fprintf(os.Stderr, "chaos: interrupted: stopping the cluster; logs in %s\n", dir)
-		r.Close()
-		os.Exit(130)
-	}()
+	cfg.prog.OnInterrupt(r.Close)
 	err = testbed.Catch(ch.run)
 	r.Close()
 	if err != nil {
@@ -95,16 +77,9 @@ func run(cfg config) int {
 	summary := ch.summary()
 	fmt.Print(summary)
 	_ = os.WriteFile(filepath.Join(dir, "summary.txt"), []byte(summary), 0o644)
-	if len(ch.failures) > 0 || r.Failed() {
-		fmt.Printf("chaos: FAIL: logs, history and nemesis events kept in %s\n", dir)
-		return 1
-	}
-	if cfg.keep {
-		fmt.Printf("chaos: logs and history kept in %s\n", dir)
-	} else {
-		os.RemoveAll(dir)
-	}
-	return 0
+	// The work dir a failed run keeps holds the history and the nemesis's
+	// events next to the logs.
+	return cfg.prog.Exit(len(ch.failures) > 0 || r.Failed())
 }
 
 // chaos is one run and what it found.
@@ -158,10 +133,7 @@ func (ch *chaos) run() {
 	for _, m := range c.Members {
 		endpoints = append(endpoints, m.ClientURL())
 	}
-	mon, err := newMonitor(endpoints, 250*time.Millisecond)
-	if err != nil {
-		ch.r.Fatalf("monitor: %v", err)
-	}
+	mon := newMonitor(c.Client(), 250*time.Millisecond)
 	go mon.run()
 	defer mon.halt()
 
@@ -216,25 +188,14 @@ func (ch *chaos) run() {
 	ch.phase("checks", t)
 }
 
-// waitSpec waits until the members are exactly spec, all healthy voters.
+// waitSpec waits until the monitor sees exactly the spec's members, all
+// healthy voters.
 func waitSpec(mon *monitor, spec []string, d time.Duration) string {
 	deadline := time.Now().Add(d)
 	why := "no observation"
 	for time.Now().Before(deadline) {
-		s, ok := mon.latest()
-		if ok {
-			why = s.Err
-			if why == "" {
-				why = matches(s, spec)
-			}
-			if why == "" {
-				for _, name := range spec {
-					if !s.healthyVoter(name) {
-						why = name + " is not a healthy voter"
-					}
-				}
-			}
-			if why == "" {
+		if s, ok := mon.latest(); ok {
+			if _, why = s.ExactVoters(spec...); why == "" {
 				return ""
 			}
 		}
@@ -282,7 +243,7 @@ func (ch *chaos) check(mon *monitor, endpoints []string) {
 	var specEPs []string
 	last, _ := mon.latest()
 	for _, name := range ch.nem.spec {
-		if last.healthyVoter(name) {
+		if last.HealthyVoter(name) {
 			specEPs = append(specEPs, ch.c.Member(name).ClientURL())
 		}
 	}
@@ -318,7 +279,7 @@ func (ch *chaos) check(mon *monitor, endpoints []string) {
 		len(changes), checked, raced, unobserved))
 	samples, lostQ := 0, 0
 	for _, s := range mon.samples() {
-		if s.Err != "" {
+		if s.Err != nil {
 			lostQ++
 		}
 		samples++

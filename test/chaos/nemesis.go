@@ -98,8 +98,8 @@ func (n *nemesis) tend() {
 		if !ok || !s.Start.After(f.At.Add(500*time.Millisecond)) {
 			continue
 		}
-		_, member := s.byName(name)
-		if (s.healthyVoter(name) && n.c.AgentRunning(name)) || (!slices.Contains(n.spec, name) && !member) {
+		_, member := s.ByName(name)
+		if (s.HealthyVoter(name) && n.c.AgentRunning(name)) || (!slices.Contains(n.spec, name) && !member) {
 			delete(n.active, name)
 		}
 	}
@@ -174,10 +174,10 @@ func (n *nemesis) inject() {
 // random order; empty with the reason when none may.
 func (n *nemesis) candidates() ([]string, string) {
 	s, ok := n.mon.latest()
-	if !ok || s.Err != "" || time.Since(s.End) > 2*time.Second {
+	if !ok || s.Err != nil || time.Since(s.End) > 2*time.Second {
 		return nil, "no fresh observation of the cluster"
 	}
-	voters := s.voters()
+	voters := s.Voters()
 	down := map[string]bool{}
 	for name := range n.active {
 		down[name] = true
@@ -186,13 +186,13 @@ func (n *nemesis) candidates() ([]string, string) {
 		down[name] = true
 	}
 	for _, v := range voters {
-		if !v.Healthy || v.Name == "" {
+		if !v.Healthy() {
 			down[v.Name] = true
 		}
 	}
 	specVoters := 0
 	for _, name := range n.spec {
-		if _, ok := s.byName(name); ok && !memberIsLearner(s, name) {
+		if m, ok := s.ByName(name); ok && !m.Learner {
 			specVoters++
 		}
 	}
@@ -200,12 +200,12 @@ func (n *nemesis) candidates() ([]string, string) {
 	quorumSpec := min(len(n.spec), specVoters)/2 + 1
 	var out []string
 	for _, target := range n.spec {
-		if down[target] || !s.healthyVoter(target) {
+		if down[target] || !s.HealthyVoter(target) {
 			continue
 		}
 		healthyAll, healthySpec := 0, 0
 		for _, v := range voters {
-			if v.Healthy && v.Name != "" && !down[v.Name] && v.Name != target {
+			if v.Healthy() && !down[v.Name] && v.Name != target {
 				healthyAll++
 				if slices.Contains(n.spec, v.Name) {
 					healthySpec++
@@ -221,11 +221,6 @@ func (n *nemesis) candidates() ([]string, string) {
 	}
 	n.rnd.Shuffle(len(out), func(i, j int) { out[i], out[j] = out[j], out[i] })
 	return out, ""
-}
-
-func memberIsLearner(s sample, name string) bool {
-	m, ok := s.byName(name)
-	return ok && m.Learner
 }
 
 func (n *nemesis) killEtcd() string {
@@ -315,7 +310,7 @@ func (n *nemesis) corruptWAL() string {
 // random; members to add are the hosts the spec does not list.
 func (n *nemesis) editSpec() string {
 	s, ok := n.mon.latest()
-	if !ok || s.Err != "" {
+	if !ok || s.Err != nil {
 		return "no observation of the cluster"
 	}
 	if why := matches(s, n.spec); why != "" {
@@ -358,14 +353,15 @@ func (n *nemesis) editSpec() string {
 	return ""
 }
 
-// matches reports "" when the cluster's members are exactly names (names
-// only: health aside).
-func matches(s sample, names []string) string {
+// matches reports "" when the cluster's members are exactly names, none a
+// learner, health aside: the spec edit has taken effect, though a member
+// may be down (testbed's ExactVoters would wait for it to heal too).
+func matches(s testbed.Observation, names []string) string {
 	if len(s.Members) != len(names) {
 		return fmt.Sprintf("%d members, spec lists %d", len(s.Members), len(names))
 	}
 	for _, m := range s.Members {
-		if m.Name == "" || !slices.Contains(names, m.Name) {
+		if !m.Started() || !slices.Contains(names, m.Name) {
 			return fmt.Sprintf("member %q (%x) not in the spec", m.Name, m.ID)
 		}
 		if m.Learner {

@@ -151,12 +151,12 @@ func TestPeerURLChange(t *testing.T) {
 	newURL := c.Members[2].PeerURL()
 	c.WriteSpec()
 	testbed.Eventually(t, converge, "node3 is a healthy voter at "+newURL, func() string {
-		ms, err := c.PeerURLs(c.Client())
-		if err != nil {
-			return err.Error()
+		o := testbed.Observe(c.Client())
+		if o.Err != nil {
+			return o.Err.Error()
 		}
-		if got := ms["node3"]; got != newURL {
-			return "node3 peer URL " + got
+		if m, _ := o.ByName("node3"); len(m.PeerURLs) == 0 || m.PeerURLs[0] != newURL {
+			return fmt.Sprintf("node3 peer URLs %v", m.PeerURLs)
 		}
 		return ""
 	})
@@ -189,12 +189,12 @@ func TestStaleLearnerRemoved(t *testing.T) {
 		t.Fatal("node4's agent did not stop at its crash point")
 	}
 	testbed.Eventually(t, converge, "the stale learner is removed", func() string {
-		ms, err := c.MemberList(c.Client("node1", "node2", "node3"))
-		if err != nil {
-			return err.Error()
+		o := testbed.Observe(c.Client("node1", "node2", "node3"))
+		if o.Err != nil {
+			return o.Err.Error()
 		}
-		if len(ms) != 3 {
-			return fmt.Sprintf("%d members", len(ms))
+		if len(o.Members) != 3 {
+			return fmt.Sprintf("%d members", len(o.Members))
 		}
 		return ""
 	})

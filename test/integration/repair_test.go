@@ -253,17 +253,15 @@ func TestRepairGuards(t *testing.T) {
 			}
 			return ""
 		})
-		ms, err := c.MemberList(c.Client("node1", "node3"))
+		o, err := testbed.Await(c.Client("node1", "node3"), converge, time.Second, testbed.Answered)
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, m := range ms {
-			if m.Name == "node2" && m.ID != ids["node2"] {
-				t.Fatalf("node2 was re-added although the repair was refused")
-			}
+		if id := o.ID("node2"); id != ids["node2"] {
+			t.Fatalf("node2 listed as %x, want %x: re-added although the repair was refused", id, ids["node2"])
 		}
-		if len(ms) != 3 {
-			t.Fatalf("member list changed: %v", ms)
+		if len(o.Members) != 3 {
+			t.Fatalf("member list changed: %v", o.Members)
 		}
 		if b := c.Backups("node2"); len(b) != backups {
 			t.Fatalf("data moved although the repair was refused: %v", b)
