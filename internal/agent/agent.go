@@ -19,6 +19,7 @@ import (
 	"github.com/etcdkeeper/etcdkeeper/internal/etcdproc"
 	"github.com/etcdkeeper/etcdkeeper/internal/metrics"
 	"github.com/etcdkeeper/etcdkeeper/internal/model"
+	"github.com/etcdkeeper/etcdkeeper/internal/notify"
 	"github.com/etcdkeeper/etcdkeeper/internal/spec"
 )
 
@@ -68,7 +69,7 @@ type Agent struct {
 	settings    string
 	lastSpecErr string
 	reloadReq   atomic.Bool
-	notify      *notifier
+	notify      *notify.Notifier
 	// silentSince is when the running etcd stopped answering (zero while
 	// it answers).
 	silentSince time.Time
@@ -93,7 +94,7 @@ func New(cfg Config) (*Agent, error) {
 	lg := cfg.Logger.With(zap.String("member", cfg.Name), zap.String("cluster", cfg.Spec.Cluster.Name))
 	a := &Agent{cfg: cfg, lg: lg, wake: make(chan struct{}, 1), spec: cfg.Spec, self: self, inSpec: true}
 	a.restarts = backoff{base: time.Second, max: 30 * time.Second}
-	a.notify = newNotifier(lg)
+	a.notify = notify.New(lg)
 	a.metrics = metrics.New()
 	return a, nil
 }
@@ -133,7 +134,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		a.notify.Ready()
 		a.notify.Status(a.statusLine())
 		a.notify.Ping()
-		timer := time.NewTimer(a.notify.maxWait(a.interval()))
+		timer := time.NewTimer(a.notify.MaxWait(a.interval()))
 		var done <-chan struct{}
 		if a.proc != nil {
 			done = a.proc.Done()
