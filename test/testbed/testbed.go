@@ -26,6 +26,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/etcdkeeper/etcdkeeper/internal/atomicfile"
 	"github.com/etcdkeeper/etcdkeeper/internal/repair"
 )
 
@@ -152,11 +153,7 @@ func (c *Cluster) WriteSpec(names ...string) {
 	fmt.Fprintf(&b, "etcd:\n  dataDir: %s/{name}/etcd\n  flags:\n    log-level: warn\n", c.Dir)
 	fmt.Fprintf(&b, "agent:\n  stateDir: %s/{name}/state\n  interval: 500ms\n  stopTimeout: 10s\n%s", c.Dir, c.AgentExtra)
 	b.WriteString(c.Extra)
-	tmp := c.Spec + ".tmp"
-	if err := os.WriteFile(tmp, []byte(b.String()), 0o644); err != nil {
-		c.t.Fatalf("%v", err)
-	}
-	if err := os.Rename(tmp, c.Spec); err != nil {
+	if err := atomicfile.WriteFile(c.Spec, []byte(b.String()), 0o644); err != nil {
 		c.t.Fatalf("%v", err)
 	}
 }
