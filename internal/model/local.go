@@ -4,7 +4,7 @@ package model
 // cares.
 type DataKind int
 
-//go:generate stringer -type=DataKind -linecomment
+//go:generate go tool -modfile=../../tools/go.mod stringer -type=DataKind -linecomment
 const (
 	DataEmpty      DataKind = iota // empty
 	DataHealthy                    // healthy

@@ -17,42 +17,26 @@ import (
 // DirState is the verdict of an offline look at an etcd data dir.
 type DirState int
 
+//go:generate go tool -modfile=../../tools/go.mod stringer -type=DirState -linecomment
 const (
 	// DirMissing: the data dir does not exist.
-	DirMissing DirState = iota
+	DirMissing DirState = iota // missing
 	// DirEmpty: no member/wal/*.wal; etcd will bootstrap (or join) afresh.
-	DirEmpty
+	DirEmpty // empty
 	// DirHealthy: the WAL and db pass etcd's own checks.
-	DirHealthy
+	DirHealthy // healthy
 	// DirTornTail: healthy except for a torn last WAL record, which etcd
 	// truncates itself on start (storage/wal/repair.go). Not corrupt.
-	DirTornTail
+	DirTornTail // torn-tail
 	// DirLocked: a process (a running etcd) holds the db lock; nothing was
 	// checked. Not corrupt.
-	DirLocked
+	DirLocked // locked
 	// DirUnreadable: permission denied while inspecting. Not corrupt: a
 	// permission problem must never lead to moving data (field-notes §3).
-	DirUnreadable
+	DirUnreadable // unreadable
 	// DirCorrupt: etcd cannot start on this dir; repair by rejoining.
-	DirCorrupt
+	DirCorrupt // corrupt
 )
-
-var dirStateNames = [...]string{
-	DirMissing:    "missing",
-	DirEmpty:      "empty",
-	DirHealthy:    "healthy",
-	DirTornTail:   "torn-tail",
-	DirLocked:     "locked",
-	DirUnreadable: "unreadable",
-	DirCorrupt:    "corrupt",
-}
-
-func (s DirState) String() string {
-	if s < 0 || int(s) >= len(dirStateNames) {
-		return fmt.Sprintf("DirState(%d)", int(s))
-	}
-	return dirStateNames[s]
-}
 
 // Report is the result of Inspect.
 type Report struct {
