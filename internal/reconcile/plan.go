@@ -406,8 +406,7 @@ type planMember struct {
 
 // serving: started and answering. An unstarted member cannot answer a
 // status call, whatever the observation says.
-func (m planMember) serving() bool   { return m.Healthy && !m.Unstarted() }
-func (m planMember) unstarted() bool { return m.Name == "" }
+func (m planMember) serving() bool { return m.Healthy && !m.Unstarted() }
 
 // name is the member's name, or its spec name while it is unstarted.
 func (m planMember) name() string {
