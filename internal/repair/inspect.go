@@ -52,14 +52,6 @@ type Report struct {
 	SnapshotIndex, ConsistentIndex uint64
 }
 
-// BelongsTo reports whether the data dir was written by a member of the
-// cluster with this ID. It is false when the WAL metadata was unreadable,
-// so only a Healthy or TornTail report can belong to a cluster. A data dir
-// of another cluster makes peers answer "cluster ID mismatch" (rafthttp).
-func (r Report) BelongsTo(clusterID uint64) bool {
-	return r.ClusterID != 0 && r.ClusterID == clusterID
-}
-
 // errLocked marks a data dir in use by another process.
 var errLocked = errors.New("data dir is in use")
 
