@@ -1,16 +1,26 @@
 // Build tools, kept out of the root module so that its go.mod stays lean.
 // Run them from the repo root: go tool -modfile=tools/go.mod nfpm ...
-// (see the Makefile's package target). nfpm is pinned at v2.45.2: newer
+// (see the Makefile's package target); stringer runs from the
+// //go:generate lines (make generate), staticcheck and go-errorlint from
+// make lint. go-errorlint moved from github.com/polyfloyd to codeberg.org
+// after v1.8.0. nfpm is pinned at v2.45.2: newer
 // versions need modules the Go proxy here does not serve.
 module github.com/etcdkeeper/etcdkeeper/tools
 
 go 1.26.8
 
-tool github.com/goreleaser/nfpm/v2/cmd/nfpm
+tool (
+	codeberg.org/polyfloyd/go-errorlint
+	github.com/goreleaser/nfpm/v2/cmd/nfpm
+	golang.org/x/tools/cmd/stringer
+	honnef.co/go/tools/cmd/staticcheck
+)
 
 require (
+	codeberg.org/polyfloyd/go-errorlint v1.9.1 // indirect
 	dario.cat/mergo v1.0.2 // indirect
 	github.com/AlekSi/pointer v1.2.0 // indirect
+	github.com/BurntSushi/toml v1.4.1-0.20240526193622-a339e1f7089c // indirect
 	github.com/Masterminds/goutils v1.1.1 // indirect
 	github.com/Masterminds/semver/v3 v3.4.0 // indirect
 	github.com/Masterminds/sprig/v3 v3.3.0 // indirect
@@ -62,9 +72,14 @@ require (
 	github.com/xanzy/ssh-agent v0.3.3 // indirect
 	gitlab.com/digitalxero/go-conventional-commit v1.0.7 // indirect
 	go.yaml.in/yaml/v3 v3.0.4 // indirect
-	golang.org/x/crypto v0.45.0 // indirect
-	golang.org/x/net v0.47.0 // indirect
-	golang.org/x/sys v0.38.0 // indirect
+	golang.org/x/crypto v0.58.0 // indirect
+	golang.org/x/exp/typeparams v0.0.0-20231108232855-2478ac86f678 // indirect
+	golang.org/x/mod v0.42.0 // indirect
+	golang.org/x/net v0.61.0 // indirect
+	golang.org/x/sync v0.24.0 // indirect
+	golang.org/x/sys v0.49.0 // indirect
+	golang.org/x/tools v0.52.0 // indirect
 	gopkg.in/warnings.v0 v0.1.2 // indirect
 	gopkg.in/yaml.v3 v3.0.1 // indirect
+	honnef.co/go/tools v0.8.2 // indirect
 )

@@ -3,6 +3,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 
@@ -12,7 +13,7 @@ import (
 func main() {
 	if err := rootCmd().Execute(); err != nil {
 		// An exitError's outcome was already printed by its command.
-		if _, ok := err.(*exitError); !ok {
+		if _, ok := errors.AsType[*exitError](err); !ok {
 			report(err)
 		}
 		os.Exit(exitCode(err))
@@ -30,7 +31,7 @@ func (e *exitError) Error() string { return e.err.Error() }
 func (e *exitError) Unwrap() error { return e.err }
 
 func exitCode(err error) int {
-	if e, ok := err.(*exitError); ok {
+	if e, ok := errors.AsType[*exitError](err); ok {
 		return e.code
 	}
 	return 1

@@ -18,6 +18,7 @@ import (
 	"github.com/etcdkeeper/etcdkeeper/internal/etcdproc"
 	"github.com/etcdkeeper/etcdkeeper/internal/metrics"
 	"github.com/etcdkeeper/etcdkeeper/internal/model"
+	"github.com/etcdkeeper/etcdkeeper/internal/notify"
 	"github.com/etcdkeeper/etcdkeeper/internal/spec"
 )
 
@@ -77,7 +78,7 @@ type Agent struct {
 	lastKey     string
 	lastSpecErr string
 	reloadReq   atomic.Bool
-	notify      *notifier
+	notify      *notify.Notifier
 	metrics     *metrics.Metrics
 }
 
@@ -96,7 +97,7 @@ func New(cfg Config) (*Agent, error) {
 	lg := cfg.Logger.With(zap.String("member", cfg.Name), zap.String("cluster", cfg.Spec.Cluster.Name))
 	a := &Agent{cfg: cfg, lg: lg, wake: make(chan struct{}, 1), spec: cfg.Spec, self: self, inSpec: true, pending: model.Pending{}}
 	a.etcd = etcdproc.NewSupervisor(lg.Named("etcd"), filepath.Join(self.StateDir, "etcd.pid"), cfg.Spec.Agent.StopTimeout.Duration)
-	a.notify = newNotifier(lg)
+	a.notify = notify.New(lg)
 	a.metrics = metrics.New()
 	return a, nil
 }
@@ -146,7 +147,7 @@ func (a *Agent) Run(ctx context.Context) error {
 			continue
 		}
 		quick = 0
-		timer := time.NewTimer(a.notify.maxWait(a.interval()))
+		timer := time.NewTimer(a.notify.MaxWait(a.interval()))
 		select {
 		case <-ctx.Done():
 			timer.Stop()

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/etcdkeeper/etcdkeeper/internal/atomicfile"
 	"github.com/etcdkeeper/etcdkeeper/internal/model"
 	"github.com/etcdkeeper/etcdkeeper/internal/repair"
 )
@@ -42,7 +43,7 @@ func (a *Agent) saveMarker(m model.Marker) error {
 	if err != nil {
 		return fmt.Errorf("encode marker: %w", err)
 	}
-	return repair.WriteFileAtomic(a.statePath(markerFile), append(b, '\n'), 0o600)
+	return atomicfile.WriteFile(a.statePath(markerFile), append(b, '\n'), 0o600)
 }
 
 func (a *Agent) loadJournal() (repair.Journal, error) {

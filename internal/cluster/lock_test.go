@@ -3,7 +3,6 @@ package cluster
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net"
 	"net/url"
 	"sync"
@@ -105,7 +104,7 @@ func TestLockIsExclusive(t *testing.T) {
 				got.Add(1)
 				return
 			}
-			t.Error(fmt.Sprintf("agent %d never got the lock", i))
+			t.Errorf("agent %d never got the lock", i)
 		}(i)
 	}
 	wg.Wait()

@@ -6,7 +6,6 @@ package etcdproc
 
 import (
 	"bufio"
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -117,9 +116,6 @@ func (p *Process) Exit() Exit {
 	return p.exit
 }
 
-// Tail returns etcd's last log lines so far.
-func (p *Process) Tail() []string { return p.tail.lines() }
-
 func (p *Process) wait() {
 	err := p.cmd.Wait()
 	// The log pipe is closed by Wait; pipeLog finishes reading what was
@@ -162,22 +158,6 @@ func (p *Process) Stop(timeout time.Duration) error {
 	}
 	<-p.done
 	return nil
-}
-
-// Kill sends SIGKILL and waits for the process to be gone.
-func (p *Process) Kill() {
-	_ = p.cmd.Process.Kill()
-	<-p.done
-}
-
-// WaitDone waits for the process to exit or ctx to end.
-func (p *Process) WaitDone(ctx context.Context) error {
-	select {
-	case <-p.done:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 func (p *Process) pipeLog(lg *zap.Logger, r io.Reader) {

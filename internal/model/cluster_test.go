@@ -82,3 +82,14 @@ func TestPendingStamp(t *testing.T) {
 		t.Errorf("pending = %v, want only member 2", p)
 	}
 }
+
+func TestDataKindNames(t *testing.T) {
+	for k, want := range map[DataKind]string{
+		DataEmpty: "empty", DataHealthy: "healthy", DataCorrupt: "corrupt",
+		DataLocked: "locked", DataUnreadable: "unreadable", 9: "DataKind(9)",
+	} {
+		if got := k.String(); got != want {
+			t.Errorf("%d.String() = %q, want %q", int(k), got, want)
+		}
+	}
+}

@@ -6,7 +6,7 @@ import "time"
 // cares.
 type DataKind int
 
-//go:generate stringer -type=DataKind -linecomment
+//go:generate go tool -modfile=../../tools/go.mod stringer -type=DataKind -linecomment
 const (
 	DataEmpty      DataKind = iota // empty
 	DataHealthy                    // healthy

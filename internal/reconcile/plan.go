@@ -20,35 +20,20 @@ type Options struct {
 // StepKind is the kind of change Plan asks for.
 type StepKind int
 
+//go:generate go tool -modfile=../../tools/go.mod stringer -type=StepKind -linecomment
 const (
 	// StepNone: the membership matches the spec.
-	StepNone StepKind = iota
+	StepNone StepKind = iota // none
 	// StepWait: the membership differs from the spec but this agent must not
 	// change it now; Reason says what blocks it or who else acts.
-	StepWait
+	StepWait // wait
 	// StepRemove: remove MemberID.
-	StepRemove
+	StepRemove // remove
 	// StepUpdatePeerURLs: set MemberID's peer URLs to PeerURLs.
-	StepUpdatePeerURLs
+	StepUpdatePeerURLs // update-peer-urls
 	// StepMoveLeader: move leadership from MemberID (the leader) to To.
-	StepMoveLeader
+	StepMoveLeader // move-leader
 )
-
-func (k StepKind) String() string {
-	switch k {
-	case StepNone:
-		return "none"
-	case StepWait:
-		return "wait"
-	case StepRemove:
-		return "remove"
-	case StepUpdatePeerURLs:
-		return "update-peer-urls"
-	case StepMoveLeader:
-		return "move-leader"
-	}
-	return fmt.Sprintf("StepKind(%d)", int(k))
-}
 
 // Step is the single membership change Plan decided on, with its reason.
 type Step struct {
@@ -421,8 +406,7 @@ type planMember struct {
 
 // serving: started and answering. An unstarted member cannot answer a
 // status call, whatever the observation says.
-func (m planMember) serving() bool   { return m.Healthy && !m.Unstarted() }
-func (m planMember) unstarted() bool { return m.Name == "" }
+func (m planMember) serving() bool { return m.Healthy && !m.Unstarted() }
 
 // name is the member's name, or its spec name while it is unstarted.
 func (m planMember) name() string {
@@ -624,42 +608,23 @@ func compareIDs(a, b uint64) int {
 // DiffKind is the kind of one difference between the spec and the cluster.
 type DiffKind int
 
+//go:generate go tool -modfile=../../tools/go.mod stringer -type=DiffKind -linecomment
 const (
 	// DiffMissing: a spec member has no live member.
-	DiffMissing DiffKind = iota
+	DiffMissing DiffKind = iota // missing
 	// DiffExtra: a live member the spec does not list.
-	DiffExtra
+	DiffExtra // extra
 	// DiffPeerURLs: a member's peer URLs differ from its spec entry.
-	DiffPeerURLs
+	DiffPeerURLs // peer-urls
 	// DiffLearner: a spec member is still a learner.
-	DiffLearner
+	DiffLearner // learner
 	// DiffUnstarted: a spec member was added but never started.
-	DiffUnstarted
+	DiffUnstarted // unstarted
 	// DiffUnhealthy: a started spec member did not answer its status call.
-	DiffUnhealthy
+	DiffUnhealthy // unhealthy
 	// DiffDuplicate: more than one live member carries a spec name.
-	DiffDuplicate
+	DiffDuplicate // duplicate
 )
-
-func (k DiffKind) String() string {
-	switch k {
-	case DiffMissing:
-		return "missing"
-	case DiffExtra:
-		return "extra"
-	case DiffPeerURLs:
-		return "peer-urls"
-	case DiffLearner:
-		return "learner"
-	case DiffUnstarted:
-		return "unstarted"
-	case DiffUnhealthy:
-		return "unhealthy"
-	case DiffDuplicate:
-		return "duplicate"
-	}
-	return fmt.Sprintf("DiffKind(%d)", int(k))
-}
 
 // DiffLine is one difference between the spec and the cluster.
 type DiffLine struct {

@@ -1,12 +1,14 @@
 package reconcile
 
 import (
-	"github.com/etcdkeeper/etcdkeeper/internal/model"
+	"fmt"
 	"math/rand/v2"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/etcdkeeper/etcdkeeper/internal/model"
 
 	"github.com/etcdkeeper/etcdkeeper/internal/spec"
 )
@@ -499,13 +501,19 @@ func assertOrderFree(t *testing.T, desired []spec.Member, obs model.Cluster, opt
 	}
 }
 
-func TestPlanStepNames(t *testing.T) {
-	for k, want := range map[StepKind]string{
+// TestNames pins the names of the enums that logs, metrics and status
+// print; out of range prints the number instead of panicking.
+func TestNames(t *testing.T) {
+	for v, want := range map[fmt.Stringer]string{
 		StepNone: "none", StepWait: "wait", StepRemove: "remove",
-		StepUpdatePeerURLs: "update-peer-urls", StepMoveLeader: "move-leader", 99: "StepKind(99)",
+		StepUpdatePeerURLs: "update-peer-urls", StepMoveLeader: "move-leader", StepKind(99): "StepKind(99)",
+		DiffMissing: "missing", DiffExtra: "extra", DiffPeerURLs: "peer-urls", DiffLearner: "learner",
+		DiffUnstarted: "unstarted", DiffUnhealthy: "unhealthy", DiffDuplicate: "duplicate", DiffKind(42): "DiffKind(42)",
+		ActWait: "wait", ActStartAsIs: "start", ActStartNew: "start-new", ActRejoin: "rejoin", ActIdle: "idle",
+		StartAction(9): "StartAction(9)",
 	} {
-		if got := k.String(); got != want {
-			t.Errorf("%d.String() = %q, want %q", int(k), got, want)
+		if got := v.String(); got != want {
+			t.Errorf("%T(%d).String() = %q, want %q", v, v, got, want)
 		}
 	}
 }
@@ -561,16 +569,5 @@ func TestDiff(t *testing.T) {
 func TestDiffEmptyWhenConverged(t *testing.T) {
 	if d := Diff(specNodes(5), observed(1, nodes(5, nil)...)); len(d) != 0 {
 		t.Errorf("Diff = %v, want none", d)
-	}
-}
-
-func TestDiffKindNames(t *testing.T) {
-	for k, want := range map[DiffKind]string{
-		DiffMissing: "missing", DiffExtra: "extra", DiffPeerURLs: "peer-urls",
-		DiffLearner: "learner", DiffUnstarted: "unstarted", DiffUnhealthy: "unhealthy", DiffDuplicate: "duplicate", 42: "DiffKind(42)",
-	} {
-		if got := k.String(); got != want {
-			t.Errorf("%d.String() = %q, want %q", int(k), got, want)
-		}
 	}
 }

@@ -40,17 +40,20 @@ type StartInput struct {
 // StartAction is what to do about a local member that is not running.
 type StartAction int
 
+//go:generate go tool -modfile=../../tools/go.mod stringer -type=StartAction -linecomment
 const (
-	ActWait      StartAction = iota // do nothing now; look again later
-	ActStartAsIs                    // start etcd on the data dir as it is
-	ActStartNew                     // form the cluster from the spec (never-joined host only)
-	ActRejoin                       // the one rejoin path: remove stale self, move data aside, add as learner, start existing
-	ActIdle                         // not in the spec and not in the cluster: stay stopped
+	// ActWait: do nothing now; look again later.
+	ActWait StartAction = iota // wait
+	// ActStartAsIs: start etcd on the data dir as it is.
+	ActStartAsIs // start
+	// ActStartNew: form the cluster from the spec (never-joined host only).
+	ActStartNew // start-new
+	// ActRejoin: the one rejoin path: remove stale self, move data aside,
+	// add as learner, start existing.
+	ActRejoin // rejoin
+	// ActIdle: not in the spec and not in the cluster: stay stopped.
+	ActIdle // idle
 )
-
-func (a StartAction) String() string {
-	return [...]string{"wait", "start", "start-new", "rejoin", "idle"}[a]
-}
 
 // StartDecision is DecideStart's answer.
 type StartDecision struct {

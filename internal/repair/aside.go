@@ -9,6 +9,8 @@ import (
 	"slices"
 	"syscall"
 	"time"
+
+	"github.com/etcdkeeper/etcdkeeper/internal/atomicfile"
 )
 
 // backupStamp starts every backup name: RFC 3339 in UTC with ':' replaced
@@ -43,7 +45,7 @@ func MoveAside(dataDir, backupDir string, now time.Time) (string, error) {
 		return "", explainRename(dataDir, backupDir, err)
 	}
 	for _, dir := range []string{dataDir, dest} {
-		if err := syncDir(dir); err != nil {
+		if err := atomicfile.SyncDir(dir); err != nil {
 			return dest, fmt.Errorf("moved %s to %s but: %w", member, dest, err)
 		}
 	}

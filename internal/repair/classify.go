@@ -9,42 +9,26 @@ import (
 // may do about it.
 type Class int
 
+//go:generate go tool -modfile=../../tools/go.mod stringer -type=Class -linecomment
 const (
 	// ClassNone: etcd stopped cleanly (exit 0, or SIGTERM/SIGINT it handled).
-	ClassNone Class = iota
+	ClassNone Class = iota // none
 	// ClassCorrupt: the member's data is damaged; repairable by rejoining
 	// with an empty data dir.
-	ClassCorrupt
+	ClassCorrupt // corrupt
 	// ClassRemoved: the member was removed from the cluster or its data dir
 	// has the wrong identity (cluster ID mismatch); same rejoin path.
-	ClassRemoved
+	ClassRemoved // removed
 	// ClassMisconfig: flags, permissions, certificates, ports, versions.
 	// Never move data for these: a fresh data dir fails the same way.
-	ClassMisconfig
+	ClassMisconfig // misconfig
 	// ClassResource: disk or quota full. Moving data aside does not help.
-	ClassResource
+	ClassResource // resource
 	// ClassTransient: peers, leader or locks; retry with backoff.
-	ClassTransient
+	ClassTransient // transient
 	// ClassUnknown: a crash we cannot explain (signal, unknown panic).
-	ClassUnknown
+	ClassUnknown // unknown
 )
-
-var classNames = [...]string{
-	ClassNone:      "none",
-	ClassCorrupt:   "corrupt",
-	ClassRemoved:   "removed",
-	ClassMisconfig: "misconfig",
-	ClassResource:  "resource",
-	ClassTransient: "transient",
-	ClassUnknown:   "unknown",
-}
-
-func (c Class) String() string {
-	if c < 0 || int(c) >= len(classNames) {
-		return fmt.Sprintf("Class(%d)", int(c))
-	}
-	return classNames[c]
-}
 
 // Exit is how an etcd process ended.
 type Exit struct {

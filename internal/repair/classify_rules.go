@@ -126,8 +126,9 @@ var corruptRunning = rule{
 
 // removedRule: a removed member logs the error then exits 0
 // (etcdserver/server.go); a member whose data dir belongs to another
-// cluster is told so by its peers (rafthttp). The caller should confirm a
-// cluster ID mismatch with Inspect(...).BelongsTo before acting.
+// cluster is told so by its peers (rafthttp). Before acting, the start
+// decision (reconcile.DecideStart) compares the data dir's cluster and
+// member IDs, from Inspect, with the live cluster.
 var removedRule = rule{
 	class: ClassRemoved, reason: "this member was removed from the cluster or has another cluster's identity",
 	msgs: []string{

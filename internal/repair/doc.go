@@ -4,7 +4,7 @@
 //   - Classify: why did etcd exit (pure, from the exit status and log tail);
 //   - Inspect: is the data dir on disk corrupt, checked offline with etcd's
 //     own WAL and bbolt readers;
-//   - Journal / WriteFileAtomic: crash-safe state of a repair in progress;
+//   - Journal: crash-safe state of a repair in progress;
 //   - MoveAside, ListBackups, FreeBytes, RateLimited: the only ways a repair
 //     touches a data dir (it is moved, never deleted) and the guards around it.
 //

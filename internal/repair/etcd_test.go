@@ -167,13 +167,12 @@ func freePort() int {
 // outcome is what etcd made of a data dir.
 type outcome int
 
+//go:generate go tool -modfile=../../tools/go.mod stringer -type=outcome
 const (
 	serves outcome = iota // /readyz answered 200
 	fails                 // exited on its own
 	hangs                 // runs but cannot publish itself: never ready
 )
-
-func (o outcome) String() string { return [...]string{"serves", "fails", "hangs"}[o] }
 
 // notReady is etcd's own statement that it cannot become ready
 // (etcdserver/server.go publishV3); it repeats every 5.2 s.

@@ -17,42 +17,26 @@ import (
 // DirState is the verdict of an offline look at an etcd data dir.
 type DirState int
 
+//go:generate go tool -modfile=../../tools/go.mod stringer -type=DirState -linecomment
 const (
 	// DirMissing: the data dir does not exist.
-	DirMissing DirState = iota
+	DirMissing DirState = iota // missing
 	// DirEmpty: no member/wal/*.wal; etcd will bootstrap (or join) afresh.
-	DirEmpty
+	DirEmpty // empty
 	// DirHealthy: the WAL and db pass etcd's own checks.
-	DirHealthy
+	DirHealthy // healthy
 	// DirTornTail: healthy except for a torn last WAL record, which etcd
 	// truncates itself on start (storage/wal/repair.go). Not corrupt.
-	DirTornTail
+	DirTornTail // torn-tail
 	// DirLocked: a process (a running etcd) holds the db lock; nothing was
 	// checked. Not corrupt.
-	DirLocked
+	DirLocked // locked
 	// DirUnreadable: permission denied while inspecting. Not corrupt: a
 	// permission problem must never lead to moving data (field-notes §3).
-	DirUnreadable
+	DirUnreadable // unreadable
 	// DirCorrupt: etcd cannot start on this dir; repair by rejoining.
-	DirCorrupt
+	DirCorrupt // corrupt
 )
-
-var dirStateNames = [...]string{
-	DirMissing:    "missing",
-	DirEmpty:      "empty",
-	DirHealthy:    "healthy",
-	DirTornTail:   "torn-tail",
-	DirLocked:     "locked",
-	DirUnreadable: "unreadable",
-	DirCorrupt:    "corrupt",
-}
-
-func (s DirState) String() string {
-	if s < 0 || int(s) >= len(dirStateNames) {
-		return fmt.Sprintf("DirState(%d)", int(s))
-	}
-	return dirStateNames[s]
-}
 
 // Report is the result of Inspect.
 type Report struct {
@@ -66,14 +50,6 @@ type Report struct {
 	// SnapshotIndex is the newest committed snapshot record in the WAL, where
 	// etcd starts replaying; ConsistentIndex is the last index applied to the db.
 	SnapshotIndex, ConsistentIndex uint64
-}
-
-// BelongsTo reports whether the data dir was written by a member of the
-// cluster with this ID. It is false when the WAL metadata was unreadable,
-// so only a Healthy or TornTail report can belong to a cluster. A data dir
-// of another cluster makes peers answer "cluster ID mismatch" (rafthttp).
-func (r Report) BelongsTo(clusterID uint64) bool {
-	return r.ClusterID != 0 && r.ClusterID == clusterID
 }
 
 // errLocked marks a data dir in use by another process.

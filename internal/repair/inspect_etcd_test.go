@@ -150,9 +150,6 @@ func TestInspectReportsIdentity(t *testing.T) {
 	if b.ClusterID != f.clusterB || f.clusterA == f.clusterB {
 		t.Errorf("b: cluster %x, want %x (a is %x)", b.ClusterID, f.clusterB, f.clusterA)
 	}
-	if !a.BelongsTo(f.clusterA) || b.BelongsTo(f.clusterA) || !b.BelongsTo(f.clusterB) {
-		t.Errorf("BelongsTo: a->a %v, b->a %v, b->b %v", a.BelongsTo(f.clusterA), b.BelongsTo(f.clusterA), b.BelongsTo(f.clusterB))
-	}
 	if a.SnapshotIndex == 0 || a.ConsistentIndex < a.SnapshotIndex || a.DBSize == 0 {
 		t.Errorf("a: snapshot %d, consistent index %d, db size %d", a.SnapshotIndex, a.ConsistentIndex, a.DBSize)
 	}

@@ -66,9 +66,6 @@ func TestInspectSyntheticWAL(t *testing.T) {
 	if r.State != DirHealthy || r.ClusterID != 0xc1 || r.MemberID != 0xa1 {
 		t.Fatalf("Inspect = %+v, want healthy, cluster c1, member a1", r)
 	}
-	if !r.BelongsTo(0xc1) || r.BelongsTo(0xc2) || (Report{}).BelongsTo(0) {
-		t.Error("BelongsTo is wrong")
-	}
 
 	// The db already applied index 42 but the WAL ends at 10.
 	writeDB(t, datadir.ToBackendFileName(dir), 42)

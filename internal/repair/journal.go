@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/etcdkeeper/etcdkeeper/internal/atomicfile"
 )
 
 // Journal is the persisted state of one repair, so that an agent that
@@ -49,7 +51,7 @@ func LoadJournal(path string) (j Journal, exists bool, err error) {
 	return j, true, nil
 }
 
-// SaveJournal writes j to path atomically (see WriteFileAtomic), creating
+// SaveJournal writes j to path atomically (see package atomicfile), creating
 // the directory if needed.
 func SaveJournal(path string, j Journal) error {
 	data, err := json.MarshalIndent(j, "", "  ")
@@ -59,60 +61,5 @@ func SaveJournal(path string, j Journal) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return fmt.Errorf("journal dir: %w", err)
 	}
-	return WriteFileAtomic(path, append(data, '\n'), 0o600)
-}
-
-// WriteFileAtomic replaces path with data so that after a crash path holds
-// either the old or the new content, never a mix: write a temp file in the
-// same directory (rename is only atomic within one filesystem), fsync it,
-// rename it over path, fsync the directory so the rename itself is durable.
-// A crash can leave a ".<name>.tmp-*" file behind; nothing reads it.
-func WriteFileAtomic(path string, data []byte, perm os.FileMode) (err error) {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	defer func() {
-		if err != nil {
-			os.Remove(f.Name())
-		}
-	}()
-	if err := writeSynced(f, data, perm); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := os.Rename(f.Name(), path); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := syncDir(dir); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return nil
-}
-
-func writeSynced(f *os.File, data []byte, perm os.FileMode) error {
-	_, err := f.Write(data)
-	if err == nil {
-		err = f.Chmod(perm)
-	}
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return err
-}
-
-// syncDir makes renames into or out of dir durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("fsync dir: %w", err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("fsync dir %s: %w", dir, err)
-	}
-	return nil
+	return atomicfile.WriteFile(path, append(data, '\n'), 0o600)
 }

@@ -1,6 +1,8 @@
 package spec
 
 import (
+	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 
@@ -20,47 +22,51 @@ func (d *doc) decodeSpec(root *yaml.Node, s *Spec) bool {
 		d.errorf(root.Line, "the spec must be a mapping with cluster:, members:, etcd:, agent: and repair:, found %s", describe(root))
 		return false
 	}
-	d.mapping(root, "", map[string]field{
-		"cluster": d.object(map[string]field{
-			"name": d.str(&s.Cluster.Name),
-		}),
-		"members": d.members(&s.Members),
-		"etcd": d.object(map[string]field{
-			"binary":  d.str(&s.Etcd.Binary),
-			"dataDir": d.str(&s.Etcd.DataDir),
-			"flags":   d.flags(&s.Etcd.Flags),
-		}),
-		"agent": d.object(map[string]field{
-			"addr":           d.str(&s.Agent.Addr),
-			"stateDir":       d.str(&s.Agent.StateDir),
-			"backupDir":      d.str(&s.Agent.BackupDir),
-			"interval":       d.duration(&s.Agent.Interval),
-			"learnerTimeout": d.duration(&s.Agent.LearnerTimeout),
-			"stopTimeout":    d.duration(&s.Agent.StopTimeout),
-		}),
-		"repair": d.object(map[string]field{
-			"enabled":     d.boolean(&s.Repair.Enabled),
-			"snapshot":    d.boolean(&s.Repair.Snapshot),
-			"maxPerHour":  integer(d, &s.Repair.MaxPerHour),
-			"keepBackups": integer(d, &s.Repair.KeepBackups),
-			"minFreeMB":   integer(d, &s.Repair.MinFreeMB),
-		}),
-		"tls":  d.object(d.tlsFields(&s.TLS)),
-		"auth": d.object(d.authFields(&s.Auth)),
-	})
+	d.mapping(root, "", d.fields(s))
 	return true
 }
 
-func (d *doc) memberFields(m *Member) map[string]field {
-	return map[string]field{
-		"name":             d.str(&m.Name),
-		"peerURLs":         d.strs(&m.PeerURLs),
-		"clientURLs":       d.strs(&m.ClientURLs),
-		"listenPeerURLs":   d.strs(&m.ListenPeerURLs),
-		"listenClientURLs": d.strs(&m.ListenClientURLs),
-		"dataDir":          d.str(&m.DataDir),
-		"agentAddr":        d.str(&m.AgentAddr),
+// fields is the key table of the struct ptr points to: each field's YAML
+// key is its yaml tag (fields without one, or with "-", are not in the
+// file), and how it is read follows from its Go type. So the tags in
+// types.go define the keys, for this decoder and yaml.Marshal alike.
+func (d *doc) fields(ptr any) map[string]field {
+	v := reflect.ValueOf(ptr).Elem()
+	fields := map[string]field{}
+	for i := range v.NumField() {
+		if key := v.Type().Field(i).Tag.Get("yaml"); key != "" && key != "-" {
+			fields[key] = d.fieldOf(v.Field(i).Addr().Interface())
+		}
 	}
+	return fields
+}
+
+// fieldOf is the reader for one field, by the type ptr points to.
+func (d *doc) fieldOf(ptr any) field {
+	switch p := ptr.(type) {
+	case *string:
+		return d.str(p)
+	case *[]string:
+		return d.strs(p)
+	case *Duration:
+		return d.duration(p)
+	case **bool:
+		return d.boolean(p)
+	case *bool:
+		return d.switchField(p)
+	case *int:
+		return integer(d, p)
+	case *int64:
+		return integer(d, p)
+	case *map[string]string:
+		return d.flags(p)
+	case *[]Member:
+		return d.members(p)
+	}
+	if reflect.TypeOf(ptr).Elem().Kind() == reflect.Struct {
+		return d.object(d.fields(ptr))
+	}
+	panic(fmt.Sprintf("spec: no YAML reader for a field of type %T", ptr))
 }
 
 // mapping dispatches each key of n to its field; null n is an empty mapping.
@@ -147,7 +153,7 @@ func (d *doc) member(path string, item *yaml.Node) Member {
 		d.wrongShape(item, path, "a mapping with name:, peerURLs: and clientURLs:")
 		return m
 	}
-	d.mapping(item, path, d.memberFields(&m))
+	d.mapping(item, path, d.fields(&m))
 	return m
 }
 
@@ -209,6 +215,18 @@ func (d *doc) boolean(dst **bool) field {
 			return
 		}
 		*dst = &v
+	}
+}
+
+// switchField reads a true/false that defaults to false, so it needs no
+// pointer to tell "not given" apart.
+func (d *doc) switchField(dst *bool) field {
+	return func(path string, n *yaml.Node) {
+		var v *bool
+		d.boolean(&v)(path, n)
+		if v != nil {
+			*dst = *v
+		}
 	}
 }
 

@@ -7,6 +7,9 @@ import "time"
 // Spec is a loaded, validated and defaulted cluster spec. Every path and
 // address in it has {name} already expanded where it is per member (see
 // Member); the Etcd and Agent templates keep {name} for reference.
+//
+// The yaml tags name the spec file's keys, for the decoder (decode.go
+// builds its key tables from them) and for yaml.Marshal alike.
 type Spec struct {
 	Cluster Cluster  `yaml:"cluster"`
 	Members []Member `yaml:"members"`

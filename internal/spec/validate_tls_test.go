@@ -58,7 +58,7 @@ func pkiDir(t *testing.T, dir string) {
 }
 
 // loadTLS writes text as dir/spec.yaml next to a fresh pki dir and loads it.
-func loadTLS(t *testing.T, text string, prepare func(dir string)) (*Spec, error, string) {
+func loadTLS(t *testing.T, text string, prepare func(dir string)) (*Spec, string, error) {
 	t.Helper()
 	dir := t.TempDir()
 	pkiDir(t, dir)
@@ -70,11 +70,11 @@ func loadTLS(t *testing.T, text string, prepare func(dir string)) (*Spec, error,
 		t.Fatal(err)
 	}
 	s, err := Load(path)
-	return s, err, dir
+	return s, dir, err
 }
 
 func TestLoadTLS(t *testing.T) {
-	s, err, dir := loadTLS(t, tlsSpec, nil)
+	s, dir, err := loadTLS(t, tlsSpec, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,7 +183,7 @@ func TestTLSValidationErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err, _ := loadTLS(t, tt.spec, tt.prepare)
+			_, _, err := loadTLS(t, tt.spec, tt.prepare)
 			var errs *Errors
 			if !errors.As(err, &errs) {
 				t.Fatalf("Load = %v, want *Errors", err)
@@ -204,7 +204,7 @@ func TestTLSValidationErrors(t *testing.T) {
 // TestSharedFileReportedOnce: a path without {name} is one file, however
 // many members use it.
 func TestSharedFileReportedOnce(t *testing.T) {
-	_, err, _ := loadTLS(t, tlsSpec, func(dir string) {
+	_, _, err := loadTLS(t, tlsSpec, func(dir string) {
 		if err := os.Remove(filepath.Join(dir, "pki", "ca.crt")); err != nil {
 			t.Fatal(err)
 		}

@@ -15,6 +15,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/etcdkeeper/etcdkeeper/internal/atomicfile"
 	"github.com/etcdkeeper/etcdkeeper/test/testbed"
 )
 
@@ -386,6 +387,5 @@ func setInterval(r testbed.TB, c *testbed.Cluster, interval string) {
 	b, err := os.ReadFile(c.Spec)
 	must(r, err)
 	s := strings.Replace(string(b), "interval: 500ms", "interval: "+interval, 1)
-	must(r, os.WriteFile(c.Spec+".tmp", []byte(s), 0o644))
-	must(r, os.Rename(c.Spec+".tmp", c.Spec))
+	must(r, atomicfile.WriteFile(c.Spec, []byte(s), 0o644))
 }

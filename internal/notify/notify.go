@@ -1,18 +1,19 @@
-package agent
+// Package notify speaks sd_notify to systemd for the agent (never for
+// etcd, whose environment has no NOTIFY_SOCKET): readiness, the status
+// line, watchdog pings, reloads and shutdown. Without NOTIFY_SOCKET every
+// call is a no-op.
+package notify
 
 import (
-	"fmt"
 	"time"
 
 	"github.com/coreos/go-systemd/v22/daemon"
 	"go.uber.org/zap"
-	"golang.org/x/sys/unix"
 )
 
-// notifier speaks sd_notify to systemd for the agent (never for etcd,
-// whose environment has no NOTIFY_SOCKET). Without NOTIFY_SOCKET every
-// call is a no-op.
-type notifier struct {
+// Notifier sends the agent's sd_notify messages. It is not safe for
+// concurrent use: the reconcile loop owns it.
+type Notifier struct {
 	lg       *zap.Logger
 	ready    bool
 	status   string
@@ -20,15 +21,17 @@ type notifier struct {
 	lastPing time.Time
 }
 
-func newNotifier(lg *zap.Logger) *notifier {
-	n := &notifier{lg: lg}
+// New reads the watchdog interval systemd gave this process
+// (WATCHDOG_USEC, WATCHDOG_PID).
+func New(lg *zap.Logger) *Notifier {
+	n := &Notifier{lg: lg}
 	if d, err := daemon.SdWatchdogEnabled(false); err == nil && d > 0 {
 		n.watchdog = d
 	}
 	return n
 }
 
-func (n *notifier) send(state string) {
+func (n *Notifier) send(state string) {
 	if _, err := daemon.SdNotify(false, state); err != nil {
 		n.lg.Debug("sd_notify", zap.String("state", state), zap.Error(err))
 	}
@@ -38,7 +41,7 @@ func (n *notifier) send(state string) {
 // repairing, or waiting for a reason it reports in STATUS. It does not
 // wait for quorum: starting hosts one after another must not hang on the
 // first.
-func (n *notifier) Ready() {
+func (n *Notifier) Ready() {
 	if n.ready {
 		return
 	}
@@ -47,7 +50,7 @@ func (n *notifier) Ready() {
 }
 
 // Status sets the line `systemctl status` shows, when it changed.
-func (n *notifier) Status(line string) {
+func (n *Notifier) Status(line string) {
 	if line == n.status {
 		return
 	}
@@ -58,7 +61,7 @@ func (n *notifier) Status(line string) {
 // Ping sends WATCHDOG=1 when half the watchdog interval has passed. It is
 // called from the reconcile loop itself, so a wedged loop stops the pings
 // and systemd restarts the agent.
-func (n *notifier) Ping() {
+func (n *Notifier) Ping() {
 	if n.watchdog == 0 || time.Since(n.lastPing) < n.watchdog/2 {
 		return
 	}
@@ -67,22 +70,20 @@ func (n *notifier) Ping() {
 }
 
 // Reloading brackets a spec reload: RELOADING=1 with the monotonic time
-// systemd requires, then READY=1.
-func (n *notifier) Reloading() {
-	var ts unix.Timespec
-	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
-	usec := ts.Sec*1e6 + ts.Nsec/1e3
-	n.send(fmt.Sprintf("RELOADING=1\nMONOTONIC_USEC=%d", usec))
+// systemd requires, then Reloaded.
+func (n *Notifier) Reloading() {
+	n.send(daemon.SdNotifyMonotonicUsec() + daemon.SdNotifyReloading)
 }
 
-func (n *notifier) Reloaded() { n.send(daemon.SdNotifyReady) }
+// Reloaded ends a reload: READY=1.
+func (n *Notifier) Reloaded() { n.send(daemon.SdNotifyReady) }
 
 // Stopping says the agent is shutting down.
-func (n *notifier) Stopping() { n.send(daemon.SdNotifyStopping) }
+func (n *Notifier) Stopping() { n.send(daemon.SdNotifyStopping) }
 
-// maxWait is the longest the loop may sleep so that watchdog pings stay on
-// time.
-func (n *notifier) maxWait(d time.Duration) time.Duration {
+// MaxWait is the longest the loop may sleep, at most d, so that watchdog
+// pings stay on time.
+func (n *Notifier) MaxWait(d time.Duration) time.Duration {
 	if n.watchdog > 0 && n.watchdog/2 < d {
 		return n.watchdog / 2
 	}

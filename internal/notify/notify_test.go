@@ -1,0 +1,147 @@
+package notify
+
+import (
+	"errors"
+	"net"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
+)
+
+// listen stands in for systemd: a unixgram socket set as NOTIFY_SOCKET.
+func listen(t *testing.T) *net.UnixConn {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "notify.sock")
+	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: path, Net: "unixgram"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	t.Setenv("NOTIFY_SOCKET", path)
+	return conn
+}
+
+// next returns the next datagram, or "" when none comes within wait.
+func next(t *testing.T, conn *net.UnixConn, wait time.Duration) string {
+	t.Helper()
+	buf := make([]byte, 4096)
+	if err := conn.SetReadDeadline(time.Now().Add(wait)); err != nil {
+		t.Fatal(err)
+	}
+	n, err := conn.Read(buf)
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return ""
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(buf[:n])
+}
+
+func monotonicUsec(t *testing.T) int64 {
+	t.Helper()
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
+		t.Skipf("no monotonic clock: %v", err)
+	}
+	return ts.Nano() / 1000
+}
+
+var reloading = regexp.MustCompile(`^MONOTONIC_USEC=([0-9]+)\nRELOADING=1$`)
+
+func TestDatagrams(t *testing.T) {
+	conn := listen(t)
+	t.Setenv("WATCHDOG_USEC", strconv.Itoa(int(time.Hour/time.Microsecond)))
+	t.Setenv("WATCHDOG_PID", strconv.Itoa(os.Getpid()))
+	n := New(zap.NewNop())
+	expect := func(want string) {
+		t.Helper()
+		if got := next(t, conn, 5*time.Second); got != want {
+			t.Fatalf("datagram %q, want %q", got, want)
+		}
+	}
+
+	n.Ready()
+	n.Ready()
+	expect("READY=1")
+
+	n.Status("starting")
+	n.Status("starting")
+	n.Status("running")
+	expect("STATUS=starting")
+	expect("STATUS=running")
+
+	n.Ping()
+	n.Ping() // within half the interval: not sent
+	expect("WATCHDOG=1")
+	n.lastPing = n.lastPing.Add(-30 * time.Minute) // half the interval passes
+	n.Ping()
+	expect("WATCHDOG=1")
+
+	before := monotonicUsec(t)
+	n.Reloading()
+	after := monotonicUsec(t)
+	got := next(t, conn, 5*time.Second)
+	m := reloading.FindStringSubmatch(got)
+	if m == nil {
+		t.Fatalf("datagram %q, want MONOTONIC_USEC=<now>\\nRELOADING=1", got)
+	}
+	if usec, _ := strconv.ParseInt(m[1], 10, 64); usec < before || usec > after {
+		t.Errorf("MONOTONIC_USEC=%d, want within [%d, %d]", usec, before, after)
+	}
+	n.Reloaded()
+	expect("READY=1")
+
+	n.Stopping()
+	expect("STOPPING=1")
+	if extra := next(t, conn, 100*time.Millisecond); extra != "" {
+		t.Errorf("unexpected datagram %q", extra)
+	}
+}
+
+func TestWatchdogForAnotherPID(t *testing.T) {
+	conn := listen(t)
+	t.Setenv("WATCHDOG_USEC", "1000000")
+	t.Setenv("WATCHDOG_PID", strconv.Itoa(os.Getpid()+1))
+	n := New(zap.NewNop())
+	n.Ping()
+	if got := next(t, conn, 100*time.Millisecond); got != "" {
+		t.Errorf("datagram %q, want none: the watchdog is another process's", got)
+	}
+	if got := n.MaxWait(time.Hour); got != time.Hour {
+		t.Errorf("MaxWait(1h) = %v without a watchdog, want 1h", got)
+	}
+}
+
+func TestMaxWait(t *testing.T) {
+	t.Setenv("WATCHDOG_USEC", "10000000") // 10s
+	t.Setenv("WATCHDOG_PID", "")
+	n := New(zap.NewNop())
+	if got := n.MaxWait(time.Second); got != time.Second {
+		t.Errorf("MaxWait(1s) = %v, want 1s", got)
+	}
+	if got := n.MaxWait(time.Minute); got != 5*time.Second {
+		t.Errorf("MaxWait(1m) = %v, want 5s (half the watchdog interval)", got)
+	}
+}
+
+func TestNoSocket(t *testing.T) {
+	t.Setenv("NOTIFY_SOCKET", "")
+	t.Setenv("WATCHDOG_USEC", "")
+	n := New(zap.NewNop())
+	n.Ready()
+	n.Status("x")
+	n.Ping()
+	n.Reloading()
+	n.Reloaded()
+	n.Stopping()
+	if got := n.MaxWait(time.Minute); got != time.Minute {
+		t.Errorf("MaxWait(1m) = %v without a watchdog, want 1m", got)
+	}
+}
