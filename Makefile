@@ -30,12 +30,9 @@ vet:
 # Static checks beyond vet, run as Go tools from tools/go.mod: staticcheck
 # (staticcheck.conf says which checks) and errorlint -errorf (errors are
 # wrapped with %w, compared with errors.Is, unwrapped with errors.As).
-# internal/agent is left out of errorlint until its rewrite lands (which
-# fixes its one finding, an error formatted with %v in inspect.go); then
-# give errorlint ./... like staticcheck.
 lint:
 	$(GO) tool -modfile=tools/go.mod staticcheck ./...
-	$(GO) tool -modfile=tools/go.mod go-errorlint -errorf $$($(GO) list ./... | grep -v '/internal/agent$$')
+	$(GO) tool -modfile=tools/go.mod go-errorlint -errorf ./...
 
 # The String methods of enums (*_string.go, *_string_test.go) come from
 # stringer, run as a Go tool from tools/go.mod by the //go:generate lines

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os/exec"
 	"strings"
@@ -67,7 +68,10 @@ func (a *Agent) inspectChild(ctx context.Context, dir string) (repair.Report, er
 	if v.Class == repair.ClassCorrupt {
 		return repair.Report{State: repair.DirCorrupt, Reason: "data dir check crashed inside bbolt: " + v.Reason}, nil
 	}
-	return repair.Report{}, fmt.Errorf("data dir check of %s failed: %v: %s", dir, runErr, lastLine(tail))
+	if runErr == nil {
+		runErr = errors.New("no report")
+	}
+	return repair.Report{}, fmt.Errorf("data dir check of %s failed: %w: %s", dir, runErr, lastLine(tail))
 }
 
 func lastLine(lines []string) string {

@@ -10,7 +10,7 @@ import (
 	"go.uber.org/zap"
 )
 
-// StableUptime: an etcd that ran this long resets the restart backoff.
+// StableUptime is how long etcd must run for the restart backoff to reset.
 const StableUptime = time.Minute
 
 // Supervisor runs the local etcd, one process at a time: it starts it

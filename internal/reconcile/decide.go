@@ -41,7 +41,7 @@ type Input struct {
 // ActionKind is the kind of the one step a pass takes.
 type ActionKind int
 
-//go:generate stringer -type=ActionKind -linecomment
+//go:generate go tool -modfile=../../tools/go.mod stringer -type=ActionKind -linecomment
 const (
 	DoNothing          ActionKind = iota // nothing
 	DoWait                               // wait
