@@ -50,6 +50,9 @@ func (a *Agent) step(ctx context.Context, act reconcile.Action, in reconcile.Inp
 	case reconcile.DoFinishRejoin:
 		return a.finishRejoin(in.Local.Answer.MemberID)
 	case reconcile.DoStopForRepair:
+		if err := a.saveSuspect(suspect{MemberID: in.Local.Answer.MemberID, Reason: act.Reason}); err != nil {
+			return "recording the corruption before stopping etcd", false, err
+		}
 		return a.stop(act.Reason, &repair.Verdict{Class: repair.ClassCorrupt, Reason: act.Reason, Evidence: act.Reason})
 	case reconcile.DoStopStuck:
 		a.silentSince = time.Time{}
@@ -58,6 +61,8 @@ func (a *Agent) step(ctx context.Context, act reconcile.Action, in reconcile.Inp
 		return a.restartForSettings()
 	case reconcile.DoChangeMembership:
 		return a.changeMembership(ctx, act.Step, in)
+	case reconcile.DoDisarm:
+		return a.disarm(ctx, act)
 	}
 	return act.Reason, false, nil
 }
@@ -109,6 +114,7 @@ func (a *Agent) idle(act reconcile.Action) (string, bool, error) {
 	if err != nil {
 		return "idle: moving the removed member's data aside failed", false, err
 	}
+	a.clearSuspect()
 	if dest != "" {
 		a.lg.Warn("moved the removed member's data dir aside", zap.String("from", self.DataDir), zap.String("to", dest))
 	}
@@ -236,4 +242,18 @@ func (a *Agent) crashPoint(step repair.Step) {
 		a.lg.Error("test crash point reached: exiting hard", zap.String("step", string(step)))
 		os.Exit(3)
 	}
+}
+
+// disarm clears alarms that no longer serve a purpose: the CORRUPT alarm
+// of a member that was removed (repaired under a new ID), or of this
+// host's member whose data is about to be moved aside.
+func (a *Agent) disarm(ctx context.Context, act reconcile.Action) (string, bool, error) {
+	for _, al := range act.Alarms {
+		if err := a.client.Disarm(ctx, al); err != nil {
+			return "disarming an alarm failed", false, err
+		}
+		a.lg.Warn("alarm disarmed", zap.String("alarm", al.Type), zap.String("member-id", fmt.Sprintf("%x", al.MemberID)), zap.String("reason", act.Reason))
+		a.metrics.AlarmsDisarmed.WithLabelValues(al.Type).Inc()
+	}
+	return act.Reason, true, nil
 }

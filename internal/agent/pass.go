@@ -99,8 +99,14 @@ func (a *Agent) observeRunning(ctx context.Context, in *reconcile.Input) {
 		return
 	}
 	a.silentSince = time.Time{}
-	l.Answer = &model.Answer{MemberID: st.Header.MemberId, ClusterID: st.Header.ClusterId, Leader: st.Leader,
-		IsLearner: st.IsLearner, Alarms: cluster.ParseAlarms(st.Errors)}
+	l.Answer = &model.Answer{MemberID: st.Header.MemberId, ClusterID: st.Header.ClusterId, Leader: st.Leader, IsLearner: st.IsLearner}
+	if len(st.Errors) > 0 {
+		// The status lists the active alarms as text; AlarmList says,
+		// typed, which member each names.
+		if l.Answer.Alarms, err = a.client.Alarms(ctx); err != nil {
+			a.lg.Debug("alarm list", zap.Error(err))
+		}
+	}
 	l.SettingsChanged = a.settings != "" && a.settings != etcdproc.Settings(s, self)
 	a.noteAnswer(*l.Answer)
 	if st.Leader == 0 || st.IsLearner || l.Journal.Open() {
@@ -143,6 +149,9 @@ func (a *Agent) observeStopped(ctx context.Context, in *reconcile.Input, journal
 		a.data = &d
 	}
 	l.Data = *a.data
+	if s := a.loadSuspect(l.Data.MemberID); s != nil && (l.LastExit == nil || !l.LastExit.Corrupt) {
+		l.LastExit = &model.Exit{Text: "stopped for repair", Class: repair.ClassCorrupt.String(), Reason: s.Reason, Corrupt: true}
+	}
 	marker, err := a.loadMarker()
 	if err != nil {
 		return err

@@ -67,6 +67,7 @@ func (h agentHost) MoveAside() (string, error) {
 	if err != nil {
 		return "", err
 	}
+	h.a.clearSuspect()
 	h.a.warnBackups(s.Repair.KeepBackups)
 	return dest, nil
 }

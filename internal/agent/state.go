@@ -10,13 +10,53 @@ import (
 	"github.com/etcdkeeper/etcdkeeper/internal/atomicfile"
 	"github.com/etcdkeeper/etcdkeeper/internal/model"
 	"github.com/etcdkeeper/etcdkeeper/internal/repair"
+	"go.uber.org/zap"
 )
 
 // The files in agent.stateDir.
 const (
-	markerFile  = "member.json" // proof that this host was a member
-	journalFile = "rejoin.json" // the rejoin/repair journal
+	markerFile  = "member.json"  // proof that this host was a member
+	journalFile = "rejoin.json"  // the rejoin/repair journal
+	suspectFile = "corrupt.json" // etcd found this member's data corrupt: repair it, never start it as is
 )
+
+// suspect is etcd's own verdict on the local data (a CORRUPT alarm, a
+// hash mismatch with its peers) that the offline data-dir check cannot
+// see. It is kept on disk so that an agent restarted before the repair
+// moved the data aside does not start the member as it is.
+type suspect struct {
+	MemberID uint64 `json:"memberID"`
+	Reason   string `json:"reason"`
+}
+
+func (a *Agent) saveSuspect(s suspect) error {
+	b, err := json.Marshal(s)
+	if err != nil {
+		return fmt.Errorf("encode %s: %w", suspectFile, err)
+	}
+	return atomicfile.WriteFile(a.statePath(suspectFile), append(b, '\n'), 0o600)
+}
+
+// loadSuspect is the verdict on the data of member id, or nil.
+func (a *Agent) loadSuspect(id uint64) *suspect {
+	b, err := os.ReadFile(a.statePath(suspectFile))
+	if err != nil {
+		return nil
+	}
+	var s suspect
+	if json.Unmarshal(b, &s) != nil || s.MemberID != id || id == 0 {
+		return nil
+	}
+	return &s
+}
+
+// clearSuspect forgets the verdict once the data it was about is moved
+// aside.
+func (a *Agent) clearSuspect() {
+	if err := os.Remove(a.statePath(suspectFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		a.lg.Warn("clear "+suspectFile, zap.Error(err))
+	}
+}
 
 func (a *Agent) statePath(name string) string {
 	_, self := a.Spec()

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/etcdkeeper/etcdkeeper/internal/metrics"
@@ -31,6 +32,7 @@ type Status struct {
 	Voters         int             `json:"voters"`
 	HealthyVoters  int             `json:"healthyVoters"`
 	Members        []MemberSummary `json:"members,omitempty"`
+	Alarms         []string        `json:"alarms,omitempty"`
 	SpecGeneration string          `json:"specGeneration"`
 	ReloadsOK      int             `json:"reloadsOK"`
 	ReloadsFailed  int             `json:"reloadsFailed"`
@@ -101,7 +103,10 @@ func (a *Agent) noteView(v model.Cluster) {
 	a.metrics.ClusterHealthy.Set(float64(healthy))
 	a.updateStatus(func(s *Status) {
 		s.Voters, s.HealthyVoters, s.LeaderName = voters, healthy, leader
-		s.Members = nil
+		s.Members, s.Alarms = nil, nil
+		for _, al := range v.Alarms {
+			s.Alarms = append(s.Alarms, fmt.Sprintf("%s on %x", al.Type, al.MemberID))
+		}
 		for _, m := range v.Members {
 			s.Members = append(s.Members, MemberSummary{ID: fmt.Sprintf("%x", m.ID), Name: m.Name, Learner: m.IsLearner, Healthy: m.Healthy})
 		}
@@ -128,7 +133,11 @@ func (a *Agent) statusLine() string {
 		if !st.Healthy {
 			health = "unhealthy"
 		}
-		return fmt.Sprintf("%s: %s, %s; leader %s; %d/%d healthy", st.Member, st.Role, health, st.LeaderName, st.HealthyVoters, st.Voters)
+		line := fmt.Sprintf("%s: %s, %s; leader %s; %d/%d healthy", st.Member, st.Role, health, st.LeaderName, st.HealthyVoters, st.Voters)
+		if len(st.Alarms) > 0 {
+			line += "; alarm " + strings.Join(st.Alarms, ", ")
+		}
+		return line
 	default:
 		return truncate(fmt.Sprintf("%s: %s", st.Member, st.Decision), 200)
 	}

@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -24,6 +26,7 @@ func (c *Client) Observe(ctx context.Context) (model.Cluster, error) {
 		return model.Cluster{}, err
 	}
 	v := model.Cluster{ClusterID: clusterID, Members: fromPBs(members), Now: time.Now()}
+	alarmed := make([]bool, len(members))
 	var wg sync.WaitGroup
 	for i, m := range members {
 		if len(m.ClientURLs) == 0 {
@@ -31,17 +34,83 @@ func (c *Client) Observe(ctx context.Context) (model.Cluster, error) {
 			continue
 		}
 		wg.Add(1)
-		go func(mv *model.Member, endpoint string) {
+		go func(mv *model.Member, endpoint string, alarmed *bool) {
 			defer wg.Done()
-			c.fillStatus(ctx, mv, endpoint)
-		}(&v.Members[i], m.ClientURLs[0])
+			c.fillStatus(ctx, mv, endpoint, alarmed)
+		}(&v.Members[i], m.ClientURLs[0], &alarmed[i])
 	}
 	wg.Wait()
+	if err := c.fillAlarms(ctx, &v, slices.Contains(alarmed, true)); err != nil {
+		return model.Cluster{}, err
+	}
 	v.LeaderID = model.LeaderOf(v.Members)
 	return v, nil
 }
 
-func (c *Client) fillStatus(ctx context.Context, mv *model.Member, endpoint string) {
+// fillAlarms reads the cluster's alarms, typed, when any member's status
+// reported one (each status lists every active alarm as text; AlarmList
+// says which member each names), and judges each member's health by the
+// alarms that name it.
+func (c *Client) fillAlarms(ctx context.Context, v *model.Cluster, reported bool) error {
+	if reported {
+		alarms, err := c.Alarms(ctx)
+		if err != nil {
+			return err
+		}
+		v.Alarms = alarms
+	}
+	for i := range v.Members {
+		m := &v.Members[i]
+		for _, a := range v.Alarms {
+			if a.MemberID == m.ID {
+				m.Alarms = append(m.Alarms, a)
+			}
+		}
+		if m.Err == "" && m.Leader != 0 {
+			m.Healthy = model.Healthy(m.ID, m.ID, m.Leader, m.Alarms)
+		}
+	}
+	return nil
+}
+
+// Alarms lists the cluster's active alarms.
+func (c *Client) Alarms(ctx context.Context) ([]model.Alarm, error) {
+	ctx, cancel := c.ctx(ctx)
+	defer cancel()
+	cli, err := c.conn()
+	if err != nil {
+		return nil, err
+	}
+	resp, err := cli.AlarmList(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("alarm list: %w", err)
+	}
+	out := make([]model.Alarm, 0, len(resp.Alarms))
+	for _, a := range resp.Alarms {
+		out = append(out, model.Alarm{MemberID: a.MemberID, Type: a.Alarm.String()})
+	}
+	return out, nil
+}
+
+// Disarm clears one alarm; an alarm that is no longer raised is success.
+func (c *Client) Disarm(ctx context.Context, a model.Alarm) error {
+	ctx, cancel := c.ctx(ctx)
+	defer cancel()
+	cli, err := c.conn()
+	if err != nil {
+		return err
+	}
+	kind, ok := etcdserverpb.AlarmType_value[a.Type]
+	if !ok {
+		return fmt.Errorf("disarm: unknown alarm type %q", a.Type)
+	}
+	if _, err := cli.AlarmDisarm(ctx, &clientv3.AlarmMember{MemberID: a.MemberID, Alarm: etcdserverpb.AlarmType(kind)}); err != nil {
+		return fmt.Errorf("disarm %s alarm of member %x: %w", a.Type, a.MemberID, err)
+	}
+	return nil
+}
+
+func (c *Client) fillStatus(ctx context.Context, mv *model.Member, endpoint string, alarmed *bool) {
 	// A member that is down refuses the connection at once, but the
 	// client's retries would wait out the whole deadline: ask TCP first.
 	if !AnyListening(ctx, []string{endpoint}) {
@@ -65,8 +134,8 @@ func (c *Client) fillStatus(ctx context.Context, mv *model.Member, endpoint stri
 	mv.RaftTerm = st.RaftTerm
 	mv.DBSize = st.DbSize
 	mv.Version = st.Version
-	mv.Alarms = append(mv.Alarms, st.Errors...)
-	mv.Healthy = model.Healthy(mv.ID, st.Header.MemberId, st.Leader, mv.Alarms)
+	// Health is judged once the alarms are known (fillAlarms).
+	*alarmed = len(st.Errors) > 0
 }
 
 // fromPB converts a member. A member that never started has no client
@@ -141,18 +210,4 @@ func refused(err error) bool {
 		}
 	}
 	return false
-}
-
-// ParseAlarms reads the alarms a member's status reports. etcd renders
-// each as "memberID:<decimal> alarm:<TYPE> ".
-func ParseAlarms(errs []string) []model.Alarm {
-	var out []model.Alarm
-	for _, e := range errs {
-		var id uint64
-		var kind string
-		if n, _ := fmt.Sscanf(e, "memberID:%d alarm:%s", &id, &kind); n == 2 {
-			out = append(out, model.Alarm{MemberID: id, Type: kind})
-		}
-	}
-	return out
 }

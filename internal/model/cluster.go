@@ -21,8 +21,8 @@ type Member struct {
 	RaftTerm  uint64
 	DBSize    int64
 	Version   string
-	// Alarms are the alarms the member's status reported.
-	Alarms []string
+	// Alarms are the cluster's active alarms that name this member.
+	Alarms []Alarm
 	// Err says why the status call gave no usable answer ("" when it did).
 	Err string
 	// PendingSince is when the agent first saw the member as a learner or
@@ -35,9 +35,22 @@ func (m Member) Unstarted() bool { return m.Name == "" }
 
 // Healthy is the one health rule: a member is healthy when its own client
 // URL answered as that member (answeredAs == its ID), it knows a leader,
-// and its status carries no alarm.
-func Healthy(id, answeredAs, leader uint64, alarms []string) bool {
-	return answeredAs == id && leader != 0 && len(alarms) == 0
+// and no CORRUPT alarm names it. etcd lists every active alarm in every
+// member's status, so only the alarms naming this member count; and a
+// NOSPACE alarm stops writes cluster-wide but leaves the member voting and
+// serving reads, so it does not make the member unhealthy.
+func Healthy(id, answeredAs, leader uint64, alarms []Alarm) bool {
+	return answeredAs == id && leader != 0 && !Alarmed(alarms, id, AlarmCorrupt)
+}
+
+// Alarmed reports whether alarms hold an alarm of type kind naming id.
+func Alarmed(alarms []Alarm, id uint64, kind string) bool {
+	for _, a := range alarms {
+		if a.MemberID == id && a.Type == kind {
+			return true
+		}
+	}
+	return false
 }
 
 // Cluster is the live cluster at one instant.
@@ -45,6 +58,9 @@ type Cluster struct {
 	ClusterID uint64
 	LeaderID  uint64 // 0 = no leader known
 	Members   []Member
+	// Alarms are the cluster's active alarms (AlarmList), each naming a
+	// member, which may no longer be in the cluster.
+	Alarms []Alarm
 	// Now is when it was observed.
 	Now time.Time
 }

@@ -10,14 +10,20 @@ func TestHealthy(t *testing.T) {
 		name       string
 		answeredAs uint64
 		leader     uint64
-		alarms     []string
+		alarms     []Alarm
 		want       bool
 	}{
 		{"answers as itself with a leader", 7, 1, nil, true},
 		{"no leader", 7, 0, nil, false},
 		{"another member answers on its URL", 9, 1, nil, false},
 		{"did not answer", 0, 0, nil, false},
-		{"an alarm", 7, 1, []string{"memberID:7 alarm:NOSPACE"}, false},
+		{"a CORRUPT alarm names it", 7, 1, []Alarm{{MemberID: 7, Type: AlarmCorrupt}}, false},
+		// etcd reports every active alarm in every member's status: another
+		// member's alarm says nothing about this one.
+		{"a CORRUPT alarm names another member", 7, 1, []Alarm{{MemberID: 8, Type: AlarmCorrupt}}, true},
+		// NOSPACE stops writes cluster-wide, but the member still votes and
+		// serves reads: it counts toward quorum like any other.
+		{"a NOSPACE alarm names it", 7, 1, []Alarm{{MemberID: 7, Type: AlarmNoSpace}}, true},
 	}
 	for _, tt := range tests {
 		if got := Healthy(7, tt.answeredAs, tt.leader, tt.alarms); got != tt.want {

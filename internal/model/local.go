@@ -97,6 +97,12 @@ type Answer struct {
 	Alarms    []Alarm
 }
 
+// The alarm types etcd raises (etcdserverpb.AlarmType's names).
+const (
+	AlarmNoSpace = "NOSPACE"
+	AlarmCorrupt = "CORRUPT"
+)
+
 // Alarm is one active alarm of the cluster: its type (NOSPACE, CORRUPT)
 // and the member it names.
 type Alarm struct {

@@ -55,6 +55,7 @@ const (
 	DoStopStuck                          // stop-stuck
 	DoRestartSettings                    // restart-for-settings
 	DoChangeMembership                   // change-membership
+	DoDisarm                             // disarm
 )
 
 // Action is Decide's answer: one step, why, and a key that stays the same
@@ -68,6 +69,8 @@ type Action struct {
 	Start StartDecision
 	// Step is the membership change behind DoChangeMembership.
 	Step Step
+	// Alarms are the alarms DoDisarm clears.
+	Alarms []model.Alarm
 	// ReleaseLock: give the cluster lock back (if held) after this step.
 	// The lock stays with a member that is starting, rejoining or
 	// restarting until it is a healthy voter again.
@@ -100,12 +103,31 @@ func decideStopped(in Input) Action {
 	case ActStartAsIs, ActStartNew:
 		return Action{Kind: DoStart, Reason: "started etcd: " + d.Reason, Key: key, Start: d}
 	}
+	// etcd refuses lease grants and transactions — and so the cluster lock
+	// — while a CORRUPT alarm is raised. The alarm names the member whose
+	// data this rejoin moves aside: its work is done, clear it first.
+	if a, ok := corruptAlarmOn(in.Cluster, d.StaleID, l.Data.MemberID); ok && d.Repair {
+		return disarm([]model.Alarm{a}, fmt.Sprintf("disarm the CORRUPT alarm of my member %x: its data is about to be moved aside (%s)", a.MemberID, d.Reason))
+	}
 	// The one rejoin path changes membership: only under the cluster lock,
 	// and decided again by the pass that holds it.
 	if !l.LockHeld {
 		return Action{Kind: DoTakeLock, Reason: "taking the cluster lock to rejoin: " + d.Reason, Key: "lock/rejoin", Start: d}
 	}
 	return Action{Kind: DoRejoin, Reason: "rejoining: " + d.Reason, Key: key, Start: d}
+}
+
+// corruptAlarmOn finds a CORRUPT alarm naming one of ids.
+func corruptAlarmOn(c *model.Cluster, ids ...uint64) (model.Alarm, bool) {
+	if c == nil {
+		return model.Alarm{}, false
+	}
+	for _, a := range c.Alarms {
+		if a.Type == model.AlarmCorrupt && a.MemberID != 0 && slices.Contains(ids, a.MemberID) {
+			return a, true
+		}
+	}
+	return model.Alarm{}, false
 }
 
 // startInput is DecideStart's view of the pass.
@@ -128,9 +150,8 @@ func decideRunning(in Input) Action {
 	if a == nil {
 		return notAnswering(in)
 	}
-	if slices.ContainsFunc(a.Alarms, func(al model.Alarm) bool { return al.MemberID == a.MemberID && al.Type == "CORRUPT" }) {
-		why := fmt.Sprintf("etcd raised a CORRUPT alarm on member %x", a.MemberID)
-		return Action{Kind: DoStopForRepair, Reason: why, Key: "stop-for-repair"}
+	if model.Alarmed(a.Alarms, a.MemberID, model.AlarmCorrupt) {
+		return stopForRepair(in)
 	}
 	if a.Leader == 0 {
 		return wait("no-leader", "local member has no leader")
@@ -147,6 +168,23 @@ func decideRunning(in Input) Action {
 		}
 	}
 	return converge(in)
+}
+
+// stopForRepair stops a member that etcd found corrupt, so that the start
+// path repairs it — but only when the other voters form a healthy quorum
+// without it, the same test a repair passes: a corrupt member that still
+// votes is better than no quorum (reads are served; etcd refuses writes
+// while the alarm is raised anyway).
+func stopForRepair(in Input) Action {
+	id := in.Local.Answer.MemberID
+	why := fmt.Sprintf("etcd raised a CORRUPT alarm on member %x", id)
+	if in.Cluster == nil {
+		return wait("corrupt-no-view", "%s; cannot observe the cluster to stop it safely", why)
+	}
+	if ok, detail := in.Cluster.QuorumWithout(id); !ok {
+		return wait("corrupt-no-quorum", "%s; not stopping it while the others have %s", why, detail)
+	}
+	return Action{Kind: DoStopForRepair, Reason: why, Key: "stop-for-repair"}
 }
 
 // notAnswering: waiting for a starting etcd is normal; but an etcd that
@@ -202,6 +240,9 @@ func converge(in Input) Action {
 	if in.Cluster == nil {
 		return Action{Kind: DoNothing, Reason: self, Key: "healthy-voter", ReleaseLock: true}
 	}
+	if gone := alarmsOfGone(*in.Cluster); len(gone) > 0 {
+		return disarm(gone, fmt.Sprintf("disarm %s alarm of member %x, which is no longer in the cluster", gone[0].Type, gone[0].MemberID))
+	}
 	step := Plan(in.Desired, *in.Cluster, Options{LearnerTimeout: in.LearnerTimeout})
 	switch step.Kind {
 	case StepNone:
@@ -218,6 +259,23 @@ func converge(in Input) Action {
 	}
 	return Action{Kind: DoChangeMembership, Key: key, Step: step, ReleaseLock: true,
 		Reason: fmt.Sprintf("changed membership: %s %s (%s)", step.Kind, step.Name, step.Reason)}
+}
+
+// alarmsOfGone are the alarms that name a member the cluster no longer
+// lists (a repaired member's old ID): nothing can clear them but a disarm,
+// and a CORRUPT one keeps the whole cluster from taking writes.
+func alarmsOfGone(c model.Cluster) []model.Alarm {
+	var out []model.Alarm
+	for _, a := range c.Alarms {
+		if !c.Listed(a.MemberID) {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+func disarm(alarms []model.Alarm, reason string) Action {
+	return Action{Kind: DoDisarm, Reason: reason, Key: fmt.Sprintf("disarm/%s/%x", alarms[0].Type, alarms[0].MemberID), Alarms: alarms, ReleaseLock: true}
 }
 
 // specDisagrees holds back the removal of a member while a live agent

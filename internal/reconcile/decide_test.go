@@ -1,6 +1,7 @@
 package reconcile
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -69,9 +70,20 @@ func TestDecide(t *testing.T) {
 		{name: "silent past the deadline, no quorum without it",
 			in:   Input{Local: model.Local{Running: true, SilentFor: ReadyDeadline + time.Second}},
 			want: DoWait, reason: "no healthy quorum without it"},
-		{name: "CORRUPT alarm on this member",
-			in:   Input{Local: model.Local{Running: true, Answer: &model.Answer{MemberID: 2, Leader: 1, Alarms: []model.Alarm{{MemberID: 2, Type: "CORRUPT"}}}}},
+		{name: "CORRUPT alarm on this member, the others have quorum",
+			in:   Input{Local: model.Local{Running: true, Answer: &model.Answer{MemberID: 2, Leader: 1, Alarms: []model.Alarm{{MemberID: 2, Type: "CORRUPT"}}}}, Cluster: corruptOn(2, nil)},
 			want: DoStopForRepair, reason: "CORRUPT alarm on member 2"},
+		// node3 down for maintenance, a CORRUPT alarm naming node2: stopping
+		// node2 would leave node1 alone. It keeps running (reads are served).
+		{name: "CORRUPT alarm on this member, a peer is down",
+			in:   Input{Local: model.Local{Running: true, Answer: &model.Answer{MemberID: 2, Leader: 1, Alarms: []model.Alarm{{MemberID: 2, Type: "CORRUPT"}}}}, Cluster: corruptOn(2, []uint64{3})},
+			want: DoWait, reason: "not stopping it while the others have 1 of 2 voters healthy"},
+		{name: "CORRUPT alarm on this member, cluster not observed",
+			in:   Input{Local: model.Local{Running: true, Answer: &model.Answer{MemberID: 2, Leader: 1, Alarms: []model.Alarm{{MemberID: 2, Type: "CORRUPT"}}}}},
+			want: DoWait, reason: "cannot observe the cluster"},
+		{name: "an alarm names a member that is gone: disarm it",
+			in:   Input{Local: model.Local{Running: true, Answer: voter}, Cluster: alarmOnGone(0x77)},
+			want: DoDisarm, reason: "disarm CORRUPT alarm of member 77, which is no longer in the cluster", lock: true},
 		{name: "CORRUPT alarm on another member",
 			in:   Input{Local: model.Local{Running: true, Answer: &model.Answer{MemberID: 2, Leader: 1, Alarms: []model.Alarm{{MemberID: 3, Type: "CORRUPT"}}}}},
 			want: DoNothing, reason: "healthy voter", lock: true},
@@ -158,4 +170,28 @@ func TestDecideKeyIgnoresDurations(t *testing.T) {
 	if a, b := stableKey("1 of 3 voters healthy"), stableKey("2 of 3 voters healthy"); a == b {
 		t.Errorf("a count change kept the key %q", a)
 	}
+}
+
+// corruptOn is a healthy 3-member cluster with a CORRUPT alarm on member
+// id, and the members down are down.
+func corruptOn(id uint64, down []uint64) *model.Cluster {
+	c := healthyCluster("node1", "node2", "node3")
+	c.Alarms = []model.Alarm{{MemberID: id, Type: model.AlarmCorrupt}}
+	for i := range c.Members {
+		m := &c.Members[i]
+		if m.ID == id {
+			m.Alarms = c.Alarms
+			m.Healthy = false
+		}
+		if slices.Contains(down, m.ID) {
+			m.Healthy = false
+		}
+	}
+	return c
+}
+
+func alarmOnGone(id uint64) *model.Cluster {
+	c := healthyCluster("node1", "node2", "node3")
+	c.Alarms = []model.Alarm{{MemberID: id, Type: model.AlarmCorrupt}}
+	return c
 }

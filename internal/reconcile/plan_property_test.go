@@ -2,12 +2,13 @@ package reconcile
 
 import (
 	"fmt"
-	"github.com/etcdkeeper/etcdkeeper/internal/model"
 	"reflect"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/etcdkeeper/etcdkeeper/internal/model"
 
 	"pgregory.net/rapid"
 

@@ -82,6 +82,9 @@ type Observation struct {
 	// no quorum reachable through the client); Members is then empty.
 	Err     error
 	Members []MemberState
+	// Alarms are all the cluster's active alarms, also those naming a
+	// member that is no longer listed.
+	Alarms []*pb.AlarmMember
 }
 
 // Observe is the test bed's one observer, the way the integration tests,
@@ -97,20 +100,20 @@ type Observation struct {
 // etcd's own client, and states its health rule once (MemberState.Unhealthy).
 func Observe(cli *clientv3.Client) Observation {
 	o := Observation{Start: time.Now()}
-	o.Members, o.Err = observeMembers(cli)
+	o.Members, o.Alarms, o.Err = observeMembers(cli)
 	if o.Err != nil {
-		o.Members = nil
+		o.Members, o.Alarms = nil, nil
 	}
 	o.End = time.Now()
 	return o
 }
 
-func observeMembers(cli *clientv3.Client) ([]MemberState, error) {
+func observeMembers(cli *clientv3.Client) ([]MemberState, []*pb.AlarmMember, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), answerWithin)
 	list, err := cli.MemberList(ctx)
 	cancel()
 	if err != nil {
-		return nil, fmt.Errorf("member list: %w", err)
+		return nil, nil, fmt.Errorf("member list: %w", err)
 	}
 	members := make([]MemberState, len(list.Members))
 	var alarms []*pb.AlarmMember
@@ -125,12 +128,12 @@ func observeMembers(cli *clientv3.Client) ([]MemberState, error) {
 	}
 	wg.Wait()
 	if alarmErr != nil {
-		return nil, fmt.Errorf("alarm list: %w", alarmErr)
+		return nil, nil, fmt.Errorf("alarm list: %w", alarmErr)
 	}
 	for i := range members {
 		members[i].Alarms = alarmsOf(alarms, members[i].ID)
 	}
-	return members, nil
+	return members, alarms, nil
 }
 
 func alarmList(cli *clientv3.Client) ([]*pb.AlarmMember, error) {
