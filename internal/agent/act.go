@@ -28,6 +28,12 @@ func (a *Agent) act(ctx context.Context, act reconcile.Action, in reconcile.Inpu
 }
 
 func (a *Agent) step(ctx context.Context, act reconcile.Action, in reconcile.Input) (string, bool, error) {
+	if needsLock(act.Kind) && (a.lock == nil || !a.lock.Held()) {
+		// The decision saw the lock held; its lease may have expired since
+		// (a long pass, a partition): another agent may hold it now.
+		a.lock = nil
+		return "the cluster lock was lost before the step", false, errors.New("cluster lock lost: not acting")
+	}
 	switch act.Kind {
 	case reconcile.DoStart:
 		b := etcdproc.AsIs()
@@ -65,6 +71,12 @@ func (a *Agent) step(ctx context.Context, act reconcile.Action, in reconcile.Inp
 		return a.disarm(ctx, act)
 	}
 	return act.Reason, false, nil
+}
+
+// needsLock: the steps that change the membership, taken only while this
+// agent holds the cluster lock.
+func needsLock(k reconcile.ActionKind) bool {
+	return k == reconcile.DoRejoin || k == reconcile.DoPromote || k == reconcile.DoChangeMembership || k == reconcile.DoRestartSettings
 }
 
 // phaseOf is the phase the agent reports after act.
@@ -144,6 +156,7 @@ func (a *Agent) promote(ctx context.Context, id uint64) (string, bool, error) {
 	if err != nil {
 		return fmt.Sprintf("promote of learner %x failed", id), false, err
 	}
+	a.lockReturned = time.Time{}
 	a.lg.Info("promoted to voter", zap.String("member-id", fmt.Sprintf("%x", id)))
 	a.metrics.MembershipChanges.WithLabelValues("promote").Inc()
 	return fmt.Sprintf("promoted: learner %x is now a voter", id), true, nil
@@ -157,6 +170,7 @@ func (a *Agent) lockNotForever(ctx context.Context) {
 	if a.lock != nil && time.Since(a.lockSince) > s.Agent.LearnerTimeout.Duration {
 		a.lg.Warn("giving the cluster lock back: still a learner after agent.learnerTimeout")
 		a.releaseLock(ctx)
+		a.lockReturned = time.Now()
 	}
 }
 

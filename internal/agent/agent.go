@@ -56,7 +56,10 @@ type Agent struct {
 	client    *cluster.Client
 	lock      *cluster.Lock
 	lockSince time.Time
-	presence  *cluster.Presence
+	// lockReturned is when this agent, a learner that did not catch up in
+	// time, gave the lock back (zero: it did not).
+	lockReturned time.Time
+	presence     *cluster.Presence
 	// lastExit is etcd's last exit, classified; nil once it serves again.
 	lastExit *model.Exit
 	// data is the data dir as last inspected; only this agent changes it,

@@ -66,6 +66,9 @@ func (a *Agent) observe(ctx context.Context) (reconcile.Input, error) {
 	a.reapExit()
 	l := &in.Local
 	l.LockHeld = a.lock != nil && a.lock.Held()
+	if !a.lockReturned.IsZero() {
+		l.LockReturned = time.Since(a.lockReturned)
+	}
 	l.LastExit = a.lastExit
 	j, jerr := a.loadJournal()
 	l.Journal = model.Journal{Step: string(j.Step), Class: j.Class}
@@ -113,30 +116,12 @@ func (a *Agent) observeRunning(ctx context.Context, in *reconcile.Input) {
 		return
 	}
 	in.Cluster = a.observeCluster(ctx)
-	if in.Cluster != nil && hasExtra(in) {
-		// Only the removal of a member the spec does not list consults the
-		// other agents' specs.
+	if in.Cluster != nil && len(reconcile.Diff(in.Desired, *in.Cluster)) > 0 {
+		// Only a change to the membership consults the other agents' specs.
 		if recs, err := a.client.Agents(ctx, s.Cluster.Name); err == nil {
 			in.Agents = recs
 		}
 	}
-}
-
-// hasExtra: the cluster has a started member the spec does not list.
-func hasExtra(in *reconcile.Input) bool {
-	for _, m := range in.Cluster.Members {
-		if m.Unstarted() {
-			continue
-		}
-		listed := false
-		for _, d := range in.Desired {
-			listed = listed || d.Name == m.Name
-		}
-		if !listed {
-			return true
-		}
-	}
-	return false
 }
 
 // observeStopped gathers what the start decision needs: the data dir, the

@@ -73,6 +73,10 @@ func (a *Agent) publish(ctx context.Context) {
 // one, in a one-member cluster).
 func (a *Agent) peerEndpoints() []string {
 	s, self := a.Spec()
+	return peerEndpointsOf(s, self)
+}
+
+func peerEndpointsOf(s *spec.Spec, self spec.Member) []string {
 	var eps []string
 	for _, m := range s.Members {
 		if m.Name != self.Name || len(s.Members) == 1 {

@@ -95,6 +95,7 @@ func (h agentHost) StartJoin(members []model.Member, id uint64) error {
 func (h agentHost) Load() (repair.Journal, error) { return h.a.loadJournal() }
 func (h agentHost) Save(j repair.Journal) error   { return h.a.saveJournal(j) }
 func (h agentHost) Release(ctx context.Context)   { h.a.releaseLock(ctx) }
+func (h agentHost) Held() bool                    { return h.a.lock != nil && h.a.lock.Held() }
 
 // warnBackups reports, but never deletes, moved-aside data dirs beyond
 // repair.keepBackups: etcdkeeper does not delete data.

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"time"
 
@@ -64,13 +65,21 @@ func (a *Agent) reload() {
 	a.mu.Lock()
 	a.spec, a.self, a.inSpec = s, self, inSpec
 	a.mu.Unlock()
-	if a.client != nil {
-		_ = a.client.Close()
-		a.client = nil
-	}
-	if a.presence != nil {
-		_ = a.presence.Close()
-		a.presence = nil
+	// The agent's record is updated in place by the next pass (its spec
+	// generation and members): revoking it would leave a moment in which
+	// no record of this agent exists, and another agent with an older
+	// spec could take that for "nobody still wants this member". Only a
+	// change in how to reach the cluster needs a new client, and so a new
+	// record under a new lease.
+	if dialKey(cur, curSelf) != dialKey(s, self) {
+		if a.presence != nil {
+			_ = a.presence.Close()
+			a.presence = nil
+		}
+		if a.client != nil {
+			_ = a.client.Close()
+			a.client = nil
+		}
 	}
 	a.countReload(true)
 	a.lg.Info("spec applied", zap.String("from", cur.Generation), zap.String("to", s.Generation),
@@ -90,4 +99,10 @@ func (a *Agent) countReload(ok bool) {
 			st.ReloadsFailed++
 		}
 	})
+}
+
+// dialKey is what the cluster client is made from: the peers' client
+// URLs, TLS and credentials.
+func dialKey(s *spec.Spec, self spec.Member) string {
+	return fmt.Sprintf("%v|%+v|%s", peerEndpointsOf(s, self), self.TLS.Agent, s.Auth.CredentialsFile)
 }

@@ -84,6 +84,9 @@ type Local struct {
 	RepairBlocked string
 	// LockHeld: this agent holds the cluster lock, and its lease is alive.
 	LockHeld bool
+	// LockReturned is how long ago this agent gave the lock back as a
+	// learner that did not catch up in time (0: it did not).
+	LockReturned time.Duration
 	// SettingsChanged: the spec changed the flags of the running etcd.
 	SettingsChanged bool
 }

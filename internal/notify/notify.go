@@ -5,6 +5,7 @@
 package notify
 
 import (
+	"strings"
 	"time"
 
 	"github.com/coreos/go-systemd/v22/daemon"
@@ -72,7 +73,9 @@ func (n *Notifier) Ping() {
 // Reloading brackets a spec reload: RELOADING=1 with the monotonic time
 // systemd requires, then Reloaded.
 func (n *Notifier) Reloading() {
-	n.send(daemon.SdNotifyMonotonicUsec() + daemon.SdNotifyReloading)
+	// RELOADING=1 first: systemd logs a notification by its first field,
+	// and operators (and the e2e test bed) look for that line.
+	n.send(daemon.SdNotifyReloading + "\n" + strings.TrimSuffix(daemon.SdNotifyMonotonicUsec(), "\n"))
 }
 
 // Reloaded ends a reload: READY=1.

@@ -53,7 +53,7 @@ func monotonicUsec(t *testing.T) int64 {
 	return ts.Nano() / 1000
 }
 
-var reloading = regexp.MustCompile(`^MONOTONIC_USEC=([0-9]+)\nRELOADING=1$`)
+var reloading = regexp.MustCompile(`^RELOADING=1\nMONOTONIC_USEC=([0-9]+)$`)
 
 func TestDatagrams(t *testing.T) {
 	conn := listen(t)
@@ -90,7 +90,7 @@ func TestDatagrams(t *testing.T) {
 	got := next(t, conn, 5*time.Second)
 	m := reloading.FindStringSubmatch(got)
 	if m == nil {
-		t.Fatalf("datagram %q, want MONOTONIC_USEC=<now>\\nRELOADING=1", got)
+		t.Fatalf("datagram %q, want RELOADING=1\\nMONOTONIC_USEC=<now>", got)
 	}
 	if usec, _ := strconv.ParseInt(m[1], 10, 64); usec < before || usec > after {
 		t.Errorf("MONOTONIC_USEC=%d, want within [%d, %d]", usec, before, after)

@@ -157,7 +157,7 @@ func decideRunning(in Input) Action {
 		return wait("no-leader", "local member has no leader")
 	}
 	if a.IsLearner {
-		return Action{Kind: DoPromote, Reason: fmt.Sprintf("promoting learner %x", a.MemberID), Key: "promote"}
+		return promote(in)
 	}
 	if l.Journal.Open() {
 		return Action{Kind: DoFinishRejoin, Reason: fmt.Sprintf("rejoin finished: %s is a healthy voter", in.Self.Name), Key: "finish-rejoin", ReleaseLock: true}
@@ -185,6 +185,23 @@ func stopForRepair(in Input) Action {
 		return wait("corrupt-no-quorum", "%s; not stopping it while the others have %s", why, detail)
 	}
 	return Action{Kind: DoStopForRepair, Reason: why, Key: "stop-for-repair"}
+}
+
+// promote promotes the local learner under the cluster lock: the lock
+// holder that removes stale learners then never removes one that was
+// promoted a moment before. A learner that gave the lock back (it held
+// it past the learner timeout without catching up) leaves it to the
+// others for half a timeout before it asks again.
+func promote(in Input) Action {
+	id := in.Local.Answer.MemberID
+	if in.Local.LockHeld {
+		return Action{Kind: DoPromote, Reason: fmt.Sprintf("promoting learner %x", id), Key: "promote"}
+	}
+	if r := in.Local.LockReturned; r > 0 && r < in.LearnerTimeout/2 {
+		return wait("learner-gave-lock-back", "learner %x gave the cluster lock back after agent.learnerTimeout; asking again in %s",
+			id, (in.LearnerTimeout/2 - r).Round(time.Second))
+	}
+	return Action{Kind: DoTakeLock, Reason: fmt.Sprintf("taking the cluster lock to promote learner %x", id), Key: "lock/promote"}
 }
 
 // notAnswering: waiting for a starting etcd is normal; but an etcd that
@@ -248,7 +265,8 @@ func converge(in Input) Action {
 	case StepNone:
 		return Action{Kind: DoNothing, Reason: self, Key: "healthy-voter", ReleaseLock: true}
 	case StepWait:
-		return Action{Kind: DoWait, Reason: "waiting: " + step.Reason, Key: "plan/" + stableKey(step.Reason), ReleaseLock: true}
+		// Plan's waits say "waiting: ..." themselves.
+		return Action{Kind: DoWait, Reason: step.Reason, Key: "plan/" + stableKey(step.Reason), ReleaseLock: true}
 	}
 	if why := specDisagrees(in, step); why != "" {
 		return Action{Kind: DoWait, Reason: "waiting: " + why, Key: "spec-skew/" + step.Name, ReleaseLock: true}
@@ -283,6 +301,9 @@ func disarm(alarms []model.Alarm, reason string) Action {
 // different times, and removing a member some host still wants would make
 // the two fight.
 func specDisagrees(in Input, step Step) string {
+	if step.Kind == StepUpdatePeerURLs {
+		return specsDiffer(in, step)
+	}
 	if step.Kind != StepRemove || step.Name == "" {
 		return ""
 	}
@@ -297,6 +318,21 @@ func specDisagrees(in Input, step Step) string {
 	for _, r := range in.Agents {
 		if r.Generation != in.Generation && slices.Contains(r.Members, step.Name) {
 			return fmt.Sprintf("not removing %s yet: agent %s runs spec generation %s, which still lists it (mine is %s)", step.Name, r.Name, r.Generation, in.Generation)
+		}
+	}
+	return ""
+}
+
+// specsDiffer holds back a peer URL update while any live agent runs
+// another spec generation: two specs that disagree on a member's URLs
+// would have their agents flip them back and forth.
+func specsDiffer(in Input, step Step) string {
+	if in.Agents == nil {
+		return "cannot read the agents' specs"
+	}
+	for _, r := range in.Agents {
+		if r.Generation != in.Generation {
+			return fmt.Sprintf("not updating the peer URLs of %s yet: agent %s runs spec generation %s (mine is %s)", step.Name, r.Name, r.Generation, in.Generation)
 		}
 	}
 	return ""

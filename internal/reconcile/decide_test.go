@@ -90,9 +90,22 @@ func TestDecide(t *testing.T) {
 		{name: "no leader",
 			in:   Input{Local: model.Local{Running: true, Answer: &model.Answer{MemberID: 2}}},
 			want: DoWait, reason: "no leader"},
-		{name: "learner: promote",
+		// Promotion takes the lock that a stale-learner removal takes: the
+		// two never race (a just-promoted voter removed as a "stale learner").
+		{name: "learner without the lock: take it to promote",
 			in:   Input{Local: model.Local{Running: true, Answer: &model.Answer{MemberID: 2, Leader: 1, IsLearner: true}}},
+			want: DoTakeLock, reason: "to promote learner 2"},
+		{name: "learner holding the lock: promote",
+			in:   Input{Local: model.Local{Running: true, LockHeld: true, Answer: &model.Answer{MemberID: 2, Leader: 1, IsLearner: true}}},
 			want: DoPromote, reason: "promoting learner 2"},
+		{name: "peer URL update while an agent runs another spec",
+			in: Input{Local: model.Local{Running: true, Answer: voter, LockHeld: true}, Cluster: movedURL(), Generation: "new",
+				Agents: []model.AgentRecord{{Name: "node3", Generation: "old", Members: []string{"node1", "node2", "node3"}}}},
+			want: DoWait, reason: "agent node3 runs spec generation old", lock: true},
+		{name: "peer URL update when every agent runs this spec",
+			in: Input{Local: model.Local{Running: true, Answer: voter, LockHeld: true}, Cluster: movedURL(), Generation: "new",
+				Agents: []model.AgentRecord{{Name: "node3", Generation: "new", Members: []string{"node1", "node2", "node3"}}}},
+			want: DoChangeMembership, reason: "update-peer-urls node3", lock: true},
 		{name: "voter with an open journal: finish the rejoin",
 			in:   Input{Local: model.Local{Running: true, Answer: voter, Journal: model.Journal{Step: "promote"}}},
 			want: DoFinishRejoin, reason: "rejoin finished", lock: true},
@@ -108,6 +121,9 @@ func TestDecide(t *testing.T) {
 		{name: "membership matches",
 			in:   Input{Local: model.Local{Running: true, Answer: voter}, Cluster: healthyCluster("node1", "node2", "node3")},
 			want: DoNothing, reason: "node2 is a healthy voter", lock: true},
+		{name: "a learner of the spec: its agent promotes it",
+			in:   Input{Local: model.Local{Running: true, Answer: voter}, Cluster: withLearner()},
+			want: DoWait, reason: "node3 is a learner", lock: true},
 		{name: "an extra member, no lock: take it",
 			in:   Input{Local: model.Local{Running: true, Answer: voter}, Cluster: withExtra, Agents: []model.AgentRecord{}},
 			want: DoTakeLock, reason: "remove node4"},
@@ -136,6 +152,9 @@ func TestDecide(t *testing.T) {
 			}
 			if got.Key == "" {
 				t.Errorf("no key")
+			}
+			if strings.Count(got.Reason, "waiting:") > 1 {
+				t.Errorf("reason says waiting twice: %q", got.Reason)
 			}
 		})
 	}
@@ -193,5 +212,18 @@ func corruptOn(id uint64, down []uint64) *model.Cluster {
 func alarmOnGone(id uint64) *model.Cluster {
 	c := healthyCluster("node1", "node2", "node3")
 	c.Alarms = []model.Alarm{{MemberID: id, Type: model.AlarmCorrupt}}
+	return c
+}
+
+// movedURL: node3 still advertises an old peer URL.
+func movedURL() *model.Cluster {
+	c := healthyCluster("node1", "node2", "node3")
+	c.Members[2].PeerURLs = []string{"http://127.0.0.99:2380"}
+	return c
+}
+
+func withLearner() *model.Cluster {
+	c := healthyCluster("node1", "node2", "node3")
+	c.Members[2].IsLearner = true
 	return c
 }

@@ -2,6 +2,7 @@ package repair
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"time"
@@ -73,8 +74,14 @@ type Journals interface {
 
 // Lock is the cluster lock the rejoin holds.
 type Lock interface {
+	// Held reports whether the lock's lease is still alive.
+	Held() bool
 	Release(ctx context.Context)
 }
+
+// errLockLost stops a rejoin whose lock expired (a long step, a
+// partition): another agent may hold it and change the membership.
+var errLockLost = errors.New("the cluster lock's lease expired: not changing the membership")
 
 // Plan is what the start decision asked of the rejoin, with the cluster
 // it observed.
@@ -235,6 +242,9 @@ func (r *Rejoin) remove(ctx context.Context, j *Journal, p Plan) error {
 	if p.StaleID == 0 {
 		return nil
 	}
+	if !r.Lock.Held() {
+		return errLockLost
+	}
 	r.crash(StepRemove)
 	if err := r.Cluster.Remove(ctx, p.StaleID); err != nil {
 		return err
@@ -270,6 +280,9 @@ func (r *Rejoin) move(_ context.Context, j *Journal, p Plan) error {
 func (r *Rejoin) addAndStart(ctx context.Context, j *Journal, p Plan) error {
 	id, members := p.ReuseID, p.Members
 	if id == 0 {
+		if !r.Lock.Held() {
+			return errLockLost
+		}
 		r.crash(StepAdd)
 		m, all, err := r.Cluster.AddLearner(ctx, p.PeerURLs)
 		if err != nil {
