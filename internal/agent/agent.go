@@ -69,6 +69,9 @@ type Agent struct {
 	// pending remembers since when each learner or unstarted member has
 	// been pending, for the learner timeout.
 	pending model.Pending
+	// down remembers since when each started member has been unhealthy,
+	// for the grace a claimed name gets.
+	down model.Down
 	// settings are the etcd flags (bootstrap flags aside) the running etcd
 	// was started with; a spec edit that changes them restarts etcd.
 	settings string
@@ -98,7 +101,7 @@ func New(cfg Config) (*Agent, error) {
 		cfg.Env = os.Environ()
 	}
 	lg := cfg.Logger.With(zap.String("member", cfg.Name), zap.String("cluster", cfg.Spec.Cluster.Name))
-	a := &Agent{cfg: cfg, lg: lg, wake: make(chan struct{}, 1), spec: cfg.Spec, self: self, inSpec: true, pending: model.Pending{}}
+	a := &Agent{cfg: cfg, lg: lg, wake: make(chan struct{}, 1), spec: cfg.Spec, self: self, inSpec: true, pending: model.Pending{}, down: model.Down{}}
 	a.etcd = etcdproc.NewSupervisor(lg.Named("etcd"), filepath.Join(self.StateDir, "etcd.pid"), cfg.Spec.Agent.StopTimeout.Duration)
 	a.notify = notify.New(lg)
 	a.metrics = metrics.New()

@@ -167,6 +167,7 @@ func (a *Agent) observeCluster(ctx context.Context) *model.Cluster {
 		return nil
 	}
 	a.pending.Stamp(&v)
+	a.down.Stamp(&v)
 	a.noteView(v)
 	return &v
 }

@@ -28,6 +28,9 @@ type Member struct {
 	// PendingSince is when the agent first saw the member as a learner or
 	// unstarted; zero if it is neither (or nobody tracked it).
 	PendingSince time.Time
+	// DownSince is when the agent first saw the started member unhealthy;
+	// zero while it is healthy (or nobody tracked it).
+	DownSince time.Time
 }
 
 // Unstarted: added through the API but never started (no name yet).
@@ -148,6 +151,31 @@ func (p Pending) Stamp(c *Cluster) {
 	for id := range p {
 		if !seen[id] {
 			delete(p, id)
+		}
+	}
+}
+
+// Down remembers since when each started member has been unhealthy.
+type Down map[uint64]time.Time
+
+// Stamp sets DownSince on c's unhealthy started members (first seen at
+// c.Now) and forgets the members that answer again.
+func (d Down) Stamp(c *Cluster) {
+	seen := map[uint64]bool{}
+	for i := range c.Members {
+		m := &c.Members[i]
+		if m.Healthy || m.Unstarted() {
+			continue
+		}
+		if _, ok := d[m.ID]; !ok {
+			d[m.ID] = c.Now
+		}
+		m.DownSince = d[m.ID]
+		seen[m.ID] = true
+	}
+	for id := range d {
+		if !seen[id] {
+			delete(d, id)
 		}
 	}
 }

@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -12,8 +13,8 @@ import (
 
 func specMembers(names ...string) []spec.Member {
 	var out []spec.Member
-	for i, n := range names {
-		ip := "127.0.0." + string(rune('1'+i))
+	for _, n := range names {
+		ip := "127.0.0." + strings.TrimPrefix(n, "node")
 		out = append(out, spec.Member{Name: n, PeerURLs: []string{"http://" + ip + ":2380"}, ClientURLs: []string{"http://" + ip + ":2379"}})
 	}
 	return out
@@ -21,8 +22,9 @@ func specMembers(names ...string) []spec.Member {
 
 func healthyCluster(names ...string) *model.Cluster {
 	c := &model.Cluster{ClusterID: 0xc1, LeaderID: 1}
-	for i, m := range specMembers(names...) {
-		c.Members = append(c.Members, model.Member{ID: uint64(i + 1), Name: m.Name, PeerURLs: m.PeerURLs, ClientURLs: m.ClientURLs, Healthy: true, Leader: 1})
+	for _, m := range specMembers(names...) {
+		id, _ := strconv.ParseUint(strings.TrimPrefix(m.Name, "node"), 10, 64)
+		c.Members = append(c.Members, model.Member{ID: id, Name: m.Name, PeerURLs: m.PeerURLs, ClientURLs: m.ClientURLs, Healthy: true, Leader: 1})
 	}
 	return c
 }

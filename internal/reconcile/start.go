@@ -7,6 +7,8 @@ package reconcile
 import (
 	"fmt"
 	"slices"
+	"strings"
+	"time"
 
 	"github.com/etcdkeeper/etcdkeeper/internal/model"
 	"github.com/etcdkeeper/etcdkeeper/internal/spec"
@@ -162,6 +164,9 @@ func rejoin(in StartInput, moveData bool, why string) StartDecision {
 	if stale == nil {
 		return d
 	}
+	if why := claimed(in, *stale); why != "" {
+		return startWait("%s", why)
+	}
 	d.StaleID = stale.ID
 	if !stale.IsLearner {
 		if ok, detail := in.Cluster.QuorumWithout(stale.ID); !ok {
@@ -169,6 +174,41 @@ func rejoin(in StartInput, moveData bool, why string) StartDecision {
 		}
 	}
 	return d
+}
+
+// StaleGrace is how long an entry with this host's name or peer URLs must
+// go without answering before a host that cannot prove it its own (no
+// data, no marker of that member) replaces it.
+const StaleGrace = 30 * time.Second
+
+// claimed says why this host must not remove the entry stale, or "". A
+// member that answers as itself runs somewhere — a cloned machine, new
+// hardware while the old host still runs — and is never removed to make
+// room. One that does not answer is this host's own when the data dir or
+// the marker holds its ID (its etcd is down because this agent stopped
+// it); otherwise it gets StaleGrace to come back.
+func claimed(in StartInput, stale model.Member) string {
+	url := "its peer URLs " + strings.Join(stale.PeerURLs, ",")
+	if len(stale.ClientURLs) > 0 {
+		url = stale.ClientURLs[0]
+	}
+	if stale.Healthy {
+		return fmt.Sprintf("%s already runs as member %x at %s; another host claims this name: not removing it (check this host's --name and spec)",
+			in.Self.Name, stale.ID, url)
+	}
+	ours := stale.ID == in.Data.MemberID || (in.Marker != nil && in.Marker.MemberID == stale.ID)
+	if ours || stale.Unstarted() || stale.IsLearner {
+		return ""
+	}
+	if stale.DownSince.IsZero() || in.Cluster.Now.Sub(stale.DownSince) < StaleGrace {
+		down := time.Duration(0)
+		if !stale.DownSince.IsZero() {
+			down = in.Cluster.Now.Sub(stale.DownSince).Round(time.Second)
+		}
+		return fmt.Sprintf("%s is member %x at %s, not answering for %s; this host holds no data of it: replacing it after %s without an answer",
+			in.Self.Name, stale.ID, url, down, StaleGrace)
+	}
+	return ""
 }
 
 // selfEntries finds the cluster's entries for this host: a started one

@@ -1,0 +1,64 @@
+package reconcile
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/etcdkeeper/etcdkeeper/internal/model"
+)
+
+// TestStartNeverRemovesAHealthyClaimant: a second host started with an
+// existing member's name (a cloned machine, new hardware while the old
+// one still runs) must not remove the live member; an entry that does not
+// answer is removed at once only when this host's data or marker proves it
+// is its own, and otherwise only after StaleGrace without an answer.
+func TestStartNeverRemovesAHealthyClaimant(t *testing.T) {
+	now := time.Unix(10_000, 0)
+	node2 := func(healthy bool, downFor time.Duration) *model.Cluster {
+		c := &model.Cluster{ClusterID: 0xc1, LeaderID: 1, Now: now, Members: []model.Member{
+			mv(1, "node1", "http://127.0.0.1:2380", true), mv(2, "node2", "http://127.0.0.2:2380", healthy), mv(3, "node3", "http://127.0.0.3:2380", true)}}
+		c.Members[1].ClientURLs = []string{"http://127.0.0.2:2379"}
+		if downFor > 0 {
+			c.Members[1].DownSince = now.Add(-downFor)
+		}
+		return c
+	}
+	empty := model.Data{Kind: model.DataEmpty}
+	tests := []struct {
+		name   string
+		in     StartInput
+		want   StartAction
+		stale  uint64
+		reason string
+	}{
+		{name: "empty disk, the name's member is healthy: another host claims it",
+			in:   StartInput{Data: empty, Cluster: node2(true, 0)},
+			want: ActWait, reason: "node2 already runs as member 2 at http://127.0.0.2:2379; another host claims this name"},
+		{name: "this host's marker names it, but it answers: still not removed",
+			in:   StartInput{Data: empty, Marker: &model.Marker{ClusterID: 0xc1, MemberID: 2}, Cluster: node2(true, 0)},
+			want: ActWait, reason: "another host claims this name"},
+		{name: "empty disk, down for a moment: wait out the grace",
+			in:   StartInput{Data: empty, Cluster: node2(false, 5*time.Second)},
+			want: ActWait, reason: "not answering for 5s"},
+		{name: "empty disk, down past the grace: replaced",
+			in:   StartInput{Data: empty, Cluster: node2(false, StaleGrace+time.Second)},
+			want: ActRejoin, stale: 2, reason: "joining it"},
+		{name: "lost disk, the marker proves it is ours: at once",
+			in:   StartInput{Data: empty, Marker: &model.Marker{ClusterID: 0xc1, MemberID: 2}, Cluster: node2(false, time.Second)},
+			want: ActRejoin, stale: 2, reason: "joining it"},
+		{name: "corrupt data of that member: at once",
+			in:   StartInput{Data: model.Data{Kind: model.DataCorrupt, ClusterID: 0xc1, MemberID: 2, Reason: "walpb: crc mismatch"}, Cluster: node2(false, time.Second)},
+			want: ActRejoin, stale: 2, reason: "crc mismatch"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			in := tt.in
+			in.Self, in.InSpec, in.SpecSize = self, true, 3
+			d := DecideStart(in)
+			if d.Action != tt.want || d.StaleID != tt.stale || !strings.Contains(d.Reason, tt.reason) {
+				t.Errorf("DecideStart = %s stale=%x %q, want %s stale=%x containing %q", d.Action, d.StaleID, d.Reason, tt.want, tt.stale, tt.reason)
+			}
+		})
+	}
+}
