@@ -227,7 +227,7 @@ func (a *Agent) changeMembership(ctx context.Context, step reconcile.Step, in re
 	var err error
 	switch step.Kind {
 	case reconcile.StepRemove:
-		err = a.client.Remove(ctx, step.MemberID)
+		err = a.client.Remove(ctx, in.Cluster.ClusterID, step.MemberID)
 	case reconcile.StepUpdatePeerURLs:
 		err = a.client.UpdatePeerURLs(ctx, step.MemberID, step.PeerURLs)
 		fields = append(fields, zap.Strings("peer-urls", step.PeerURLs))

@@ -25,7 +25,7 @@ func (a *Agent) rejoin(ctx context.Context, act reconcile.Action, in reconcile.I
 	// Tell the other agents, before this host's member appears, that its
 	// spec wants it: an agent with an older spec then does not remove it.
 	a.publish(ctx)
-	p := repair.Plan{Reason: d.Reason, Repair: d.Repair, MoveData: d.MoveData, StaleID: d.StaleID, ReuseID: d.ReuseID,
+	p := repair.Plan{ClusterID: in.Cluster.ClusterID, Reason: d.Reason, Repair: d.Repair, MoveData: d.MoveData, StaleID: d.StaleID, ReuseID: d.ReuseID,
 		PeerURLs: self.PeerURLs, Members: in.Cluster.Members}
 	p.Leader, _ = in.Cluster.Member(in.Cluster.LeaderID)
 	j, err := a.rejoiner().Run(ctx, p)

@@ -146,17 +146,37 @@ func (c *Client) AddLearner(ctx context.Context, peerURLs []string) (model.Membe
 	return fromPB(resp.Member), fromPBs(resp.Members), nil
 }
 
-// Remove removes member id; a member that is already gone is success.
-func (c *Client) Remove(ctx context.Context, id uint64) error {
-	ctx, cancel := c.ctx(ctx)
+// Remove removes member id from cluster clusterID. A member that is
+// already gone is success — but only when the member list of that same
+// cluster confirms it: "member not found" from another cluster at the
+// same URLs proves nothing.
+func (c *Client) Remove(ctx context.Context, clusterID, id uint64) error {
+	rctx, cancel := c.ctx(ctx)
 	defer cancel()
 	cli, err := c.conn()
 	if err != nil {
 		return err
 	}
-	_, err = cli.MemberRemove(ctx, id)
-	if err != nil && !errors.Is(err, rpctypes.ErrMemberNotFound) {
+	resp, err := cli.MemberRemove(rctx, id)
+	switch {
+	case err == nil && resp.Header.ClusterId != clusterID:
+		return fmt.Errorf("member remove %x: answered by cluster %x, not %x", id, resp.Header.ClusterId, clusterID)
+	case err == nil:
+		return nil
+	case !errors.Is(err, rpctypes.ErrMemberNotFound):
 		return fmt.Errorf("member remove %x: %w", id, err)
+	}
+	got, members, err := c.Members(ctx)
+	if err != nil {
+		return fmt.Errorf("member remove %x: not found, and the member list to confirm it failed: %w", id, err)
+	}
+	if got != clusterID {
+		return fmt.Errorf("member remove %x: not found in cluster %x, which is not cluster %x", id, got, clusterID)
+	}
+	for _, m := range members {
+		if m.ID == id {
+			return fmt.Errorf("member remove %x: not found, but cluster %x still lists it", id, got)
+		}
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"strings"
 	"testing"
 )
 
@@ -28,5 +29,28 @@ func TestAddLearner(t *testing.T) {
 	}
 	if len(all) != 2 || !byPeer[peer] || byPeer[learnerURL.String()] {
 		t.Errorf("member list = %+v, want the running voter at %s and the new learner", all, peer)
+	}
+}
+
+// TestRemoveConfirmsNotFound: removing a member that is gone is success
+// only when the member list of the cluster meant confirms it.
+func TestRemoveConfirmsNotFound(t *testing.T) {
+	ep, _ := startEtcdURLs(t)
+	c, err := Dial([]string{ep}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	id, _, err := c.Members(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const gone = 0x1234
+	if err := c.Remove(ctx, id, gone); err != nil {
+		t.Errorf("removing a member this cluster does not list: %v, want success", err)
+	}
+	if err := c.Remove(ctx, id+1, gone); err == nil || !strings.Contains(err.Error(), "which is not cluster") {
+		t.Errorf("removing from another cluster's ID: %v, want a refusal", err)
 	}
 }

@@ -36,10 +36,15 @@ func (c *Client) Observe(ctx context.Context) (model.Cluster, error) {
 		wg.Add(1)
 		go func(mv *model.Member, endpoint string, alarmed *bool) {
 			defer wg.Done()
-			c.fillStatus(ctx, mv, endpoint, alarmed)
+			c.fillStatus(ctx, mv, clusterID, endpoint, alarmed)
 		}(&v.Members[i], m.ClientURLs[0], &alarmed[i])
 	}
 	wg.Wait()
+	for _, m := range v.Members {
+		if strings.Contains(m.Err, "answers for cluster") {
+			v.Foreign = append(v.Foreign, m.Err)
+		}
+	}
 	if err := c.fillAlarms(ctx, &v, slices.Contains(alarmed, true)); err != nil {
 		return model.Cluster{}, err
 	}
@@ -110,7 +115,7 @@ func (c *Client) Disarm(ctx context.Context, a model.Alarm) error {
 	return nil
 }
 
-func (c *Client) fillStatus(ctx context.Context, mv *model.Member, endpoint string, alarmed *bool) {
+func (c *Client) fillStatus(ctx context.Context, mv *model.Member, clusterID uint64, endpoint string, alarmed *bool) {
 	// A member that is down refuses the connection at once, but the
 	// client's retries would wait out the whole deadline: ask TCP first.
 	if !AnyListening(ctx, []string{endpoint}) {
@@ -127,6 +132,10 @@ func (c *Client) fillStatus(ctx context.Context, mv *model.Member, endpoint stri
 	// look healthy.
 	if st.Header.MemberId != mv.ID {
 		mv.Err = fmt.Sprintf("%s answers as member %x, not %x", endpoint, st.Header.MemberId, mv.ID)
+		return
+	}
+	if st.Header.ClusterId != clusterID {
+		mv.Err = fmt.Sprintf("%s answers for cluster %x, not %x", endpoint, st.Header.ClusterId, clusterID)
 		return
 	}
 	mv.Leader = st.Leader

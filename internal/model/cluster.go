@@ -61,6 +61,10 @@ type Cluster struct {
 	ClusterID uint64
 	LeaderID  uint64 // 0 = no leader known
 	Members   []Member
+	// Foreign lists the members' endpoints that answered for another
+	// cluster ID than the member list's: the cluster cannot be trusted to
+	// be the one the spec means.
+	Foreign []string
 	// Alarms are the cluster's active alarms (AlarmList), each naming a
 	// member, which may no longer be in the cluster.
 	Alarms []Alarm

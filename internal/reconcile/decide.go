@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/etcdkeeper/etcdkeeper/internal/model"
@@ -256,6 +257,11 @@ func converge(in Input) Action {
 	self := fmt.Sprintf("no action: %s is a healthy voter (member %x, leader %x)", in.Self.Name, in.Local.Answer.MemberID, in.Local.Answer.Leader)
 	if in.Cluster == nil {
 		return Action{Kind: DoNothing, Reason: self, Key: "healthy-voter", ReleaseLock: true}
+	}
+	if len(in.Cluster.Foreign) > 0 {
+		act := wait("foreign", "the cluster's endpoints disagree on its ID (%s): no membership change", strings.Join(in.Cluster.Foreign, "; "))
+		act.ReleaseLock = true
+		return act
 	}
 	if gone := alarmsOfGone(*in.Cluster); len(gone) > 0 {
 		return disarm(gone, fmt.Sprintf("disarm %s alarm of member %x, which is no longer in the cluster", gone[0].Type, gone[0].MemberID))

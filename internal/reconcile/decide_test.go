@@ -83,6 +83,9 @@ func TestDecide(t *testing.T) {
 		{name: "CORRUPT alarm on this member, cluster not observed",
 			in:   Input{Local: model.Local{Running: true, Answer: &model.Answer{MemberID: 2, Leader: 1, Alarms: []model.Alarm{{MemberID: 2, Type: "CORRUPT"}}}}},
 			want: DoWait, reason: "cannot observe the cluster"},
+		{name: "an endpoint answers for another cluster: no change",
+			in:   Input{Local: model.Local{Running: true, Answer: voter, LockHeld: true}, Cluster: foreignCluster(), Agents: []model.AgentRecord{}},
+			want: DoWait, reason: "disagree on its ID", lock: true},
 		{name: "an alarm names a member that is gone: disarm it",
 			in:   Input{Local: model.Local{Running: true, Answer: voter}, Cluster: alarmOnGone(0x77)},
 			want: DoDisarm, reason: "disarm CORRUPT alarm of member 77, which is no longer in the cluster", lock: true},
@@ -227,5 +230,13 @@ func movedURL() *model.Cluster {
 func withLearner() *model.Cluster {
 	c := healthyCluster("node1", "node2", "node3")
 	c.Members[2].IsLearner = true
+	return c
+}
+
+// foreignCluster has an extra member due for removal, and an endpoint
+// that answers for another cluster.
+func foreignCluster() *model.Cluster {
+	c := healthyCluster("node1", "node2", "node3", "node4")
+	c.Foreign = []string{"http://127.0.0.4:2379 answers for cluster beef, not c1"}
 	return c
 }

@@ -83,6 +83,9 @@ func DecideStart(in StartInput) StartDecision {
 	if in.Data.Kind == model.DataUnreadable {
 		return startWait("data dir cannot be read, fix it by hand (permissions, disk); nothing is moved: %s", in.Data.Reason)
 	}
+	if why := otherCluster(in); why != "" {
+		return startWait("%s", why)
+	}
 	if !in.InSpec {
 		return decideNotInSpec(in)
 	}
@@ -95,6 +98,29 @@ func DecideStart(in StartInput) StartDecision {
 	default:
 		return decideEmpty(in)
 	}
+}
+
+// otherCluster says why the live cluster cannot be taken for the one this
+// host belongs to, or "": its endpoints disagree on the cluster ID, or the
+// data dir or the marker belong to another cluster. Acting on the wrong
+// cluster (removing "our" entry, moving "stale" data aside) is how a
+// mistake on one host spreads: wait for a human instead.
+func otherCluster(in StartInput) string {
+	c := in.Cluster
+	if c == nil {
+		return ""
+	}
+	if len(c.Foreign) > 0 {
+		return fmt.Sprintf("the cluster's endpoints disagree on its ID (%s): nothing is removed or moved", strings.Join(c.Foreign, "; "))
+	}
+	const what = "the peers answer for cluster %x, but %s belongs to cluster %x: another cluster at the spec's URLs? Nothing is removed or moved; if the cluster was rebuilt on purpose, move %s aside by hand"
+	if id := in.Data.ClusterID; id != 0 && id != c.ClusterID {
+		return fmt.Sprintf(what, c.ClusterID, "the data dir", id, "the data dir")
+	}
+	if in.Marker != nil && in.Marker.ClusterID != 0 && in.Marker.ClusterID != c.ClusterID {
+		return fmt.Sprintf(what, c.ClusterID, "this host's marker", in.Marker.ClusterID, "the agent's state dir")
+	}
+	return ""
 }
 
 func decideNotInSpec(in StartInput) StartDecision {

@@ -44,7 +44,9 @@ func (s Step) Number() int {
 
 // Cluster is what a rejoin asks of the live cluster.
 type Cluster interface {
-	Remove(ctx context.Context, id uint64) error
+	// Remove removes member id from cluster clusterID (gone already is
+	// success, when that cluster confirms it).
+	Remove(ctx context.Context, clusterID, id uint64) error
 	// AddLearner adds a learner and returns it with the member list that
 	// includes it.
 	AddLearner(ctx context.Context, peerURLs []string) (model.Member, []model.Member, error)
@@ -86,12 +88,14 @@ var errLockLost = errors.New("the cluster lock's lease expired: not changing the
 // Plan is what the start decision asked of the rejoin, with the cluster
 // it observed.
 type Plan struct {
-	Reason   string
-	Repair   bool   // replaces unusable data: counts against the rate limit
-	MoveData bool   // a non-empty data dir must be moved aside first
-	StaleID  uint64 // this host's entry to remove before adding it again
-	ReuseID  uint64 // an unstarted entry with our peer URLs to take over
-	PeerURLs []string
+	// ClusterID is the cluster the rejoin was decided on.
+	ClusterID uint64
+	Reason    string
+	Repair    bool   // replaces unusable data: counts against the rate limit
+	MoveData  bool   // a non-empty data dir must be moved aside first
+	StaleID   uint64 // this host's entry to remove before adding it again
+	ReuseID   uint64 // an unstarted entry with our peer URLs to take over
+	PeerURLs  []string
 	// Members is the cluster's member list as observed; Leader the member
 	// a safety snapshot is taken from.
 	Members []model.Member
@@ -246,7 +250,7 @@ func (r *Rejoin) remove(ctx context.Context, j *Journal, p Plan) error {
 		return errLockLost
 	}
 	r.crash(StepRemove)
-	if err := r.Cluster.Remove(ctx, p.StaleID); err != nil {
+	if err := r.Cluster.Remove(ctx, p.ClusterID, p.StaleID); err != nil {
 		return err
 	}
 	r.changed("remove")

@@ -34,7 +34,7 @@ func (f *fakeWorld) call(name string) error {
 	return nil
 }
 
-func (f *fakeWorld) Remove(context.Context, uint64) error { return f.call("remove") }
+func (f *fakeWorld) Remove(context.Context, uint64, uint64) error { return f.call("remove") }
 func (f *fakeWorld) AddLearner(context.Context, []string) (model.Member, []model.Member, error) {
 	if err := f.call("add"); err != nil {
 		return model.Member{}, nil, err
