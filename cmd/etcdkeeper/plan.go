@@ -37,7 +37,7 @@ Exit status: 0 when nothing is to be done, 2 when changes are pending, 1 on erro
 				return fmt.Errorf("cannot observe the cluster through the spec's client URLs: %w", err)
 			}
 			obs := view
-			model.Pending{}.Stamp(&obs)
+			model.Pending{}.Stamp(&obs, nil)
 			step := reconcile.Plan(s.Members, obs, reconcile.Options{LearnerTimeout: s.Agent.LearnerTimeout.Duration})
 			diff := reconcile.Diff(s.Members, obs)
 			out := c.OutOrStdout()

@@ -78,6 +78,8 @@ type Agent struct {
 	// silentSince is when the running etcd stopped answering (zero while
 	// it answers).
 	silentSince time.Time
+	// silentBytes is the data dir's size when silentSince was set.
+	silentBytes int64
 	// settling: etcd was just started and is not a healthy voter yet;
 	// the loop looks again quickly instead of waiting a whole interval.
 	settling    bool

@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"time"
 
@@ -52,7 +54,14 @@ func (a *Agent) inspectChild(ctx context.Context, dir string) (repair.Report, er
 	var out, errb bytes.Buffer
 	cmd := exec.CommandContext(ctx, a.cfg.Self, "inspect", "--data-dir", dir, "-o", "json")
 	cmd.Stdout, cmd.Stderr = &out, &errb
-	runErr := cmd.Run()
+	runErr := cmd.Start()
+	if runErr == nil {
+		// A full check of a multi-GB db takes minutes: keep the watchdog
+		// fed while the check uses CPU, and only then.
+		stop := a.notify.While(func() int64 { return cpuTicks(cmd.Process.Pid) })
+		runErr = cmd.Wait()
+		stop()
+	}
 	var r repair.Report
 	if jerr := json.Unmarshal(bytes.TrimSpace(out.Bytes()), &r); jerr == nil && out.Len() > 0 {
 		return r, nil
@@ -79,4 +88,23 @@ func lastLine(lines []string) string {
 		return ""
 	}
 	return lines[len(lines)-1]
+}
+
+// cpuTicks is the CPU time (user + system, in clock ticks) process pid has
+// used so far; 0 when it cannot be read. A check that uses CPU makes
+// progress.
+func cpuTicks(pid int) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// The command name (field 2) may hold spaces: count from its end.
+	s := string(b)
+	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(fields) < 13 {
+		return 0
+	}
+	utime, _ := strconv.ParseInt(fields[11], 10, 64)
+	stime, _ := strconv.ParseInt(fields[12], 10, 64)
+	return utime + stime
 }

@@ -3,6 +3,8 @@ package agent
 import (
 	"context"
 	"fmt"
+	"io/fs"
+	"path/filepath"
 	"time"
 
 	"go.uber.org/zap"
@@ -92,8 +94,11 @@ func (a *Agent) observeRunning(ctx context.Context, in *reconcile.Input) {
 	if err != nil {
 		a.updateStatus(func(s *Status) { s.Healthy = false })
 		a.metrics.MemberHealthy.Set(0)
-		if a.silentSince.IsZero() || a.silentSince.Before(a.etcd.Process().Started()) {
-			a.silentSince = time.Now()
+		// Silent is not stuck while data arrives: a new member receiving a
+		// large snapshot answers nothing for minutes.
+		bytes := dataBytes(self.DataDir)
+		if a.silentSince.IsZero() || a.silentSince.Before(a.etcd.Process().Started()) || bytes != a.silentBytes {
+			a.silentSince, a.silentBytes = time.Now(), bytes
 		}
 		l.SilentFor = time.Since(a.silentSince)
 		if l.SilentFor >= reconcile.ReadyDeadline {
@@ -102,7 +107,7 @@ func (a *Agent) observeRunning(ctx context.Context, in *reconcile.Input) {
 		return
 	}
 	a.silentSince = time.Time{}
-	l.Answer = &model.Answer{MemberID: st.Header.MemberId, ClusterID: st.Header.ClusterId, Leader: st.Leader, IsLearner: st.IsLearner}
+	l.Answer = &model.Answer{MemberID: st.Header.MemberId, ClusterID: st.Header.ClusterId, Leader: st.Leader, IsLearner: st.IsLearner, Applied: st.RaftAppliedIndex}
 	if len(st.Errors) > 0 {
 		// The status lists the active alarms as text; AlarmList says,
 		// typed, which member each names.
@@ -116,12 +121,17 @@ func (a *Agent) observeRunning(ctx context.Context, in *reconcile.Input) {
 		return
 	}
 	in.Cluster = a.observeCluster(ctx)
-	if in.Cluster != nil && len(reconcile.Diff(in.Desired, *in.Cluster)) > 0 {
-		// Only a change to the membership consults the other agents' specs.
+	if in.Cluster == nil {
+		return
+	}
+	if len(reconcile.Diff(in.Desired, *in.Cluster)) > 0 {
+		// Only a change to the membership consults the other agents' specs
+		// and their members' progress.
 		if recs, err := a.client.Agents(ctx, s.Cluster.Name); err == nil {
 			in.Agents = recs
 		}
 	}
+	a.pending.Stamp(in.Cluster, progressOf(in.Agents))
 }
 
 // observeStopped gathers what the start decision needs: the data dir, the
@@ -143,6 +153,7 @@ func (a *Agent) observeStopped(ctx context.Context, in *reconcile.Input, journal
 	}
 	l.Marker = marker
 	l.RepairBlocked = a.repairBlocked(journalErr)
+	l.AddBlocked = a.addBlocked()
 	if !cluster.AnyListening(ctx, a.peerURLs()) {
 		// Nobody listens on any peer's client or peer port: no cluster to
 		// observe, and no call needs to wait out its deadline.
@@ -166,10 +177,21 @@ func (a *Agent) observeCluster(ctx context.Context) *model.Cluster {
 	if err != nil {
 		return nil
 	}
-	a.pending.Stamp(&v)
 	a.down.Stamp(&v)
 	a.noteView(v)
 	return &v
+}
+
+// progressOf is what each agent reports of its member catching up, by
+// member ID.
+func progressOf(recs []model.AgentRecord) map[uint64]string {
+	out := map[uint64]string{}
+	for _, r := range recs {
+		if r.MemberID != 0 {
+			out[r.MemberID] = r.Progress
+		}
+	}
+	return out
 }
 
 // reapExit classifies how etcd ended, once, and schedules the next start.
@@ -225,8 +247,41 @@ func (a *Agent) repairBlocked(journalErr error) string {
 	return ""
 }
 
+// addBlocked says why this host may not be added again now, or "": every
+// add of the last hour counts toward repair.maxPerHour, whatever the
+// journal's state.
+func (a *Agent) addBlocked() string {
+	s, _ := a.Spec()
+	j, err := a.loadJournal()
+	if err != nil {
+		return err.Error()
+	}
+	if repair.RateLimited(j.Attempts, time.Now(), s.Repair.MaxPerHour) {
+		return fmt.Sprintf("rate limit: %d adds in the last hour (repair.maxPerHour)", s.Repair.MaxPerHour)
+	}
+	return ""
+}
+
 func (a *Agent) inSpecNow() bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.inSpec
+}
+
+// dataBytes is how many bytes the member's data dir holds: while a
+// snapshot arrives, it grows.
+func dataBytes(dir string) int64 { return dirBytes(filepath.Join(dir, "member")) }
+
+// dirBytes is the size of the files under dir.
+func dirBytes(dir string) int64 {
+	var n int64
+	_ = filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			if info, err := d.Info(); err == nil {
+				n += info.Size()
+			}
+		}
+		return nil
+	})
+	return n
 }

@@ -17,6 +17,11 @@ import (
 // etcd is settled.
 func (a *Agent) record(ctx context.Context, ans *model.Answer) error {
 	if ans == nil {
+		if a.etcd.Running() {
+			// A starting member has no answer yet, but its record tells the
+			// others how far its data has come.
+			a.publish(ctx)
+		}
 		return nil
 	}
 	if err := a.recordMarker(ans.ClusterID, ans.MemberID); err != nil {
@@ -63,7 +68,7 @@ func (a *Agent) publish(ctx context.Context) {
 	}
 	st := a.Status()
 	rec := model.AgentRecord{Name: self.Name, Generation: s.Generation, Members: s.Names(), Phase: string(st.Phase),
-		Decision: st.Decision, Addr: self.AgentAddr}
+		Decision: st.Decision, Addr: self.AgentAddr, MemberID: a.memberID(), Progress: a.progress(st)}
 	if err := a.presence.Publish(ctx, s.Cluster.Name, rec); err != nil {
 		a.lg.Debug("publish agent record", zap.Error(err))
 	}
@@ -120,4 +125,25 @@ func (a *Agent) ensureClient() error {
 	}
 	a.client = c
 	return nil
+}
+
+// memberID is this host's member: the one its etcd answers as, or the one
+// an open rejoin added.
+func (a *Agent) memberID() uint64 {
+	st := a.Status()
+	var id uint64
+	if _, err := fmt.Sscanf(st.MemberID, "%x", &id); err == nil && id != 0 && a.etcd.Running() {
+		return id
+	}
+	if j, err := a.loadJournal(); err == nil && j.Open() {
+		return j.NewMemberID
+	}
+	return 0
+}
+
+// progress is the evidence that the local member catches up: its data
+// dir's size (a snapshot arriving) and its applied raft index.
+func (a *Agent) progress(st Status) string {
+	_, self := a.Spec()
+	return fmt.Sprintf("data %d bytes, applied %d", dataBytes(self.DataDir), st.Applied)
 }

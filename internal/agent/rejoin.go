@@ -8,6 +8,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/etcdkeeper/etcdkeeper/internal/cluster"
 	"github.com/etcdkeeper/etcdkeeper/internal/etcdproc"
 	"github.com/etcdkeeper/etcdkeeper/internal/model"
 	"github.com/etcdkeeper/etcdkeeper/internal/reconcile"
@@ -44,7 +45,7 @@ func (a *Agent) rejoin(ctx context.Context, act reconcile.Action, in reconcile.I
 func (a *Agent) rejoiner() *repair.Rejoin {
 	s, self := a.Spec()
 	return &repair.Rejoin{
-		Cluster: a.client, Host: agentHost{a}, Journals: agentHost{a}, Lock: agentHost{a}, Log: a.lg,
+		Cluster: watchedCluster{a.client, a}, Host: agentHost{a}, Journals: agentHost{a}, Lock: agentHost{a}, Log: a.lg,
 		SnapshotDir: filepath.Join(self.StateDir, "snapshots"), Snapshot: s.Repair.Snapshot == nil || *s.Repair.Snapshot,
 		BackupDir: self.BackupDir,
 		Changed:   func(kind string) { a.metrics.MembershipChanges.WithLabelValues(kind).Inc() },
@@ -106,4 +107,16 @@ func (a *Agent) warnBackups(keep int) {
 		a.lg.Warn("more moved-aside data dirs than repair.keepBackups; etcdkeeper never deletes them: remove old ones by hand once the cluster is healthy",
 			zap.Int("count", len(list)), zap.Int("keepBackups", keep), zap.String("dir", self.BackupDir))
 	}
+}
+
+// watchedCluster keeps the watchdog fed while a safety snapshot arrives.
+type watchedCluster struct {
+	*cluster.Client
+	a *Agent
+}
+
+func (w watchedCluster) SaveSnapshot(ctx context.Context, endpoint, path string) (int64, error) {
+	stop := w.a.notify.While(func() int64 { return dirBytes(filepath.Dir(path)) })
+	defer stop()
+	return w.Client.SaveSnapshot(ctx, endpoint, path)
 }

@@ -22,6 +22,7 @@ type Status struct {
 	Leader         string          `json:"leader,omitempty"`
 	Role           string          `json:"role,omitempty"`
 	IsLearner      bool            `json:"isLearner"`
+	Applied        uint64          `json:"applied,omitempty"`
 	Healthy        bool            `json:"healthy"`
 	EtcdPID        int             `json:"etcdPID,omitempty"`
 	Restarts       int             `json:"restarts"`
@@ -79,6 +80,7 @@ func (a *Agent) noteAnswer(ans model.Answer) {
 		s.MemberID, s.ClusterID = fmt.Sprintf("%x", ans.MemberID), fmt.Sprintf("%x", ans.ClusterID)
 		s.Leader = fmt.Sprintf("%x", ans.Leader)
 		s.IsLearner = ans.IsLearner
+		s.Applied = ans.Applied
 		s.Healthy = healthy
 		s.Role = role
 	})

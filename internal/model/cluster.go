@@ -133,23 +133,34 @@ func LeaderOf(ms []Member) uint64 {
 }
 
 // Pending remembers since when each learner or unstarted member has been
-// pending: the learner timeout counts from the first time the agent saw
-// it so.
-type Pending map[uint64]time.Time
+// pending without progress: the learner timeout counts from the first
+// time the agent saw it so, and starts over whenever it makes progress —
+// its applied index rises, or its agent reports data arriving (a large
+// snapshot takes minutes, and a learner receiving one is not stuck).
+type Pending map[uint64]PendingMark
 
-// Stamp sets PendingSince on c's learners and unstarted members (first
-// seen at c.Now) and forgets members that are no longer pending.
-func (p Pending) Stamp(c *Cluster) {
+// PendingMark is when a pending member was last seen making progress, and
+// the evidence it showed then.
+type PendingMark struct {
+	Since    time.Time
+	Progress string
+}
+
+// Stamp sets PendingSince on c's learners and unstarted members and
+// forgets members that are no longer pending. progress is what each
+// member's agent reports (by member ID; may be nil).
+func (p Pending) Stamp(c *Cluster, progress map[uint64]string) {
 	seen := map[uint64]bool{}
 	for i := range c.Members {
 		m := &c.Members[i]
 		if !m.IsLearner && !m.Unstarted() {
 			continue
 		}
-		if _, ok := p[m.ID]; !ok {
-			p[m.ID] = c.Now
+		evidence := fmt.Sprintf("applied %d; %s", m.RaftIndex, progress[m.ID])
+		if mark, ok := p[m.ID]; !ok || mark.Progress != evidence {
+			p[m.ID] = PendingMark{Since: c.Now, Progress: evidence}
 		}
-		m.PendingSince = p[m.ID]
+		m.PendingSince = p[m.ID].Since
 		seen[m.ID] = true
 	}
 	for id := range p {

@@ -73,14 +73,14 @@ func TestPendingStamp(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	p := Pending{}
 	c := Cluster{Now: t0, Members: []Member{{ID: 1, Name: "a"}, {ID: 2, Name: "b", IsLearner: true}, {ID: 3}}}
-	p.Stamp(&c)
+	p.Stamp(&c, nil)
 	if !c.Members[0].PendingSince.IsZero() || !c.Members[1].PendingSince.Equal(t0) || !c.Members[2].PendingSince.Equal(t0) {
 		t.Fatalf("first stamp: %+v", c.Members)
 	}
-	// Later, the learner is still pending (since t0), the unstarted one is
-	// gone and forgotten.
+	// Later, the learner is still pending without progress (since t0), the
+	// unstarted one is gone and forgotten.
 	c2 := Cluster{Now: t0.Add(time.Minute), Members: []Member{{ID: 1, Name: "a"}, {ID: 2, Name: "b", IsLearner: true}}}
-	p.Stamp(&c2)
+	p.Stamp(&c2, nil)
 	if !c2.Members[1].PendingSince.Equal(t0) {
 		t.Errorf("learner pending since %v, want %v", c2.Members[1].PendingSince, t0)
 	}
@@ -89,13 +89,32 @@ func TestPendingStamp(t *testing.T) {
 	}
 }
 
-func TestDataKindNames(t *testing.T) {
-	for k, want := range map[DataKind]string{
-		DataEmpty: "empty", DataHealthy: "healthy", DataCorrupt: "corrupt",
-		DataLocked: "locked", DataUnreadable: "unreadable", 9: "DataKind(9)",
-	} {
-		if got := k.String(); got != want {
-			t.Errorf("%d.String() = %q, want %q", int(k), got, want)
+// TestPendingProgress: a learner whose applied index rises, or whose agent
+// reports data arriving, is pending only since its last progress.
+func TestPendingProgress(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	p := Pending{}
+	learner := func(at time.Duration, applied uint64) Cluster {
+		return Cluster{Now: t0.Add(at), Members: []Member{{ID: 2, Name: "b", IsLearner: true, RaftIndex: applied}}}
+	}
+	steps := []struct {
+		at       time.Duration
+		applied  uint64
+		progress string
+		since    time.Duration
+	}{
+		{0, 0, "", 0},
+		{time.Minute, 0, "snap 10MB", time.Minute},           // data arriving
+		{2 * time.Minute, 0, "snap 20MB", 2 * time.Minute},   // more of it
+		{3 * time.Minute, 0, "snap 20MB", 2 * time.Minute},   // stalled
+		{4 * time.Minute, 500, "snap 20MB", 4 * time.Minute}, // applying
+		{5 * time.Minute, 500, "snap 20MB", 4 * time.Minute}, // stalled again
+	}
+	for _, s := range steps {
+		c := learner(s.at, s.applied)
+		p.Stamp(&c, map[uint64]string{2: s.progress})
+		if got := c.Members[0].PendingSince.Sub(t0); got != s.since {
+			t.Errorf("at %s: pending since +%s, want +%s", s.at, got, s.since)
 		}
 	}
 }

@@ -45,6 +45,11 @@ type AgentRecord struct {
 	Phase      string   `json:"phase"`
 	Decision   string   `json:"decision"`
 	Addr       string   `json:"addr,omitempty"`
+	// MemberID is the agent's member (0 before it has one), and Progress
+	// what it shows of its member catching up (data bytes arriving,
+	// applied index): a learner that makes progress is not stale.
+	MemberID uint64 `json:"memberID,omitempty"`
+	Progress string `json:"progress,omitempty"`
 }
 
 // Phase is what the agent is doing with its member, for STATUS, /status
@@ -82,6 +87,9 @@ type Local struct {
 	// RepairBlocked is non-empty when moving data is not allowed now
 	// (repair disabled, rate limited, unreadable journal): the reason.
 	RepairBlocked string
+	// AddBlocked is non-empty when this host may not be added to the
+	// cluster again now (the rate limit counts every add): the reason.
+	AddBlocked string
 	// LockHeld: this agent holds the cluster lock, and its lease is alive.
 	LockHeld bool
 	// LockReturned is how long ago this agent gave the lock back as a
@@ -97,6 +105,7 @@ type Answer struct {
 	ClusterID uint64
 	Leader    uint64
 	IsLearner bool
+	Applied   uint64 // raft applied index
 	Alarms    []Alarm
 }
 

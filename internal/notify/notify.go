@@ -5,6 +5,7 @@
 package notify
 
 import (
+	"fmt"
 	"strings"
 	"time"
 
@@ -91,4 +92,64 @@ func (n *Notifier) MaxWait(d time.Duration) time.Duration {
 		return n.watchdog / 2
 	}
 	return d
+}
+
+// startupExtension is how much more time each EXTEND_TIMEOUT_USEC asks
+// for while a long step runs before READY=1.
+const startupExtension = 30 * time.Second
+
+// While keeps systemd patient during one long step of the loop (a full
+// check of a multi-GB db, a large snapshot download): every quarter of the
+// watchdog interval it pings WATCHDOG=1 — and before READY=1 it extends
+// the start timeout (EXTEND_TIMEOUT_USEC) — but only while progress()
+// keeps changing. A step that stops making progress for a whole watchdog
+// interval gets no more pings, and systemd restarts the agent: the
+// watchdog stays honest about a stuck loop. The returned stop ends it;
+// call it from the loop when the step is over.
+func (n *Notifier) While(progress func() int64) (stop func()) {
+	if n.watchdog == 0 && n.ready {
+		return func() {}
+	}
+	every, patience := startupExtension/4, startupExtension
+	if n.watchdog > 0 {
+		every, patience = n.watchdog/4, n.watchdog
+	}
+	ready := n.ready
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		last, lastChange := progress(), time.Now()
+		stuck := false
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+			if p := progress(); p != last {
+				last, lastChange = p, time.Now()
+			}
+			if time.Since(lastChange) > patience {
+				if !stuck {
+					stuck = true
+					n.lg.Warn("a long step made no progress: no more watchdog pings", zap.Duration("for", time.Since(lastChange).Round(time.Second)))
+				}
+				continue
+			}
+			if !ready {
+				n.send(fmt.Sprintf("EXTEND_TIMEOUT_USEC=%d", startupExtension.Microseconds()))
+			}
+			if n.watchdog > 0 {
+				n.send(daemon.SdNotifyWatchdog)
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-finished
+		n.lastPing = time.Time{} // the loop pings again at once
+	}
 }

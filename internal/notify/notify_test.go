@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -143,5 +145,45 @@ func TestNoSocket(t *testing.T) {
 	n.Stopping()
 	if got := n.MaxWait(time.Minute); got != time.Minute {
 		t.Errorf("MaxWait(1m) = %v without a watchdog, want 1m", got)
+	}
+}
+
+// TestWhilePingsOnlyOnProgress: during a long step, WATCHDOG=1 keeps
+// coming while the step makes progress, and stops once it makes none for
+// a whole watchdog interval; before READY=1 each ping also extends the
+// start timeout.
+func TestWhilePingsOnlyOnProgress(t *testing.T) {
+	conn := listen(t)
+	t.Setenv("WATCHDOG_USEC", strconv.Itoa(int((400 * time.Millisecond).Microseconds())))
+	n := New(zap.NewNop())
+	var progress atomic.Int64
+	stop := n.While(progress.Load)
+	moving := time.Now().Add(time.Second)
+	go func() {
+		for time.Now().Before(moving) {
+			progress.Add(1)
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+	var pings, extends int
+	var lastPing time.Time
+	for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); {
+		switch d := next(t, conn, 200*time.Millisecond); {
+		case d == "WATCHDOG=1":
+			pings++
+			lastPing = time.Now()
+		case strings.HasPrefix(d, "EXTEND_TIMEOUT_USEC="):
+			extends++
+		case d != "":
+			t.Fatalf("unexpected datagram %q", d)
+		}
+	}
+	stop()
+	if pings < 6 || extends < 6 {
+		t.Errorf("%d pings and %d extensions during a second of progress, want one every 100ms", pings, extends)
+	}
+	// Progress stopped at `moving`; pings may go on for one interval.
+	if lastPing.After(moving.Add(600 * time.Millisecond)) {
+		t.Errorf("last ping %s after progress stopped: the watchdog would never catch a stuck step", lastPing.Sub(moving))
 	}
 }

@@ -127,7 +127,7 @@ func removeStalePending(v *planView, opt Options) (Step, bool) {
 		return a.PendingSince.Compare(b.PendingSince)
 	})
 	return v.firstRemovable(stale, func(m planMember) string {
-		return fmt.Sprintf("%s for %s, past the learner timeout %s",
+		return fmt.Sprintf("%s without progress for %s, past the learner timeout %s",
 			m.pendingKind(), v.pendingFor(m), opt.LearnerTimeout)
 	})
 }

@@ -171,12 +171,12 @@ func TestPlan(t *testing.T) {
 		{
 			name: "learner past the timeout is removed", desired: specNodes(4),
 			obs:  observed(1, nodes(4, map[int][]memberMod{4: {learner(20 * time.Minute)}})...),
-			kind: StepRemove, id: 4, reason: "remove node4: learner for 20m0s, past the learner timeout 10m0s",
+			kind: StepRemove, id: 4, reason: "remove node4: learner without progress for 20m0s, past the learner timeout 10m0s",
 		},
 		{
 			name: "stale learner is removed even with voters down (no quorum change)", desired: specNodes(4),
 			obs:  observed(1, nodes(4, map[int][]memberMod{2: {down}, 3: {down}, 4: {learner(time.Hour)}})...),
-			kind: StepRemove, id: 4, reason: "learner for 1h0m0s",
+			kind: StepRemove, id: 4, reason: "learner without progress for 1h0m0s",
 		},
 		{
 			name: "zero learner timeout never times out", desired: specNodes(4),
@@ -201,18 +201,18 @@ func TestPlan(t *testing.T) {
 		{
 			name: "unstarted voter past the timeout is removed when quorum holds", desired: specNodes(4),
 			obs:  observed(1, nodes(4, map[int][]memberMod{4: {unstarted(time.Hour)}})...),
-			kind: StepRemove, id: 4, reason: "remove node4: unstarted for 1h0m0s, past the learner timeout 10m0s",
+			kind: StepRemove, id: 4, reason: "remove node4: unstarted without progress for 1h0m0s, past the learner timeout 10m0s",
 		},
 		{
 			name: "unstarted voter past the timeout waits when removal breaks quorum", desired: specNodes(4),
 			obs:  observed(1, nodes(4, map[int][]memberMod{2: {down}, 3: {down}, 4: {unstarted(time.Hour)}})...),
-			kind: StepWait, reason: "node4 is due for removal (unstarted for 1h0m0s, past the learner timeout 10m0s), " +
+			kind: StepWait, reason: "node4 is due for removal (unstarted without progress for 1h0m0s, past the learner timeout 10m0s), " +
 				"but removing it would leave 1 of 3 voters healthy, below quorum 2 (unhealthy: node2, node3)",
 		},
 		{
 			name: "unstarted learner past the timeout is removed without quorum check", desired: specNodes(4),
 			obs:  observed(1, nodes(4, map[int][]memberMod{2: {down}, 3: {down}, 4: {unstarted(time.Hour), learner(time.Hour)}})...),
-			kind: StepRemove, id: 4, reason: "remove node4: unstarted for 1h0m0s",
+			kind: StepRemove, id: 4, reason: "remove node4: unstarted without progress for 1h0m0s",
 		},
 		{
 			name: "stale learners go before dead extras (they hold the learner slot)", desired: specNodes(4),
@@ -232,7 +232,7 @@ func TestPlan(t *testing.T) {
 			obs: observed(1, nodes(5, map[int][]memberMod{
 				4: {learner(time.Hour)}, 5: {learner(2 * time.Hour)},
 			})...),
-			kind: StepRemove, id: 5, reason: "learner for 2h0m0s",
+			kind: StepRemove, id: 5, reason: "learner without progress for 2h0m0s",
 		},
 		{
 			name: "unstarted member whose name-twin runs is extra", desired: specNodes(3),
@@ -257,7 +257,7 @@ func TestPlan(t *testing.T) {
 			name: "duplicate name: a learner past the timeout still goes", desired: specNodes(3),
 			obs: observed(1, with(nodes(3, map[int][]memberMod{3: {down}}),
 				mem(0x21, "node3", learner(time.Hour), peers("https://10.0.0.3:2380")))...),
-			kind: StepRemove, id: 0x21, reason: "remove node3: learner for 1h0m0s",
+			kind: StepRemove, id: 0x21, reason: "remove node3: learner without progress for 1h0m0s",
 		},
 
 		// Extra members.
@@ -418,7 +418,7 @@ func TestPlan(t *testing.T) {
 		{
 			name: "learner with old peer URL past the timeout is removed", desired: specNodes(3),
 			obs:  observed(1, nodes(3, map[int][]memberMod{3: {learner(time.Hour), peers("https://10.0.0.3:2380")}})...),
-			kind: StepRemove, id: 3, reason: "learner for 1h0m0s",
+			kind: StepRemove, id: 3, reason: "learner without progress for 1h0m0s",
 		},
 		{
 			name: "unstarted voter sharing one peer URL is matched and updated",

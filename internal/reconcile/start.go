@@ -37,6 +37,10 @@ type StartInput struct {
 	// RepairBlocked is non-empty when moving data is not allowed now
 	// (repair disabled, rate limited): the reason.
 	RepairBlocked string
+	// AddBlocked is non-empty when this host may not be added to the
+	// cluster again now (every add of the last hour counts toward
+	// repair.maxPerHour): the reason.
+	AddBlocked string
 }
 
 // StartAction is what to do about a local member that is not running.
@@ -187,6 +191,9 @@ func rejoin(in StartInput, moveData bool, why string) StartDecision {
 	d := StartDecision{Action: ActRejoin, MoveData: moveData, Repair: moveData, Reason: why}
 	stale, reuse := selfEntries(in)
 	d.ReuseID = reuse
+	if reuse == 0 && in.AddBlocked != "" {
+		return startWait("%s; not adding this host again: %s", why, in.AddBlocked)
+	}
 	if stale == nil {
 		return d
 	}

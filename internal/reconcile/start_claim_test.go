@@ -62,3 +62,21 @@ func TestStartNeverRemovesAHealthyClaimant(t *testing.T) {
 		})
 	}
 }
+
+// TestStartAddRateLimited: once repair.maxPerHour adds were made in the
+// last hour, this host is not added again — also when its journal is open
+// (a learner removed as stale, re-added, removed again...) and when there
+// is no data to move. Taking over an unstarted entry adds nothing.
+func TestStartAddRateLimited(t *testing.T) {
+	c := live()
+	in := StartInput{Self: self, InSpec: true, SpecSize: 3, Data: model.Data{Kind: model.DataEmpty}, Cluster: c,
+		AddBlocked: "rate limit: 3 adds in the last hour (repair.maxPerHour)"}
+	if d := DecideStart(in); d.Action != ActWait || !strings.Contains(d.Reason, "not adding this host again: rate limit") {
+		t.Errorf("DecideStart = %s %q, want a wait for the rate limit", d.Action, d.Reason)
+	}
+	c2 := live(model.Member{ID: 9, PeerURLs: self.PeerURLs, IsLearner: true})
+	in.Cluster = c2
+	if d := DecideStart(in); d.Action != ActRejoin || d.ReuseID != 9 {
+		t.Errorf("DecideStart = %s reuse=%x %q, want a rejoin taking over entry 9", d.Action, d.ReuseID, d.Reason)
+	}
+}

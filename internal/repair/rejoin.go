@@ -188,7 +188,6 @@ func (r *Rejoin) open(p Plan) (Journal, error) {
 		StartedAt: now, UpdatedAt: now, Attempts: j.Attempts, Class: "join"}
 	if p.Repair {
 		j.Class = "repair"
-		j.Attempts = append(j.Attempts, now)
 	}
 	r.Log.Warn("rejoin started", zap.String("id", j.ID), zap.String("kind", j.Class), zap.String("reason", p.Reason))
 	if err := r.Journals.Save(j); err != nil {
@@ -294,6 +293,10 @@ func (r *Rejoin) addAndStart(ctx context.Context, j *Journal, p Plan) error {
 		}
 		id, members = m.ID, all
 		r.changed("add-learner")
+		// Every add counts toward repair.maxPerHour, whatever started the
+		// rejoin: a learner removed as stale and added again, over and
+		// over, is a loop too.
+		j.Attempts = append(j.Attempts, r.now())
 	}
 	j.NewMemberID = id
 	if err := r.advance(j, StepAdd, zap.String("member-id", fmt.Sprintf("%x", id)), zap.Bool("reused", p.ReuseID != 0)); err != nil {

@@ -222,3 +222,27 @@ func TestRejoinFinish(t *testing.T) {
 		t.Errorf("a closed journal was closed again")
 	}
 }
+
+// TestRejoinCountsEveryAdd: each add counts toward the rate limit, also a
+// join's and a resumed rejoin's; a rejoin that takes over its unstarted
+// entry adds nothing and counts nothing.
+func TestRejoinCountsEveryAdd(t *testing.T) {
+	f := &fakeWorld{}
+	join := Plan{Reason: "joining", Members: repairPlan.Members, PeerURLs: repairPlan.PeerURLs}
+	for i := 1; i <= 3; i++ {
+		j, err := newRejoin(f).Run(context.Background(), join)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(j.Attempts) != i {
+			t.Fatalf("after join %d: %d attempts counted", i, len(j.Attempts))
+		}
+		// The learner was removed as stale before it was promoted: the
+		// journal stays open and the next pass adds it again.
+	}
+	reuse := join
+	reuse.ReuseID = 0x99
+	if j, _ := newRejoin(f).Run(context.Background(), reuse); len(j.Attempts) != 3 {
+		t.Errorf("taking over an unstarted entry counted an attempt: %d", len(j.Attempts))
+	}
+}

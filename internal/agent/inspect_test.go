@@ -1,0 +1,117 @@
+package agent
+
+import (
+	"context"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/etcdkeeper/etcdkeeper/internal/spec"
+)
+
+// TestCPUTicks: a busy process's CPU time rises; the watchdog is fed by
+// that during a long data-dir check.
+func TestCPUTicks(t *testing.T) {
+	cmd := exec.Command("/bin/sh", "-c", "while :; do :; done")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	first := cpuTicks(cmd.Process.Pid)
+	deadline := time.Now().Add(10 * time.Second)
+	for cpuTicks(cmd.Process.Pid) <= first {
+		if time.Now().After(deadline) {
+			t.Fatalf("CPU time of a busy loop stayed at %d", first)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if got := cpuTicks(os.Getpid() + 1_000_000); got != 0 {
+		t.Errorf("CPU time of a process that does not exist: %d", got)
+	}
+}
+
+// TestInspectFeedsWatchdogOnlyWhileBusy runs the data-dir check as a child
+// process, as the agent does, with a stand-in for "etcdkeeper inspect":
+// one that works (uses CPU) for longer than the watchdog interval, and
+// one that hangs. Pings go on while the check works and stop while it
+// hangs, so systemd restarts an agent whose check is stuck.
+func TestInspectFeedsWatchdogOnlyWhileBusy(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		script string
+		pinged bool
+	}{
+		{"busy", `end=$(($(date +%s) + 4)); while [ $(date +%s) -lt $end ]; do :; done; echo '{"Reason":"stand-in"}'`, true},
+		{"hung", `sleep 3; echo '{"Reason":"stand-in"}'`, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			self := filepath.Join(dir, "fake-etcdkeeper")
+			if err := os.WriteFile(self, []byte("#!/bin/sh\n"+tc.script+"\n"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			sock := filepath.Join(dir, "notify.sock")
+			conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: sock, Net: "unixgram"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			t.Setenv("NOTIFY_SOCKET", sock)
+			t.Setenv("WATCHDOG_USEC", "1000000")
+			a := newTestAgent(t, self)
+			a.notify.Ready()
+			pings := make(chan time.Time, 100)
+			go func() {
+				buf := make([]byte, 256)
+				for {
+					n, err := conn.Read(buf)
+					if err != nil {
+						return
+					}
+					if string(buf[:n]) == "WATCHDOG=1" {
+						pings <- time.Now()
+					}
+				}
+			}()
+			start := time.Now()
+			if _, err := a.inspectChild(context.Background(), dir); err != nil {
+				t.Fatal(err)
+			}
+			took := time.Since(start)
+			if took < 2*time.Second {
+				t.Fatalf("the check took %s, not longer than the watchdog interval: proves nothing", took)
+			}
+			late := 0 // pings more than a watchdog interval after the start
+			for len(pings) > 0 {
+				if (<-pings).Sub(start) > 1500*time.Millisecond {
+					late++
+				}
+			}
+			if tc.pinged && late == 0 {
+				t.Errorf("no watchdog ping while the check worked for %s", took)
+			}
+			if !tc.pinged && late > 0 {
+				t.Errorf("%d watchdog pings while the check hung: a stuck agent would never be restarted", late)
+			}
+		})
+	}
+}
+
+func newTestAgent(t *testing.T, self string) *Agent {
+	t.Helper()
+	s, err := spec.Parse([]byte(`cluster: {name: c}
+members:
+  - {name: a, peerURLs: [http://127.0.0.1:2380], clientURLs: [http://127.0.0.1:2379]}
+`), "spec.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := New(Config{Spec: s, Name: "a", Self: self})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
