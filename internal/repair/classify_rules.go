@@ -54,25 +54,13 @@ var rules = []rule{
 	// open WAL" caused by permissions, a full disk, a failing disk, a held
 	// lock or a lack of memory is not corruption, and must never make the
 	// agent move data (field-notes §3).
-	{
-		class: ClassMisconfig, reason: "etcd cannot access its files",
-		errs: []string{"permission denied", "operation not permitted", "read-only file system"},
-	},
+	accessRule,
 	{
 		class: ClassResource, reason: "the disk is full",
 		errs: []string{"no space left on device", "disk quota exceeded"},
 	},
 	unreadableRule,
-	{
-		// ENOMEM, EMFILE/ENFILE (Go's syscall error texts), bbolt's mmap
-		// errors (bbolt v1.5.0 db.go: "mmap allocate error", "mmap too
-		// large", "mmap size calculation error", "mmap failed"), and the Go
-		// runtime's own out-of-memory crash ("fatal error: out of memory",
-		// "fatal error: runtime: out of memory", "runtime: out of memory:
-		// cannot allocate N-byte block", runtime/mheap.go, malloc.go).
-		class: ClassResource, reason: "out of memory, address space or file descriptors",
-		errs: []string{"cannot allocate memory", "too many open files", "mmap", "out of memory"},
-	},
+	exhaustedRule,
 	lockedRule,
 	corruptWAL,
 	corruptDB,
@@ -92,6 +80,24 @@ var rules = []rule{
 		errs: []string{"database space exceeded", servererrors.ErrNoSpace.Error()},
 	},
 	transient,
+}
+
+// accessRule: permissions and read-only mounts.
+var accessRule = rule{
+	class: ClassMisconfig, reason: "etcd cannot access its files",
+	errs: []string{"permission denied", "operation not permitted", "read-only file system"},
+}
+
+// exhaustedRule: ENOMEM, EMFILE/ENFILE (Go's syscall error texts), bbolt's
+// mmap errors (bbolt v1.5.0 db.go: "mmap allocate error", "mmap too large",
+// "mmap size calculation error", "mmap failed"), and the Go runtime's own
+// out-of-memory crash ("fatal error: out of memory", "fatal error: runtime:
+// out of memory", "runtime: out of memory: cannot allocate N-byte block":
+// runtime/mheap.go, malloc.go), which bbolt's frames in the trace must not
+// turn into corruption.
+var exhaustedRule = rule{
+	class: ClassResource, reason: "out of memory, address space or file descriptors",
+	errs: []string{"cannot allocate memory", "too many open files", "mmap", "out of memory"},
 }
 
 // unreadableRule: the disk, the file system or its server failed a read or
