@@ -87,6 +87,17 @@ func TestDecideStart(t *testing.T) {
 			in: StartInput{Data: healthy, Cluster: live()}, want: ActIdle, move: true},
 		{name: "not in the spec, empty: idle",
 			in: StartInput{Data: model.Data{Kind: model.DataEmpty}, Cluster: live()}, want: ActIdle},
+		// Dropped from the spec with corrupt data: the same rule as a
+		// corrupt member the spec lists, nothing moves without a quorum.
+		{name: "not in the spec, corrupt, no cluster observed: quorum lost, nothing moves",
+			in: StartInput{Data: corrupt}, want: ActWait, reasonPart: "quorum lost: manual recovery needed: node2 is not in the spec and its data is corrupt"},
+		{name: "not in the spec, etcd found its data corrupt, no cluster observed: nothing moves, never started",
+			in: StartInput{Data: healthy, ExitCorrupt: true, ExitReason: "data inconsistency with peers"}, want: ActWait, reasonPart: "quorum lost: manual recovery needed: node2 is not in the spec and its data is corrupt (data inconsistency with peers)"},
+		{name: "not in the spec, corrupt, live cluster without it: idle, data moved aside",
+			in: StartInput{Data: corrupt, Cluster: live()}, want: ActIdle, move: true, reasonPart: "node2 is not in the spec and its data is corrupt (walpb: crc mismatch): idle, data moved aside"},
+		{name: "not in the spec, etcd found its data corrupt, live cluster still lists it: never started, idle",
+			in: StartInput{Data: healthy, ExitCorrupt: true, ExitReason: "data inconsistency with peers", Cluster: live(downSelf)}, want: ActIdle, move: true,
+			reasonPart: "node2 is not in the spec and its data is corrupt (data inconsistency with peers): idle"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
