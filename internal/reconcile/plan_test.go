@@ -90,6 +90,33 @@ func observed(leader uint64, ms ...model.Member) model.Cluster {
 
 func with(ms []model.Member, more ...model.Member) []model.Member { return append(ms, more...) }
 
+// reasonHas: the reason contains part, or, for a part ending in "$", ends
+// with it. The end matters where one rule's reason is a prefix of
+// another's ("remove old9: not in the spec" of a healthy extra, "..., unhealthy"
+// of a dead one).
+func reasonHas(reason, part string) bool {
+	if p, ok := strings.CutSuffix(part, "$"); ok {
+		return strings.HasSuffix(reason, p)
+	}
+	return strings.Contains(reason, part)
+}
+
+func TestReasonHas(t *testing.T) {
+	for _, tt := range []struct {
+		reason, part string
+		want         bool
+	}{
+		{"remove old9: not in the spec", "remove old9: not in the spec$", true},
+		{"remove old9: not in the spec, unhealthy", "remove old9: not in the spec$", false},
+		{"remove old9: not in the spec, unhealthy", "remove old9: not in the spec", true},
+		{"remove old9: not in the spec", "unhealthy", false},
+	} {
+		if got := reasonHas(tt.reason, tt.part); got != tt.want {
+			t.Errorf("reasonHas(%q, %q) = %v", tt.reason, tt.part, got)
+		}
+	}
+}
+
 func TestPlan(t *testing.T) {
 	opt := Options{LearnerTimeout: planTimeout}
 	tests := []struct {
@@ -101,7 +128,9 @@ func TestPlan(t *testing.T) {
 		id      uint64
 		to      uint64
 		urls    []string
-		reason  string
+		// reason is a part of the reason that only the intended rule
+		// gives ("...$": the end of it; see reasonHas).
+		reason string
 	}{
 		// Converged clusters.
 		{
@@ -269,28 +298,28 @@ func TestPlan(t *testing.T) {
 		{
 			name: "dead extra goes before a healthy extra", desired: specNodes(3),
 			obs:  observed(1, with(nodes(3, nil), mem(8, "aaa"), mem(9, "zzz", down))...),
-			kind: StepRemove, id: 9, reason: "remove zzz",
+			kind: StepRemove, id: 9, reason: "remove zzz: not in the spec, unhealthy",
 		},
 		{
 			name: "dead extra learner before dead extra voter", desired: specNodes(3),
 			obs: observed(1, with(nodes(3, nil), mem(8, "aaa", down),
 				mem(9, "zzz", down, learner(time.Minute)))...),
-			kind: StepRemove, id: 9, reason: "remove zzz",
+			kind: StepRemove, id: 9, reason: "remove zzz: not in the spec, unhealthy",
 		},
 		{
 			name: "healthy extra voter is removed", desired: specNodes(3),
 			obs:  observed(1, with(nodes(3, nil), mem(9, "old9"))...),
-			kind: StepRemove, id: 9, reason: "remove old9: not in the spec",
+			kind: StepRemove, id: 9, reason: "remove old9: not in the spec$",
 		},
 		{
 			name: "healthy extra learner is removed", desired: specNodes(3),
 			obs:  observed(1, with(nodes(3, nil), mem(9, "old9", learner(time.Minute)))...),
-			kind: StepRemove, id: 9, reason: "remove old9: not in the spec",
+			kind: StepRemove, id: 9, reason: "remove old9: not in the spec$",
 		},
 		{
 			name: "two healthy extras go by name", desired: specNodes(3),
 			obs:  observed(1, with(nodes(3, nil), mem(10, "old-b"), mem(11, "old-a"))...),
-			kind: StepRemove, id: 11, reason: "remove old-a",
+			kind: StepRemove, id: 11, reason: "remove old-a: not in the spec$",
 		},
 		{
 			name: "dead extras, 7 members, one spec member missing", desired: specNodes(6),
@@ -309,18 +338,18 @@ func TestPlan(t *testing.T) {
 		{
 			name: "removing the extra keeps quorum when both remaining are healthy", desired: specNodes(3),
 			obs:  observed(1, mem(1, "node1"), mem(2, "node2"), mem(9, "old9")),
-			kind: StepRemove, id: 9, reason: "remove old9",
+			kind: StepRemove, id: 9, reason: "remove old9: not in the spec$",
 		},
 		{
 			name: "dead extra blocked when the cluster already lost quorum", desired: specNodes(3),
 			obs: observed(1, mem(1, "node1"), mem(2, "node2"), mem(3, "node3", down),
 				mem(8, "old8", down), mem(9, "old9", down)),
-			kind: StepWait, reason: "removing it would leave 2 of 4 voters healthy, below quorum 3",
+			kind: StepWait, reason: "waiting: old8 is due for removal (not in the spec, unhealthy), but removing it would leave 2 of 4 voters healthy, below quorum 3",
 		},
 		{
 			name: "dead extra in 4 voters, 2 healthy: new membership of 3 needs 2", desired: specNodes(3),
 			obs:  observed(1, mem(1, "node1"), mem(2, "node2"), mem(3, "node3", down), mem(9, "old9", down)),
-			kind: StepRemove, id: 9,
+			kind: StepRemove, id: 9, reason: "remove old9: not in the spec, unhealthy",
 		},
 		{
 			name: "last voter is never removed", desired: specNodes(1),
@@ -330,7 +359,7 @@ func TestPlan(t *testing.T) {
 		{
 			name: "last voter stays, its learner extra goes", desired: specNodes(1),
 			obs:  observed(1, mem(1, "node1"), mem(9, "old9", learner(time.Minute))),
-			kind: StepRemove, id: 9,
+			kind: StepRemove, id: 9, reason: "remove old9: not in the spec$",
 		},
 		{
 			name: "1-member cluster with the spec member unstarted and stale", desired: specOf("node1", "node2"),
@@ -343,29 +372,29 @@ func TestPlan(t *testing.T) {
 			name: "leader is the healthy extra: move it to the most caught-up spec voter", desired: specNodes(3),
 			obs: observed(9, mem(1, "node1", index(100)), mem(2, "node2", index(120)),
 				mem(3, "node3", index(110)), mem(9, "old9", index(130))),
-			kind: StepMoveLeader, id: 9, to: 2, reason: "move leader from old9 to node2 (applied index 120)",
+			kind: StepMoveLeader, id: 9, to: 2, reason: "move leader from old9 to node2 (applied index 120): old9 is due for removal (not in the spec)$",
 		},
 		{
 			name: "leader move skips an unhealthy spec voter", desired: specNodes(3),
 			obs: observed(9, mem(1, "node1", index(100)), mem(2, "node2", index(120), down),
 				mem(3, "node3", index(110)), mem(9, "old9")),
-			kind: StepMoveLeader, id: 9, to: 3,
+			kind: StepMoveLeader, id: 9, to: 3, reason: "move leader from old9 to node3 (applied index 110): old9 is due for removal (not in the spec)$",
 		},
 		{
 			name: "leader move skips a learner", desired: specNodes(3),
 			obs: observed(9, mem(1, "node1", index(100)), mem(2, "node2", index(120)),
 				mem(3, "node3", index(500), learner(time.Minute)), mem(9, "old9")),
-			kind: StepMoveLeader, id: 9, to: 2,
+			kind: StepMoveLeader, id: 9, to: 2, reason: "move leader from old9 to node2 (applied index 120): old9 is due for removal (not in the spec)$",
 		},
 		{
 			name: "leader move ties go to the first name", desired: specNodes(3),
 			obs:  observed(9, mem(3, "node3"), mem(2, "node2"), mem(1, "node1"), mem(9, "old9")),
-			kind: StepMoveLeader, id: 9, to: 1,
+			kind: StepMoveLeader, id: 9, to: 1, reason: "move leader from old9 to node1 (applied index 100): old9 is due for removal (not in the spec)$",
 		},
 		{
 			name: "leader move comes before removing other healthy extras", desired: specNodes(3),
 			obs:  observed(9, with(nodes(3, nil), mem(8, "aaa-old"), mem(9, "old9"))...),
-			kind: StepMoveLeader, id: 9, to: 1,
+			kind: StepMoveLeader, id: 9, to: 1, reason: "move leader from old9 to node1 (applied index 100): old9 is due for removal (not in the spec)$",
 		},
 		{
 			name: "dead extra leader: move first", desired: specNodes(3),
@@ -380,7 +409,7 @@ func TestPlan(t *testing.T) {
 		{
 			name: "leader extra with no spec voter to take over: remove another extra", desired: specOf("node1"),
 			obs:  observed(9, mem(9, "old9"), mem(8, "old8"), mem(1, "node1", learner(time.Minute))),
-			kind: StepRemove, id: 8,
+			kind: StepRemove, id: 8, reason: "remove old8: not in the spec$",
 		},
 		{
 			name: "leader extra alone with a learner: last voter", desired: specOf("node1"),
@@ -399,16 +428,17 @@ func TestPlan(t *testing.T) {
 			name: "unhealthy voter with old peer URL is updated", desired: specNodes(3),
 			obs:  observed(1, nodes(3, map[int][]memberMod{3: {down, peers("https://10.0.0.3:2380")}})...),
 			kind: StepUpdatePeerURLs, id: 3, urls: []string{peerURL("node3")},
+			reason: "update peer URLs of node3: [https://10.0.0.3:2380] -> [https://node3:2380]",
 		},
 		{
 			name: "the leader's own peer URL is updated", desired: specNodes(3),
 			obs:  observed(1, nodes(3, map[int][]memberMod{1: {peers("https://10.0.0.1:2380")}})...),
-			kind: StepUpdatePeerURLs, id: 1,
+			kind: StepUpdatePeerURLs, id: 1, reason: "update peer URLs of node1: [https://10.0.0.1:2380] -> [https://node1:2380]",
 		},
 		{
 			name: "peer URL order does not matter", desired: []spec.Member{{Name: "node1", PeerURLs: []string{"https://a:2380", "https://b:2380"}}},
 			obs:  observed(1, mem(1, "node1", peers("https://b:2380", "https://a:2380"))),
-			kind: StepNone,
+			kind: StepNone, reason: "no action: membership matches the spec (1 voter, 1 healthy)",
 		},
 		{
 			name: "learner with old peer URL is never updated", desired: specNodes(3),
@@ -428,28 +458,29 @@ func TestPlan(t *testing.T) {
 			},
 			obs:  observed(1, mem(1, "node1"), mem(2, "node2", unstarted(time.Minute))),
 			kind: StepUpdatePeerURLs, id: 2, urls: []string{peerURL("node2"), "https://10.0.0.2:2380"},
+			reason: "update peer URLs of node2: [https://node2:2380] -> [https://node2:2380,https://10.0.0.2:2380]",
 		},
 		{
 			name: "peer URL update comes before removing a healthy extra", desired: specNodes(3),
 			obs:  observed(1, with(nodes(3, map[int][]memberMod{2: {peers("https://10.0.0.2:2380")}}), mem(9, "old9"))...),
-			kind: StepUpdatePeerURLs, id: 2,
+			kind: StepUpdatePeerURLs, id: 2, reason: "update peer URLs of node2: [https://10.0.0.2:2380] -> [https://node2:2380]",
 		},
 		{
 			name: "dead extra goes before a peer URL update", desired: specNodes(3),
 			obs:  observed(1, with(nodes(3, map[int][]memberMod{2: {peers("https://10.0.0.2:2380")}}), mem(9, "old9", down))...),
-			kind: StepRemove, id: 9,
+			kind: StepRemove, id: 9, reason: "remove old9: not in the spec, unhealthy",
 		},
 		{
 			name: "a blocked removal does not hold back a peer URL update", desired: specNodes(3),
 			obs: observed(1, mem(1, "node1"), mem(2, "node2", peers("https://10.0.0.2:2380")),
 				mem(3, "node3", down), mem(8, "old8", down), mem(9, "old9", down)),
-			kind: StepUpdatePeerURLs, id: 2,
+			kind: StepUpdatePeerURLs, id: 2, reason: "update peer URLs of node2: [https://10.0.0.2:2380] -> [https://node2:2380]",
 		},
 		{
 			name: "a dead extra holding the wanted peer URL goes first", desired: specNodes(3),
 			obs: observed(1, with(nodes(3, map[int][]memberMod{2: {peers("https://10.0.0.2:2380")}}),
 				mem(9, "old9", down, peers(peerURL("node2"))))...),
-			kind: StepRemove, id: 9,
+			kind: StepRemove, id: 9, reason: "remove old9: not in the spec, unhealthy",
 		},
 		{
 			name: "peer URL held by a member that cannot go yet", desired: specOf("node1", "node2"),
@@ -460,6 +491,9 @@ func TestPlan(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			if tt.reason == "" {
+				t.Fatal("row without reason: name the part of the reason that only the intended rule gives")
+			}
 			o := opt
 			if tt.opt != nil {
 				o = *tt.opt
@@ -469,7 +503,7 @@ func TestPlan(t *testing.T) {
 				t.Fatalf("Plan = %v member %x to %x (%q), want %v member %x to %x",
 					got.Kind, got.MemberID, got.To, got.Reason, tt.kind, tt.id, tt.to)
 			}
-			if !strings.Contains(got.Reason, tt.reason) {
+			if !reasonHas(got.Reason, tt.reason) {
 				t.Errorf("reason %q does not contain %q", got.Reason, tt.reason)
 			}
 			if strings.Contains(got.Reason, "\n") || got.Reason == "" {

@@ -128,7 +128,24 @@ func otherCluster(in StartInput) string {
 }
 
 func decideNotInSpec(in StartInput) StartDecision {
-	if in.Data.Kind == model.DataHealthy && (in.Cluster == nil || in.Cluster.Listed(in.Data.MemberID)) {
+	// Corrupt as DecideStart judges it for a member the spec lists.
+	corrupt, why := in.Data.Kind == model.DataCorrupt, in.Data.Reason
+	if in.Data.Kind == model.DataHealthy && in.ExitCorrupt {
+		corrupt, why = true, in.ExitReason
+	}
+	switch {
+	case corrupt && in.Cluster == nil:
+		// The same rule as for a corrupt member the spec lists: without a
+		// healthy quorum this data may be what a manual recovery needs,
+		// in place.
+		return startWait("quorum lost: manual recovery needed: %s is not in the spec and its data is corrupt (%s), and no healthy quorum of peers answers: nothing is moved",
+			in.Self.Name, why)
+	case corrupt:
+		// Never started: the lock holder removes its member, if still
+		// listed, like any dead member the spec no longer lists.
+		return StartDecision{Action: ActIdle, MoveData: true,
+			Reason: fmt.Sprintf("%s is not in the spec and its data is corrupt (%s): idle, data moved aside, until the spec lists it again", in.Self.Name, why)}
+	case in.Data.Kind == model.DataHealthy && (in.Cluster == nil || in.Cluster.Listed(in.Data.MemberID)):
 		// The lock holder removes this member in order, quorum-safely;
 		// until then it keeps serving.
 		return StartDecision{Action: ActStartAsIs, Reason: fmt.Sprintf("%s is not in the spec but still a member: running until the cluster removes it", in.Self.Name)}

@@ -22,11 +22,16 @@ const (
 	// ClassMisconfig: flags, permissions, certificates, ports, versions.
 	// Never move data for these: a fresh data dir fails the same way.
 	ClassMisconfig // misconfig
-	// ClassResource: disk or quota full. Moving data aside does not help.
+	// ClassResource: the host, not the data: disk or quota full, the disk
+	// or file system failing (EIO, ESTALE, ENOTCONN), memory, address space
+	// (mmap) or file descriptors exhausted. Moving data aside does not help:
+	// restart with backoff, never move data; the member stays unhealthy
+	// and alerts.
 	ClassResource // resource
 	// ClassTransient: peers, leader or locks; retry with backoff.
 	ClassTransient // transient
-	// ClassUnknown: a crash we cannot explain (signal, unknown panic).
+	// ClassUnknown: a crash we cannot explain (signal, unknown panic), or
+	// an exit whose only clues are about other members.
 	ClassUnknown // unknown
 )
 

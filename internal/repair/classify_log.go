@@ -12,8 +12,10 @@ type logLine struct {
 	json  bool
 	level string // zap level: "fatal", "panic", "error", "warn", "info", ...
 	msg   string // zap "msg": a constant in etcd's source, so compared exactly
-	err   string // zap "error" field
+	err   string // zap "error" field; for bbolt's own lines, their msg
 	stack bool   // plain text inside a Go stack trace
+	// fields are all of a JSON line's fields (member IDs: see blame).
+	fields map[string]any
 }
 
 // parseTail parses the lines and marks the plain-text lines of Go stack
@@ -69,9 +71,16 @@ func parseLine(s string) logLine {
 		return l
 	}
 	l.json = true
+	l.fields = fields
 	l.level, _ = fields["level"].(string)
 	l.msg, _ = fields["msg"].(string)
 	l.err, _ = fields["error"].(string)
+	if logger, _ := fields["logger"].(string); logger == "bbolt" && l.err == "" {
+		// bbolt logs through etcd's zap logger printf-style (Errorf): its
+		// msg is not a constant but carries the error text, e.g.
+		// "[GOOS: linux, GOARCH: amd64] mmap failed, size: N, error: ...".
+		l.err = l.msg
+	}
 	return l
 }
 

@@ -25,30 +25,48 @@ type rule struct {
 	msgs []string
 	// errs are fragments of an error text; "*" stands for any text.
 	errs []string
+	// blame, when set, makes the rule match a msg only on a JSON line whose
+	// fields name the member that logged it (see blame).
+	blame *blame
+	// notEvidence: the line is about other members, and says nothing about
+	// this member's data; it never decides an exit (classifyLine skips it).
+	notEvidence bool
+}
+
+// blame tells a line about the logging member from one about its peers:
+// the line matches only if the ID in field self is among the
+// comma-separated IDs in field named, and field sure, if set, is true.
+type blame struct{ self, named, sure string }
+
+func (b blame) namesSelf(fields map[string]any) bool {
+	self, _ := fields[b.self].(string)
+	named, _ := fields[b.named].(string)
+	if sure, _ := fields[b.sure].(bool); b.sure != "" && !sure {
+		return false
+	}
+	return self != "" && slices.Contains(strings.Split(named, ","), self)
 }
 
 // rules are tried in order; the error field of a line is tried against
 // every rule before its msg is (see classifyLine).
 var rules = []rule{
 	// The environment comes first: "failed to open database" or "failed to
-	// open WAL" caused by permissions, a full disk or a held lock is not
-	// corruption, and must never make the agent move data (field-notes §3).
-	{
-		class: ClassMisconfig, reason: "etcd cannot access its files",
-		errs: []string{"permission denied", "operation not permitted", "read-only file system"},
-	},
+	// open WAL" caused by permissions, a full disk, a failing disk, a held
+	// lock or a lack of memory is not corruption, and must never make the
+	// agent move data (field-notes §3).
+	accessRule,
 	{
 		class: ClassResource, reason: "the disk is full",
 		errs: []string{"no space left on device", "disk quota exceeded"},
 	},
-	{
-		class: ClassResource, reason: "out of memory or file descriptors",
-		errs: []string{"cannot allocate memory", "too many open files"},
-	},
+	unreadableRule,
+	exhaustedRule,
 	lockedRule,
 	corruptWAL,
 	corruptDB,
 	corruptRunning,
+	corruptCompactHash,
+	peersCorrupt,
 	removedRule,
 	misconfigFlags,
 	misconfigMembership,
@@ -62,6 +80,32 @@ var rules = []rule{
 		errs: []string{"database space exceeded", servererrors.ErrNoSpace.Error()},
 	},
 	transient,
+}
+
+// accessRule: permissions and read-only mounts.
+var accessRule = rule{
+	class: ClassMisconfig, reason: "etcd cannot access its files",
+	errs: []string{"permission denied", "operation not permitted", "read-only file system"},
+}
+
+// exhaustedRule: ENOMEM, EMFILE/ENFILE (Go's syscall error texts), bbolt's
+// mmap errors (bbolt v1.5.0 db.go: "mmap allocate error", "mmap too large",
+// "mmap size calculation error", "mmap failed"), and the Go runtime's own
+// out-of-memory crash ("fatal error: out of memory", "fatal error: runtime:
+// out of memory", "runtime: out of memory: cannot allocate N-byte block":
+// runtime/mheap.go, malloc.go), which bbolt's frames in the trace must not
+// turn into corruption.
+var exhaustedRule = rule{
+	class: ClassResource, reason: "out of memory, address space or file descriptors",
+	errs: []string{"cannot allocate memory", "too many open files", "mmap", "out of memory"},
+}
+
+// unreadableRule: the disk, the file system or its server failed a read or
+// write (EIO, ESTALE, ENOTCONN: Go's syscall error texts). The data may be
+// intact; a new data dir on the same disk would fail the same way.
+var unreadableRule = rule{
+	class: ClassResource, reason: "the disk or file system failed (I/O error, stale NFS handle, FUSE gone): the data may be intact",
+	errs: []string{"input/output error", "stale file handle", "stale NFS file handle", "transport endpoint is not connected"},
 }
 
 // lockedRule: another process holds a data file. etcd waits for bbolt's
@@ -117,11 +161,45 @@ var corruptDB = rule{
 	},
 }
 
-// corruptRunning: the hash checks of etcdserver/corrupt.go.
+// corruptRunning: the hash checks of etcdserver/corrupt.go that blame the
+// member that logs. InitialCheck (before serving) returns "<local ID> found
+// data inconsistency with peers" and etcd exits; PeriodicCheck, on the
+// leader, logs "found hash mismatch" when its own hash changed at the same
+// revision, and raises the CORRUPT alarm for itself.
 var corruptRunning = rule{
 	class: ClassCorrupt, reason: "this member's data diverged from its peers",
-	msgs: []string{"found hash mismatch", "Detected compaction hash mismatch"},
-	errs: []string{"found data inconsistency with peers", servererrors.ErrCorrupt.Error()},
+	msgs: []string{"found hash mismatch"},
+	errs: []string{"found data inconsistency with peers"},
+}
+
+// corruptCompactHash: CompactHashCheck, on the leader, groups the members
+// by hash and logs one line per group outside the majority, with the
+// group's IDs in peer-ids; the leader-id is the logging member. Only when
+// its own ID is in such a group and a majority exists is it the corrupt
+// one. Without a majority (quorum-exist false) etcd cannot tell and raises
+// the alarm for member 0: nobody's data may be moved on that.
+var corruptCompactHash = rule{
+	class: ClassCorrupt, reason: "this member's data diverged from its peers (compaction hash check)",
+	msgs:  []string{"Detected compaction hash mismatch"},
+	blame: &blame{self: "leader-id", named: "peer-ids", sure: "quorum-exist"},
+}
+
+// peersCorrupt: what a leader logs about other members' data (corrupt.go
+// PeriodicCheck names a follower-peer-id, CompactHashCheck the peer-ids),
+// and the error every member returns while any member has a CORRUPT alarm
+// (servererrors.ErrCorrupt, from applierV3Corrupt). The alarm names the
+// corrupt member; the agent judges alarms by that name.
+var peersCorrupt = rule{
+	notEvidence: true,
+	reason:      "another member's data diverged; not evidence against this member's data",
+	msgs: []string{
+		"Detected compaction hash mismatch",
+		"Detected compaction hash mismatch but cannot identify the corrupted members, so intentionally set the memberID as 0",
+		"revision from follower must be less than or equal to leader's",
+		"compact revision from follower must be less than or equal to leader's",
+		"same compact revision then hashes must match",
+	},
+	errs: []string{servererrors.ErrCorrupt.Error()},
 }
 
 // removedRule: a removed member logs the error then exits 0
@@ -255,38 +333,65 @@ var transient = rule{
 }
 
 // classifyLine lets the error field of a JSON line decide before its msg:
-// bootstrap errors all share msg "discovery failed" (etcdmain/etcd.go).
+// bootstrap errors all share msg "discovery failed" (etcdmain/etcd.go). A
+// line whose first matching rule is not evidence decides nothing.
 func classifyLine(l logLine) (Verdict, bool) {
 	if !l.json {
-		return firstRule(l, func(r rule) bool { return r.matchesErr(l.raw) || r.mentionsMsg(l.raw) })
+		return firstRule(l, func(r rule) bool { return r.matchesErr(l.raw) || r.matchesMsg(l) })
 	}
 	if l.err != "" {
-		if v, ok := firstRule(l, func(r rule) bool { return r.matchesErr(l.err) }); ok {
-			return v, true
+		if r, ok := findRule(func(r rule) bool { return r.matchesErr(l.err) }); ok {
+			return r.decides(l)
 		}
 	}
-	return firstRule(l, func(r rule) bool { return slices.Contains(r.msgs, l.msg) })
+	return firstRule(l, func(r rule) bool { return r.matchesMsg(l) })
 }
 
 func firstRule(l logLine, match func(rule) bool) (Verdict, bool) {
+	r, ok := findRule(match)
+	if !ok {
+		return Verdict{}, false
+	}
+	return r.decides(l)
+}
+
+func findRule(match func(rule) bool) (rule, bool) {
 	for _, r := range rules {
 		if match(r) {
-			return r.verdictFor(l), true
+			return r, true
 		}
 	}
-	return Verdict{}, false
+	return rule{}, false
+}
+
+// decides is r's verdict on l, unless r says l is no evidence.
+func (r rule) decides(l logLine) (Verdict, bool) {
+	if r.notEvidence {
+		return Verdict{}, false
+	}
+	return r.verdictFor(l), true
 }
 
 // verdict reports whether l matches r at all (error field or msg).
 func (r rule) verdict(l logLine) (Verdict, bool) {
-	ok := r.matchesErr(l.raw) || r.mentionsMsg(l.raw)
+	ok := r.matchesErr(l.raw) || r.matchesMsg(l)
 	if l.json {
-		ok = r.matchesErr(l.err) || slices.Contains(r.msgs, l.msg)
+		ok = r.matchesErr(l.err) || r.matchesMsg(l)
 	}
 	if !ok || l.stack {
 		return Verdict{}, false
 	}
-	return r.verdictFor(l), true
+	return r.decides(l)
+}
+
+// matchesMsg: a JSON line's msg is compared exactly (and, for a rule that
+// blames, its fields must name the logging member); plain text, which has
+// no fields, is searched for the msgs of rules that do not blame.
+func (r rule) matchesMsg(l logLine) bool {
+	if !l.json {
+		return r.blame == nil && r.mentionsMsg(l.raw)
+	}
+	return slices.Contains(r.msgs, l.msg) && (r.blame == nil || r.blame.namesSelf(l.fields))
 }
 
 func (r rule) verdictFor(l logLine) Verdict {

@@ -29,6 +29,31 @@ const (
 	realNotReady     = `{"level":"warn","ts":"2026-11-29T19:55:10.893951Z","caller":"etcdserver/server.go:1838","msg":"failed to publish local member to cluster through raft","local-member-id":"91ac80e3d53d9571","publish-timeout":"5.2s","error":"etcdserver: request timed out, possibly due to previous leader failure"}`
 )
 
+// Lines of etcd v3.7.3's server/etcdserver/corrupt.go, with the fields of
+// its own tests' output (go test -v -run 'TestCompactHashCheck|TestPeriodicCheck'
+// go.etcd.io/etcd/server/v3/etcdserver) in the JSON form etcd logs. The
+// checks run on the leader only: leader-id is the member that logs.
+const (
+	// The leader's own hash is in the minority: its ID is among peer-ids
+	// (etcd raises the CORRUPT alarm for it).
+	realCompactHashSelf = `{"level":"error","ts":"2026-11-30T14:54:06.033Z","caller":"etcdserver/corrupt.go:378","msg":"Detected compaction hash mismatch","leader-id":"1","leader-revision":2,"leader-compact-revision":1,"leader-hash":2,"peer-hash":2,"peer-ids":"1","quorum-exist":true}`
+	// The leader is in the majority; the peers named are corrupt.
+	realCompactHashPeer  = `{"level":"error","ts":"2026-11-30T14:54:06.032Z","caller":"etcdserver/corrupt.go:378","msg":"Detected compaction hash mismatch","leader-id":"1","leader-revision":2,"leader-compact-revision":1,"leader-hash":2,"peer-hash":3,"peer-ids":"2b","quorum-exist":true}`
+	realCompactHashPeers = `{"level":"error","ts":"2026-11-30T14:54:06.032Z","caller":"etcdserver/corrupt.go:378","msg":"Detected compaction hash mismatch","leader-id":"1","leader-revision":2,"leader-compact-revision":1,"leader-hash":2,"peer-hash":7,"peer-ids":"2c,2d","quorum-exist":true}`
+	// No hash has a quorum: etcd cannot tell who is corrupt, raises the
+	// alarm for member 0, and logs every group, the leader's own too.
+	realCompactHashNoQuorum    = `{"level":"error","ts":"2026-11-30T14:54:06.033Z","caller":"etcdserver/corrupt.go:360","msg":"Detected compaction hash mismatch but cannot identify the corrupted members, so intentionally set the memberID as 0","leader-id":"1","leader-revision":2,"leader-compact-revision":1,"leader-hash":2}`
+	realCompactHashNoQuorumOwn = `{"level":"error","ts":"2026-11-30T14:54:06.033Z","caller":"etcdserver/corrupt.go:378","msg":"Detected compaction hash mismatch","leader-id":"1","leader-revision":2,"leader-compact-revision":1,"leader-hash":2,"peer-hash":2,"peer-ids":"1,2a,2f","quorum-exist":false}`
+	// PeriodicCheck: the leader blames a follower.
+	realFollowerHash = `{"level":"warn","ts":"2026-11-30T14:54:06.031Z","caller":"etcdserver/corrupt.go:251","msg":"same compact revision then hashes must match","leader-compact-revision":2,"leader-hash":1,"follower-compact-revision":1,"follower-hash":2,"follower-peer-id":"29a"}`
+	realFollowerRev  = `{"level":"warn","ts":"2026-11-30T14:54:06.030Z","caller":"etcdserver/corrupt.go:229","msg":"revision from follower must be less than or equal to leader's","leader-revision":0,"follower-revision":10,"follower-peer-id":"58"}`
+	// PeriodicCheck: the leader's own hash changed at the same revision;
+	// it raises the alarm for itself.
+	realSelfHash = `{"level":"warn","ts":"2026-11-30T14:54:06.030Z","caller":"etcdserver/corrupt.go:208","msg":"found hash mismatch","revision-1":1,"compact-revision-1":1,"hash-1":1,"revision-2":1,"compact-revision-2":1,"hash-2":2}`
+	// bbolt v1.5.0 db.go:517 logs through etcd's zap logger when mmap fails.
+	realBoltMmap = `{"level":"error","ts":"2026-11-30T14:54:06.030Z","logger":"bbolt","caller":"bbolt@v1.5.0/db.go:517","msg":"[GOOS: linux, GOARCH: amd64] mmap failed, size: 10737418240, error: cannot allocate memory"}`
+)
+
 // goPanic is the plain text Go prints after a zap Panic or a panic.
 func goPanic(header string, frames ...string) []string {
 	out := []string{header, "", "goroutine 1 [running]:"}
@@ -101,9 +126,8 @@ func TestClassify(t *testing.T) {
 		{"initial hash check", Exit{Code: 1, Tail: []string{
 			zl("error", "embed/etcd.go:274", "checkInitialHashKV failed", "8e9e05c52164694d found data inconsistency with peers"),
 			zl("fatal", "etcdmain/etcd.go:157", "discovery failed", "8e9e05c52164694d found data inconsistency with peers")}}, ClassCorrupt},
-		{"hash mismatch", Exit{Code: 1, Tail: []string{zl("warn", "etcdserver/corrupt.go:209", "found hash mismatch", "")}}, ClassCorrupt},
-		{"compaction hash mismatch", Exit{Code: 1, Tail: []string{zl("error", "etcdserver/corrupt.go:378", "Detected compaction hash mismatch", "")}}, ClassCorrupt},
-		{"corrupt cluster", Exit{Code: 1, Tail: []string{zl("warn", "etcdserver/server.go:1838", "failed to publish local member to cluster through raft", "etcdserver: corrupt cluster")}}, ClassCorrupt},
+		{"leader's own hash changed, real", Exit{Code: 1, Tail: []string{realSelfHash}}, ClassCorrupt},
+		{"leader in the minority of a compaction hash check, real", Exit{Code: 1, Tail: []string{realCompactHashSelf}}, ClassCorrupt},
 
 		// removed / identity
 		{"removed, exit 0", Exit{Tail: []string{
@@ -142,6 +166,22 @@ func TestClassify(t *testing.T) {
 		{"quota exceeded", Exit{Code: 1, Tail: []string{zl("warn", "etcdserver/server.go:1838", "failed to publish local member to cluster through raft", "etcdserver: mvcc: database space exceeded")}}, ClassResource},
 		{"mmap out of memory is not corruption", Exit{Code: 2, Tail: []string{zl("panic", "backend/backend.go:215", "failed to open database", "cannot allocate memory")}}, ClassResource},
 
+		// resource: the disk, the file system or the host failed a read;
+		// the data may be fine, and moving it aside does not help.
+		{"db EIO is not corruption", Exit{Code: 2, Tail: append([]string{zl("panic", "backend/backend.go:215", "failed to open database", "read /var/lib/etcd/member/snap/db: input/output error")}, goPanic("panic: failed to open database", "go.etcd.io/etcd/server/v3/storage/backend.newBackend")...)}, ClassResource},
+		{"WAL EIO is not corruption", Exit{Code: 1, Tail: []string{zl("fatal", "etcdserver/bootstrap.go:647", "failed to read WAL, cannot be repaired", "read /var/lib/etcd/member/wal/0000000000000000-0000000000000000.wal: input/output error")}}, ClassResource},
+		{"WAL ESTALE (NFS) is not corruption", Exit{Code: 1, Tail: []string{zl("fatal", "etcdserver/bootstrap.go:635", "failed to open WAL", "openAtIndex failed: [openAtIndex] openWALFiles failed: [openWALFiles] fileutil.TryLockFile failed: open /var/lib/etcd/member/wal/0000000000000000-0000000000000000.wal: stale file handle")}}, ClassResource},
+		{"db ENOTCONN (FUSE gone) is not corruption", Exit{Code: 2, Tail: []string{zl("panic", "backend/backend.go:215", "failed to open database", "open /var/lib/etcd/member/snap/db: transport endpoint is not connected")}}, ClassResource},
+		{"db EMFILE is not corruption", Exit{Code: 2, Tail: []string{zl("panic", "backend/backend.go:215", "failed to open database", "open /var/lib/etcd/member/snap/db: too many open files")}}, ClassResource},
+		{"ENFILE is not corruption", Exit{Code: 1, Tail: []string{zl("fatal", "etcdserver/bootstrap.go:635", "failed to open WAL", "open /var/lib/etcd/member/wal/0000000000000000-0000000000000000.wal: too many open files in system")}}, ClassResource},
+		{"mmap too large is not corruption", Exit{Code: 2, Tail: []string{zl("panic", "backend/backend.go:215", "failed to open database", "mmap too large")}}, ClassResource},
+		{"mmap allocate error is not corruption", Exit{Code: 2, Tail: []string{zl("panic", "backend/backend.go:215", "failed to open database", "mmap allocate error: invalid argument")}}, ClassResource},
+		{"bbolt's mmap failure line", Exit{Code: 1, Tail: []string{realBoltMmap}}, ClassResource},
+		{"Go out of memory inside bbolt is not corruption", Exit{Code: 2, Tail: append([]string{"runtime: out of memory: cannot allocate 4194304-byte block (3997696000 in use)"},
+			goPanic("fatal error: out of memory", "go.etcd.io/bbolt.(*Tx).page", "go.etcd.io/bbolt.(*Cursor).search")...)}, ClassResource},
+		{"Go runtime out of memory inside bbolt", Exit{Code: 2, Tail: goPanic("fatal error: runtime: out of memory", "go.etcd.io/bbolt.(*DB).mmap")}, ClassResource},
+		{"Go runtime cannot allocate memory inside bbolt", Exit{Code: 2, Tail: goPanic("fatal error: runtime: cannot allocate memory", "go.etcd.io/bbolt.(*DB).allocate")}, ClassResource},
+
 		// transient
 		{"peers unreachable at join", Exit{Code: 1, Tail: []string{zl("fatal", "etcdmain/etcd.go:157", "discovery failed", "cannot fetch cluster info from peer urls: could not retrieve cluster information from the given URLs")}}, ClassTransient},
 		{"no leader", Exit{Code: 1, Tail: []string{zl("warn", "etcdserver/v3_server.go:920", "timed out waiting for read index response", "etcdserver: no leader")}}, ClassTransient},
@@ -160,6 +200,20 @@ func TestClassify(t *testing.T) {
 			"go.etcd.io/etcd/server/v3/etcdserver.(*EtcdServer).apply(0xc0001)", "\t/x/server.go:1 +0x1", "",
 			"goroutine 9 [select]:", "go.etcd.io/bbolt.(*DB).Begin(0xc0002)", "\t/x/db.go:1 +0x1"}}, ClassUnknown},
 		{"info lines never decide", Exit{Code: 1, Tail: []string{realRepaired}}, ClassUnknown},
+
+		// what a leader logs about OTHER members' data (etcdserver/corrupt.go
+		// runs its periodic and compaction hash checks on the leader only)
+		// is no evidence against this member's own data
+		{"leader found a peer's compaction hash differ, real", Exit{Code: 1, Tail: []string{realCompactHashPeer}}, ClassUnknown},
+		{"leader found two peers' compaction hash differ, real", Exit{Code: 1, Tail: []string{realCompactHashPeers}}, ClassUnknown},
+		{"compaction hash groups without a quorum, leader's own group, real", Exit{Code: 1, Tail: []string{realCompactHashNoQuorum, realCompactHashNoQuorumOwn}}, ClassUnknown},
+		{"compaction hash mismatch, plain text", Exit{Code: 1, Tail: []string{"Detected compaction hash mismatch but cannot identify the corrupted members, so intentionally set the memberID as 0"}}, ClassUnknown},
+		{"follower's hash differs, real", Exit{Code: 1, Tail: []string{realFollowerHash}}, ClassUnknown},
+		{"follower's revision ahead, real", Exit{Code: 1, Tail: []string{realFollowerRev}}, ClassUnknown},
+		{"peer lines do not hide this member's own error", Exit{Code: 1, Tail: []string{realNotReady, realCompactHashPeer}}, ClassTransient},
+		// a CORRUPT alarm on any member makes every member answer "corrupt
+		// cluster" (applierV3Corrupt); the alarm names the corrupt member
+		{"corrupt cluster is the alarm, not this member", Exit{Code: 1, Tail: []string{zl("warn", "etcdserver/server.go:1838", "failed to publish local member to cluster through raft", "etcdserver: corrupt cluster")}}, ClassUnknown},
 		{"nothing recognisable", Exit{Code: 1, Tail: []string{zl("error", "x.go:1", "something odd", "boom")}}, ClassUnknown},
 	}
 	for _, tt := range tests {

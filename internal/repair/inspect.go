@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
+	"syscall"
 
 	"go.uber.org/zap"
 
@@ -31,8 +33,11 @@ const (
 	// DirLocked: a process (a running etcd) holds the db lock; nothing was
 	// checked. Not corrupt.
 	DirLocked // locked
-	// DirUnreadable: permission denied while inspecting. Not corrupt: a
-	// permission problem must never lead to moving data (field-notes §3).
+	// DirUnreadable: the check could not read the dir: permission denied,
+	// the disk or file system failed (EIO, ESTALE, ENOTCONN), or the
+	// checker ran out of file descriptors or memory (EMFILE, ENFILE,
+	// ENOMEM, mmap). Not corrupt: none of these may lead to moving data
+	// (field-notes §3); a new data dir would not fix them.
 	DirUnreadable // unreadable
 	// DirCorrupt: etcd cannot start on this dir; repair by rejoining.
 	DirCorrupt // corrupt
@@ -69,14 +74,38 @@ func Inspect(lg *zap.Logger, dataDir string) Report {
 	return r
 }
 
+// stateOf maps the error that ended an inspection to a state: anything
+// that is not about the data itself is DirLocked or DirUnreadable, and only
+// the rest is DirCorrupt.
 func stateOf(err error) DirState {
 	switch {
 	case errors.Is(err, errLocked):
 		return DirLocked
-	case errors.Is(err, fs.ErrPermission):
+	case cannotRead(err):
 		return DirUnreadable
 	}
 	return DirCorrupt
+}
+
+// unreadableErrnos are the errors of the host, not of the data: access,
+// the disk or file system, and the checker's own file descriptors and
+// memory.
+var unreadableErrnos = []error{
+	fs.ErrPermission, // EACCES, EPERM
+	syscall.EROFS,
+	syscall.EIO, syscall.ESTALE, syscall.ENOTCONN,
+	syscall.EMFILE, syscall.ENFILE, syscall.ENOMEM,
+}
+
+// cannotRead: err is one of unreadableErrnos, or its text says so where a
+// library formatted the errno away (bbolt's "mmap allocate error: %s");
+// the texts are those of the classifier's environment rules.
+func cannotRead(err error) bool {
+	if slices.ContainsFunc(unreadableErrnos, func(e error) bool { return errors.Is(err, e) }) {
+		return true
+	}
+	s := err.Error()
+	return accessRule.matchesErr(s) || unreadableRule.matchesErr(s) || exhaustedRule.matchesErr(s)
 }
 
 func inspect(lg *zap.Logger, dataDir string) (Report, error) {

@@ -4,8 +4,10 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
+	"syscall"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -40,12 +42,58 @@ func inspectDB(path string) (dbFacts, error) {
 		// bbolt initialises a zero-length file like a missing one.
 		return f, nil
 	}
+	file, err := os.Open(path)
+	if err != nil {
+		return f, fmt.Errorf("database: %w", err)
+	}
+	defer file.Close()
+	if err := lockShared(file, dbLockTimeout); err != nil {
+		return f, fmt.Errorf("database %s: %w", path, err)
+	}
+	if err := readThrough(file); err != nil {
+		return f, fmt.Errorf("database: reading %s: %w", path, err)
+	}
 	err = safely("checking the database", func() error {
 		var err error
 		f.consistentIndex, err = checkDB(path, f.size)
 		return err
 	})
 	return f, err
+}
+
+// lockShared takes the shared flock that bbolt takes read-only, so that a
+// running etcd (which holds it exclusively) is found before the db is read.
+// Closing file releases it.
+func lockShared(file *os.File, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		err := syscall.Flock(int(file.Fd()), syscall.LOCK_SH|syscall.LOCK_NB)
+		if !errors.Is(err, syscall.EWOULDBLOCK) {
+			return err
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%w: locked by another process (a running etcd?)", errLocked)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// readThrough reads the whole file with read(2) before bbolt maps it. A
+// disk error on a mapped page is a SIGBUS, which kills the checker inside
+// bbolt exactly like a damaged page does (and the crash reads as
+// corruption); read(2) returns it as EIO, which stateOf maps to
+// DirUnreadable. The pages read stay in the page cache for bbolt.
+func readThrough(file *os.File) error {
+	buf := make([]byte, 1<<20)
+	for {
+		_, err := file.Read(buf)
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
 }
 
 func checkDB(path string, size int64) (uint64, error) {

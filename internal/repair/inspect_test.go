@@ -2,6 +2,7 @@ package repair
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -19,6 +20,7 @@ import (
 	"go.etcd.io/etcd/server/v3/storage/datadir"
 	"go.etcd.io/etcd/server/v3/storage/schema"
 	"go.etcd.io/etcd/server/v3/storage/wal"
+	"go.etcd.io/etcd/server/v3/storage/wal/walpb"
 	"go.etcd.io/raft/v3/raftpb"
 )
 
@@ -111,9 +113,13 @@ func TestInspectUnreadable(t *testing.T) {
 	}
 }
 
-// Running as root the permission case cannot be made for real; the mapping
-// is what matters: permission errors never read as corruption.
+// Running as root the permission case cannot be made for real, nor can a
+// failing disk; the mapping is what matters: permission, I/O and resource
+// errors never read as corruption.
 func TestStateOf(t *testing.T) {
+	pathErr := func(op string, errno syscall.Errno) error {
+		return &fs.PathError{Op: op, Path: "/var/lib/etcd/member/snap/db", Err: errno}
+	}
 	for _, tt := range []struct {
 		err  error
 		want DirState
@@ -121,10 +127,47 @@ func TestStateOf(t *testing.T) {
 		{fmt.Errorf("WAL: listing x: %w", &fs.PathError{Op: "open", Path: "x", Err: syscall.EACCES}), DirUnreadable},
 		{fmt.Errorf("database: %w", errLocked), DirLocked},
 		{fmt.Errorf("WAL: %w", io.ErrUnexpectedEOF), DirCorrupt},
+		{fmt.Errorf("WAL: reading to the end: %w: in file 'x.wal' at position: 8", walpb.ErrCRCMismatch), DirCorrupt},
+		{errors.New("checking the database panicked: runtime error: invalid memory address or nil pointer dereference"), DirCorrupt},
+
+		// The disk or the file system failed: errors that keep their errno
+		// (os and etcd's WAL code wrap with %w) ...
+		{fmt.Errorf("database: reading: %w", pathErr("read", syscall.EIO)), DirUnreadable},
+		{fmt.Errorf("WAL: verifying from snapshot index 0: %w: in file 'x.wal' at position: 0", pathErr("read", syscall.EIO)), DirUnreadable},
+		{fmt.Errorf("WAL: %w", pathErr("open", syscall.ESTALE)), DirUnreadable},
+		{fmt.Errorf("stat data dir: %w", pathErr("stat", syscall.ENOTCONN)), DirUnreadable},
+		// ... and the same when a library formatted it away (bbolt's
+		// "mmap allocate error: %s", an error printed with %v).
+		{errors.New("failed to open database x: read x: input/output error"), DirUnreadable},
+		{errors.New("WAL: x: stale file handle"), DirUnreadable},
+		// The inspector itself ran out of file descriptors or memory.
+		{fmt.Errorf("WAL: %w", pathErr("open", syscall.EMFILE)), DirUnreadable},
+		{fmt.Errorf("WAL: %w", pathErr("open", syscall.ENFILE)), DirUnreadable},
+		{fmt.Errorf("failed to open database x: %w", syscall.ENOMEM), DirUnreadable},
+		{errors.New("failed to open database x: mmap allocate error: cannot allocate memory"), DirUnreadable},
+		{errors.New("failed to open database x: mmap too large"), DirUnreadable},
 	} {
 		if got := stateOf(tt.err); got != tt.want {
 			t.Errorf("stateOf(%v) = %v, want %v", tt.err, got, tt.want)
 		}
+	}
+}
+
+// A real EIO from read(2): /proc/self/mem at offset 0 is unmapped memory.
+// Reading the db through read(2) before bbolt maps it turns a disk error
+// into this, not into a SIGBUS inside bbolt.
+func TestReadThroughEIO(t *testing.T) {
+	f, err := os.Open("/proc/self/mem")
+	if err != nil {
+		t.Skip(err)
+	}
+	defer f.Close()
+	err = readThrough(f)
+	if !errors.Is(err, syscall.EIO) {
+		t.Fatalf("readThrough(/proc/self/mem) = %v, want EIO", err)
+	}
+	if got := stateOf(fmt.Errorf("database: reading %s: %w", f.Name(), err)); got != DirUnreadable {
+		t.Fatalf("stateOf(%v) = %v, want unreadable", err, got)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -184,7 +185,7 @@ func (r *Rejoin) open(p Plan) (Journal, error) {
 		return j, nil
 	}
 	now := r.now()
-	j = Journal{ID: now.UTC().Format("20060102T150405Z"), Reason: p.Reason, Step: StepPrecheck,
+	j = Journal{ID: r.newID(now, j.ID), Reason: p.Reason, Step: StepPrecheck,
 		StartedAt: now, UpdatedAt: now, Attempts: j.Attempts, Class: "join"}
 	if p.Repair {
 		j.Class = "repair"
@@ -194,6 +195,42 @@ func (r *Rejoin) open(p Plan) (Journal, error) {
 		return j, fmt.Errorf("rejoin journal: %w", err)
 	}
 	return j, nil
+}
+
+// journalIDStamp is the UTC time to the nanosecond, fixed width so that
+// IDs (and snapshot names) sort by time.
+const journalIDStamp = "20060102T150405.000000000Z"
+
+// newID names a new journal, and so its safety snapshot
+// SnapshotDir/<ID>.db. Two repairs within the clock's resolution, or a
+// clock stepped back, would reuse a time: the suffix -2, -3, ... is added
+// until the name differs from the previous journal's and no snapshot of
+// that name exists, so an older snapshot is never overwritten.
+func (r *Rejoin) newID(now time.Time, prev string) string {
+	base := now.UTC().Format(journalIDStamp)
+	id := base
+	for n := 2; id == prev || r.snapshotExists(id+".db"); n++ {
+		id = fmt.Sprintf("%s-%d", base, n)
+	}
+	return id
+}
+
+// snapshotPath is where the snapshot step writes: SnapshotDir/<ID>.db, or,
+// if a file of that name exists after all (a journal from an agent that
+// named IDs by the second), the first free <ID>-N.db.
+func (r *Rejoin) snapshotPath(id string) string {
+	name := id + ".db"
+	for n := 2; r.snapshotExists(name); n++ {
+		name = fmt.Sprintf("%s-%d.db", id, n)
+	}
+	return filepath.Join(r.SnapshotDir, name)
+}
+
+// snapshotExists: anything at SnapshotDir/name. (A dir that cannot be
+// read makes the snapshot itself fail.)
+func (r *Rejoin) snapshotExists(name string) bool {
+	_, err := os.Lstat(filepath.Join(r.SnapshotDir, name))
+	return err == nil
 }
 
 // advance records that step is done.
@@ -230,7 +267,7 @@ func (r *Rejoin) snapshot(ctx context.Context, j *Journal, p Plan) error {
 		return err
 	}
 	r.crash(StepSnapshot)
-	path := filepath.Join(r.SnapshotDir, j.ID+".db")
+	path := r.snapshotPath(j.ID)
 	n, err := r.Cluster.SaveSnapshot(ctx, p.Leader.ClientURLs[0], path)
 	if err != nil {
 		return err

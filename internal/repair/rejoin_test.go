@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -24,6 +26,10 @@ type fakeWorld struct {
 	journal  Journal
 	saved    []Step
 	released int
+	// writeSnapshots: SaveSnapshot writes "snapshot N" to its path, the
+	// way the real one renames a finished file there.
+	writeSnapshots bool
+	snapshots      int
 }
 
 func (f *fakeWorld) call(name string) error {
@@ -42,8 +48,17 @@ func (f *fakeWorld) AddLearner(context.Context, []string) (model.Member, []model
 	m := model.Member{ID: 0x99, PeerURLs: []string{"http://127.0.0.2:2380"}, IsLearner: true}
 	return m, []model.Member{{ID: 1, Name: "node1"}, m}, nil
 }
-func (f *fakeWorld) SaveSnapshot(context.Context, string, string) (int64, error) {
-	return 42, f.call("snapshot")
+func (f *fakeWorld) SaveSnapshot(_ context.Context, _, path string) (int64, error) {
+	if err := f.call("snapshot"); err != nil {
+		return 0, err
+	}
+	if f.writeSnapshots {
+		f.snapshots++
+		if err := os.WriteFile(path, fmt.Appendf(nil, "snapshot %d", f.snapshots), 0o600); err != nil {
+			return 0, err
+		}
+	}
+	return 42, nil
 }
 func (f *fakeWorld) CheckMoveAside() error               { return f.call("check-move") }
 func (f *fakeWorld) MoveAside() (string, error)          { return "/backups/x", f.call("move") }
@@ -209,6 +224,94 @@ func TestRejoinCrashPoints(t *testing.T) {
 	}
 	if want := []Step{StepSnapshot, StepRemove, StepMove, StepAdd, StepStart}; !slices.Equal(at, want) {
 		t.Errorf("crash points %v, want %v", at, want)
+	}
+}
+
+// TestRejoinNeverOverwritesASnapshot: each repair's safety snapshot is
+// named by its journal ID; a second repair within the same second, at the
+// same instant (a coarse or pinned clock), or after the clock was stepped
+// back, must keep the first one's snapshot and get an ID of its own.
+func TestRejoinNeverOverwritesASnapshot(t *testing.T) {
+	t0 := time.Date(2026, 11, 30, 12, 0, 0, 500_000_000, time.UTC)
+	for _, tt := range []struct {
+		name          string
+		first, second time.Time
+	}{
+		{"same instant", t0, t0},
+		{"same second", t0, t0.Add(300 * time.Millisecond)},
+		{"clock stepped back", t0, t0.Add(-400 * time.Millisecond)},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			f := &fakeWorld{writeSnapshots: true}
+			dir := t.TempDir()
+			var ids, paths []string
+			for _, now := range []time.Time{tt.first, tt.second} {
+				r := newRejoin(f)
+				r.SnapshotDir, r.Now = dir, func() time.Time { return now }
+				j, err := r.Run(context.Background(), repairPlan)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, _, err := r.Finish(0x99); err != nil {
+					t.Fatal(err)
+				}
+				ids, paths = append(ids, j.ID), append(paths, j.SnapshotPath)
+			}
+			if ids[0] == ids[1] || paths[0] == paths[1] {
+				t.Fatalf("two repairs got journal IDs %q and snapshots %q", ids, paths)
+			}
+			for i, p := range paths {
+				if got, err := os.ReadFile(p); err != nil || string(got) != fmt.Sprintf("snapshot %d", i+1) {
+					t.Errorf("snapshot %d at %s holds %q (%v), want its own", i+1, p, got, err)
+				}
+			}
+			if files, _ := filepath.Glob(filepath.Join(dir, "*.db")); len(files) != 2 {
+				t.Errorf("snapshots in the dir: %v, want both", files)
+			}
+		})
+	}
+}
+
+// TestRejoinSnapshotNameTaken: a journal resumed with an ID whose
+// snapshot name is taken (IDs were once the time to the second) writes
+// next to the old snapshot, not over it.
+func TestRejoinSnapshotNameTaken(t *testing.T) {
+	dir := t.TempDir()
+	old := filepath.Join(dir, "20261130T120000Z.db")
+	if err := os.WriteFile(old, []byte("older repair"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f := &fakeWorld{writeSnapshots: true, journal: Journal{ID: "20261130T120000Z", Step: StepPrecheck, Class: "repair"}}
+	r := newRejoin(f)
+	r.SnapshotDir = dir
+	j, err := r.Run(context.Background(), repairPlan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(old); string(got) != "older repair" || j.SnapshotPath != filepath.Join(dir, "20261130T120000Z-2.db") {
+		t.Errorf("older snapshot holds %q, new one at %s", got, j.SnapshotPath)
+	}
+}
+
+// TestRejoinIDsDifferWithoutSnapshots: without snapshots two repairs at
+// the same instant still get different journal IDs.
+func TestRejoinIDsDifferWithoutSnapshots(t *testing.T) {
+	f := &fakeWorld{}
+	r := newRejoin(f)
+	r.Snapshot = false
+	var ids []string
+	for range 2 {
+		j, err := r.Run(context.Background(), repairPlan)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := r.Finish(0x99); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, j.ID)
+	}
+	if ids[0] == ids[1] {
+		t.Errorf("journal IDs %q", ids)
 	}
 }
 

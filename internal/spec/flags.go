@@ -1,8 +1,12 @@
 package spec
 
+//go:generate go run gen_etcdflags.go
+
 import (
+	"fmt"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 
 	"gopkg.in/yaml.v3"
@@ -37,6 +41,27 @@ var ownedFlags = map[string]string{
 	"peer-trusted-ca-file":  "remove it: set tls.peer.trustedCAFile",
 	"peer-client-cert-auth": "remove it: set tls.peer.clientCertAuth",
 }
+
+// dangerousFlags are etcd flags that no shared spec may set: every member
+// would get them, and each one can lose data or fork the cluster.
+var dangerousFlags = map[string]string{
+	"force-new-cluster": "remove it: --force-new-cluster makes each member that starts with it a one-member cluster of its own; " +
+		"recover a lost quorum by hand on one host (etcd's disaster recovery), never from the spec",
+	"unsafe-no-fsync": "remove it: --unsafe-no-fsync loses acknowledged writes on a power cut and leaves WAL and db damaged, " +
+		"which etcdkeeper would then repair again and again",
+	"version": "remove it: etcd prints its version and exits instead of serving",
+}
+
+// discoveryHint: etcd bootstraps from --initial-cluster, from discovery
+// (--discovery-endpoints, --discovery-srv, v2's --discovery) or from DNS,
+// and refuses more than one ("multiple discovery or bootstrap flags are
+// set"); the agent always passes --initial-cluster.
+const discoveryHint = "remove it: etcdkeeper bootstraps the cluster from the spec's members (--initial-cluster); " +
+	"etcd's discovery would bootstrap another one, and etcd refuses both at once"
+
+// strictReconfigHint: without the check etcd accepts a membership change
+// that leaves the cluster without a quorum of started members.
+const strictReconfigHint = "must stay true (etcd's default): without it etcd accepts membership changes that lose quorum: remove it"
 
 var flagName = regexp.MustCompile(`^[a-z][a-z0-9-]*$`)
 
@@ -80,30 +105,103 @@ func (d *doc) flag(path string, k, v *yaml.Node, dst map[string]string) {
 	dst[name] = val.Value
 }
 
-func (d *doc) checkFlags(flags map[string]string) {
-	names := make([]string, 0, len(flags))
-	for name := range flags {
+// checkFlags checks etcd.flags. Whether etcd knows a flag is checked only
+// for the etcd built into etcdkeeper: an external etcd.binary may be
+// another version, with other flags (it refuses unknown ones at start,
+// which the agent classifies as misconfiguration and never repairs).
+func (d *doc) checkFlags(e Etcd) {
+	names := make([]string, 0, len(e.Flags))
+	for name := range e.Flags {
 		names = append(names, name)
 	}
 	slices.Sort(names)
 	for _, name := range names {
 		p := join("etcd.flags", name)
-		if msg := flagProblem(name); msg != "" {
+		if msg := flagProblem(name, e.Flags[name], e.Binary == ""); msg != "" {
 			d.errorf(d.line(p), "%s: %s", p, msg)
 		}
 	}
 }
 
-func flagProblem(name string) string {
+// flagProblem says what is wrong with flag name=value and what to do, or
+// "". builtin: the etcd is the one built into etcdkeeper, whose flags
+// etcdFlags lists.
+func flagProblem(name, value string, builtin bool) string {
 	if !flagName.MatchString(name) {
 		return "not an etcd flag name: use lowercase letters, digits and dashes, e.g. snapshot-count"
 	}
-	reason, owned := ownedFlags[name]
-	switch {
-	case !owned:
-		return ""
-	case reason != "":
+	if reason, owned := ownedFlags[name]; owned {
+		if reason != "" {
+			return reason
+		}
+		return "remove it: etcdkeeper sets --" + name + " from the spec"
+	}
+	if reason, ok := dangerousFlags[name]; ok {
 		return reason
 	}
-	return "remove it: etcdkeeper sets --" + name + " from the spec"
+	if name == "discovery" || strings.HasPrefix(name, "discovery-") {
+		return discoveryHint
+	}
+	if on, err := strconv.ParseBool(value); name == "strict-reconfig-check" && (err != nil || !on) {
+		return fmt.Sprintf("%q: %s", value, strictReconfigHint)
+	}
+	if builtin {
+		return unknownFlag(name)
+	}
+	return ""
+}
+
+// unknownFlag: etcd refuses a flag it does not define, and quietly ignores
+// a few old ones (etcdIgnoredFlags).
+func unknownFlag(name string) string {
+	switch {
+	case etcdFlags[name]:
+		return ""
+	case etcdIgnoredFlags[name]:
+		return fmt.Sprintf("remove it: etcd %s accepts --%s but ignores it", etcdVersion, name)
+	}
+	if to, ok := strings.CutPrefix(name, "experimental-"); ok {
+		if etcdFlags[to] {
+			return fmt.Sprintf("not a flag of etcd %s, which dropped the experimental- prefix: write %s", etcdVersion, to)
+		}
+		return fmt.Sprintf("not a flag of etcd %s, which removed the --experimental-* flags: some are feature gates now "+
+			"(feature-gates, e.g. InitialCorruptCheck=true,CompactHashCheck=true)", etcdVersion)
+	}
+	msg := fmt.Sprintf("not a flag of etcd %s (the etcd built into etcdkeeper; etcdkeeper etcd --help lists them)", etcdVersion)
+	if near := nearestFlag(name); near != "" {
+		msg += ": did you mean " + near + "?"
+	}
+	return msg
+}
+
+// nearestFlag is the etcd flag one or two edits away from name, or "".
+func nearestFlag(name string) string {
+	best, bestDist := "", 3
+	for f := range etcdFlags {
+		if d := editDistance(name, f); d < bestDist || (d == bestDist && f < best) {
+			best, bestDist = f, d
+		}
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance between a and b.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
 }

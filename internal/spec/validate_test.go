@@ -109,6 +109,50 @@ func TestValidationErrors(t *testing.T) {
 			"spec.yaml:6: etcd.flags.listen-client-urls", "remove it: etcdkeeper sets --listen-client-urls"},
 		{"wal-dir flag", twoMembers + "etcd:\n  flags: {wal-dir: /wal}\n",
 			"spec.yaml:6: etcd.flags.wal-dir", "remove it"},
+		{"initial-cluster flag", twoMembers + "etcd:\n  flags:\n    initial-cluster: a=http://10.0.0.1:2380\n",
+			"spec.yaml:7: etcd.flags.initial-cluster", "remove it: etcdkeeper sets --initial-cluster from the spec"},
+		{"initial-cluster-token flag", twoMembers + "etcd:\n  flags:\n    initial-cluster-token: x\n",
+			"spec.yaml:7: etcd.flags.initial-cluster-token", "remove it: etcdkeeper sets --initial-cluster-token from the spec"},
+		{"force-new-cluster", twoMembers + "etcd:\n  flags:\n    snapshot-count: 5\n    force-new-cluster: true\n",
+			"spec.yaml:8: etcd.flags.force-new-cluster", "remove it: --force-new-cluster"},
+		{"force-new-cluster false is refused too", twoMembers + "etcd:\n  flags:\n    --force-new-cluster: false\n",
+			"spec.yaml:7: etcd.flags.force-new-cluster", "remove it"},
+		{"unsafe-no-fsync", twoMembers + "etcd:\n  flags: {unsafe-no-fsync: true}\n",
+			"spec.yaml:6: etcd.flags.unsafe-no-fsync", "remove it: --unsafe-no-fsync"},
+		{"strict-reconfig-check false", twoMembers + "etcd:\n  flags:\n    strict-reconfig-check: false\n",
+			"spec.yaml:7: etcd.flags.strict-reconfig-check", "must stay true"},
+		{"strict-reconfig-check 0", twoMembers + "etcd:\n  flags:\n    strict-reconfig-check: \"0\"\n",
+			"spec.yaml:7: etcd.flags.strict-reconfig-check", "must stay true"},
+		{"strict-reconfig-check not a bool", twoMembers + "etcd:\n  flags:\n    strict-reconfig-check: maybe\n",
+			"spec.yaml:7: etcd.flags.strict-reconfig-check", "must stay true"},
+		{"discovery-srv", twoMembers + "etcd:\n  flags:\n    discovery-srv: example.com\n",
+			"spec.yaml:7: etcd.flags.discovery-srv", "remove it: etcdkeeper bootstraps the cluster from the spec's members"},
+		{"discovery-srv-name", twoMembers + "etcd:\n  flags:\n    discovery-srv-name: prod\n",
+			"spec.yaml:7: etcd.flags.discovery-srv-name", "remove it: etcdkeeper bootstraps"},
+		{"discovery-token", twoMembers + "etcd:\n  flags:\n    discovery-token: abc\n",
+			"spec.yaml:7: etcd.flags.discovery-token", "remove it: etcdkeeper bootstraps"},
+		{"discovery-endpoints", twoMembers + "etcd:\n  flags:\n    discovery-endpoints: http://10.0.0.9:2379\n",
+			"spec.yaml:7: etcd.flags.discovery-endpoints", "remove it: etcdkeeper bootstraps"},
+		{"discovery (v2, gone)", twoMembers + "etcd:\n  flags:\n    discovery: https://discovery.etcd.io/x\n",
+			"spec.yaml:7: etcd.flags.discovery", "remove it: etcdkeeper bootstraps"},
+		{"any discovery- flag", twoMembers + "etcd:\n  flags:\n    discovery-dial-timeout: 2s\n",
+			"spec.yaml:7: etcd.flags.discovery-dial-timeout", "remove it: etcdkeeper bootstraps"},
+		{"unknown flag", twoMembers + "etcd:\n  flags:\n    snapshot-cout: 5\n",
+			"spec.yaml:7: etcd.flags.snapshot-cout", "not a flag of etcd 3.7.3"},
+		{"unknown flag, close to one", twoMembers + "etcd:\n  flags:\n    snapshot-cout: 5\n",
+			"spec.yaml:7: etcd.flags.snapshot-cout", "did you mean snapshot-count?"},
+		{"experimental flag renamed", twoMembers + "etcd:\n  flags:\n    experimental-compact-hash-check-time: 1m\n",
+			"spec.yaml:7: etcd.flags.experimental-compact-hash-check-time", "write compact-hash-check-time"},
+		{"experimental flag gone", twoMembers + "etcd:\n  flags:\n    experimental-initial-corrupt-check: true\n",
+			"spec.yaml:7: etcd.flags.experimental-initial-corrupt-check", "feature-gates"},
+		{"flag etcd ignores", twoMembers + "etcd:\n  flags:\n    peer-heartbeat-interval: 100\n",
+			"spec.yaml:7: etcd.flags.peer-heartbeat-interval", "ignores it"},
+		{"version flag", twoMembers + "etcd:\n  flags:\n    version: true\n",
+			"spec.yaml:7: etcd.flags.version", "prints its version and exits"},
+		{"help flag", twoMembers + "etcd:\n  flags:\n    help: true\n",
+			"spec.yaml:7: etcd.flags.help", "not a flag of etcd"},
+		{"external etcd: dangerous flags still refused", twoMembers + "etcd:\n  binary: /usr/local/bin/etcd\n  flags:\n    force-new-cluster: true\n",
+			"spec.yaml:8: etcd.flags.force-new-cluster", "remove it"},
 		{"not a flag name", twoMembers + "etcd:\n  flags:\n    snapshot_count: 5\n",
 			"spec.yaml:7: etcd.flags.snapshot_count", "not an etcd flag name"},
 		{"flag twice", twoMembers + "etcd:\n  flags:\n    snapshot-count: 5\n    --snapshot-count: 6\n",
@@ -182,6 +226,26 @@ func TestValidationErrors(t *testing.T) {
 			}
 			t.Errorf("no error starts with %q and contains %q; got:\n%v", tt.want, tt.msg, &errs)
 		})
+	}
+}
+
+// TestEtcdFlagsAccepted: etcd's own flags pass, the safe value of a
+// guarded one passes, and with an external etcd binary (of another
+// version, maybe) only the dangerous flags are checked.
+func TestEtcdFlagsAccepted(t *testing.T) {
+	for _, flags := range []string{
+		"snapshot-count: 5\n    quota-backend-bytes: 8589934592\n    feature-gates: InitialCorruptCheck=true",
+		"strict-reconfig-check: true",
+		"--auto-compaction-retention: 1h\n    max-learners: 2",
+		"v2-deprecation: write-only",
+	} {
+		if _, err := Parse([]byte(twoMembers+"etcd:\n  flags:\n    "+flags+"\n"), "spec.yaml"); err != nil {
+			t.Errorf("flags %q: %v", flags, err)
+		}
+	}
+	external := twoMembers + "etcd:\n  binary: /opt/etcd-3.6/etcd\n  flags:\n    experimental-initial-corrupt-check: true\n"
+	if _, err := Parse([]byte(external), "spec.yaml"); err != nil {
+		t.Errorf("an external etcd's own flag: %v", err)
 	}
 }
 
