@@ -63,9 +63,13 @@ type Agent struct {
 	// lastExit is etcd's last exit, classified; nil once it serves again.
 	lastExit *model.Exit
 	// data is the data dir as last inspected; only this agent changes it,
-	// so it stays valid until etcd starts or the data is moved (a full
-	// check of a large db takes a while).
+	// so it stays valid, for a while, until etcd starts or the data is
+	// moved (a full check of a large db takes a while).
 	data *model.Data
+	// dataAt and dataDev are when data was inspected, and the device the
+	// data dir was on then: another device (a disk mounted) is another dir.
+	dataAt  time.Time
+	dataDev uint64
 	// pending remembers since when each learner or unstarted member has
 	// been pending, for the learner timeout.
 	pending model.Pending

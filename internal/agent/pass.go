@@ -139,9 +139,9 @@ func (a *Agent) observeRunning(ctx context.Context, in *reconcile.Input) {
 func (a *Agent) observeStopped(ctx context.Context, in *reconcile.Input, journalErr error) error {
 	_, self := a.Spec()
 	l := &in.Local
-	if a.data == nil {
+	if dev := deviceOf(self.DataDir); a.data == nil || time.Since(a.dataAt) > dataFresh || dev != a.dataDev {
 		d := a.inspect(ctx)
-		a.data = &d
+		a.data, a.dataAt, a.dataDev = &d, time.Now(), dev
 	}
 	l.Data = *a.data
 	if s := a.loadSuspect(l.Data.MemberID); s != nil && (l.LastExit == nil || !l.LastExit.Corrupt) {
@@ -152,6 +152,9 @@ func (a *Agent) observeStopped(ctx context.Context, in *reconcile.Input, journal
 		return err
 	}
 	l.Marker = marker
+	if l.Data.Kind == model.DataEmpty {
+		l.DataUnmounted = unmounted(self.DataDir, marker)
+	}
 	l.RepairBlocked = a.repairBlocked(journalErr)
 	l.AddBlocked = a.addBlocked()
 	if !cluster.AnyListening(ctx, a.peerURLs()) {
@@ -181,6 +184,12 @@ func (a *Agent) observeCluster(ctx context.Context) *model.Cluster {
 	a.noteView(v)
 	return &v
 }
+
+// dataFresh is how long an inspection of the data dir stands for it while
+// etcd is not running: the passes of one decision (take the lock, then
+// rejoin) share it; later ones look again (an operator may have fixed
+// permissions, or mounted the disk).
+const dataFresh = 10 * time.Second
 
 // progressOf is what each agent reports of its member catching up, by
 // member ID.

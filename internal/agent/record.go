@@ -3,11 +3,14 @@ package agent
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 
 	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
 
 	"github.com/etcdkeeper/etcdkeeper/internal/cluster"
 	"github.com/etcdkeeper/etcdkeeper/internal/model"
+	"github.com/etcdkeeper/etcdkeeper/internal/reconcile"
 	"github.com/etcdkeeper/etcdkeeper/internal/spec"
 )
 
@@ -41,10 +44,12 @@ func (a *Agent) recordMarker(clusterID, memberID uint64) error {
 	if err != nil {
 		return err
 	}
-	if m != nil && m.ClusterID == clusterID && m.MemberID == memberID {
+	_, self := a.Spec()
+	dev := deviceOf(self.DataDir)
+	if m != nil && m.ClusterID == clusterID && m.MemberID == memberID && m.DataDev == dev {
 		return nil
 	}
-	if err := a.saveMarker(model.Marker{ClusterID: clusterID, MemberID: memberID}); err != nil {
+	if err := a.saveMarker(model.Marker{ClusterID: clusterID, MemberID: memberID, DataDev: dev}); err != nil {
 		return fmt.Errorf("recording membership: %w", err)
 	}
 	a.lg.Info("member identity recorded", zap.String("cluster-id", fmt.Sprintf("%x", clusterID)), zap.String("member-id", fmt.Sprintf("%x", memberID)))
@@ -146,4 +151,30 @@ func (a *Agent) memberID() uint64 {
 func (a *Agent) progress(st Status) string {
 	_, self := a.Spec()
 	return fmt.Sprintf("data %d bytes, applied %d", dataBytes(self.DataDir), st.Applied)
+}
+
+// deviceOf is the device (filesystem) path is on, or its parent's when
+// path does not exist; 0 when neither can be read.
+func deviceOf(path string) uint64 {
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err == nil {
+		return st.Dev
+	}
+	if err := unix.Stat(filepath.Dir(path), &st); err == nil {
+		return st.Dev
+	}
+	return 0
+}
+
+// unmounted says why the data dir looks like a mount point without its
+// filesystem, or "" (reconcile.Unmounted).
+func unmounted(dataDir string, m *model.Marker) string {
+	if m == nil {
+		return ""
+	}
+	current, parent := deviceOf(dataDir), deviceOf(filepath.Dir(dataDir))
+	if !reconcile.Unmounted(m.DataDev, current, parent) {
+		return ""
+	}
+	return fmt.Sprintf("%s is on the filesystem of its parent (device %x), while member %x ran on device %x", dataDir, current, m.MemberID, m.DataDev)
 }

@@ -34,6 +34,10 @@ type Data struct {
 type Marker struct {
 	ClusterID uint64 `json:"clusterID"`
 	MemberID  uint64 `json:"memberID"`
+	// DataDev is the device (filesystem) the data dir was on while the
+	// member ran: an empty data dir on another one may be an unmounted
+	// disk.
+	DataDev uint64 `json:"dataDev,omitempty"`
 }
 
 // AgentRecord is what each live agent publishes about itself in the
@@ -87,6 +91,9 @@ type Local struct {
 	// RepairBlocked is non-empty when moving data is not allowed now
 	// (repair disabled, rate limited, unreadable journal): the reason.
 	RepairBlocked string
+	// DataUnmounted is non-empty when the data dir looks like a mount
+	// point without its filesystem: the evidence.
+	DataUnmounted string
 	// AddBlocked is non-empty when this host may not be added to the
 	// cluster again now (the rate limit counts every add): the reason.
 	AddBlocked string

@@ -135,7 +135,7 @@ func corruptAlarmOn(c *model.Cluster, ids ...uint64) (model.Alarm, bool) {
 func startInput(in Input) StartInput {
 	l := in.Local
 	si := StartInput{Self: in.Self, InSpec: in.InSpec, SpecSize: len(in.Desired), Data: l.Data, Marker: l.Marker,
-		Cluster: in.Cluster, PeerAnswered: in.PeerAnswered, RepairBlocked: l.RepairBlocked, AddBlocked: l.AddBlocked}
+		Cluster: in.Cluster, PeerAnswered: in.PeerAnswered, RepairBlocked: l.RepairBlocked, AddBlocked: l.AddBlocked, DataUnmounted: l.DataUnmounted}
 	if l.LastExit != nil && l.LastExit.Corrupt {
 		si.ExitCorrupt, si.ExitReason = true, l.LastExit.Reason
 	}

@@ -37,6 +37,9 @@ type StartInput struct {
 	// RepairBlocked is non-empty when moving data is not allowed now
 	// (repair disabled, rate limited): the reason.
 	RepairBlocked string
+	// DataUnmounted is non-empty when the empty data dir looks like a
+	// mount point without its filesystem (see Unmounted): the evidence.
+	DataUnmounted string
 	// AddBlocked is non-empty when this host may not be added to the
 	// cluster again now (every add of the last hour counts toward
 	// repair.maxPerHour): the reason.
@@ -180,7 +183,21 @@ func decideCorrupt(in StartInput) StartDecision {
 	return rejoin(in, true, "data is corrupt: "+why)
 }
 
+// Unmounted reports whether a data dir on device current, inside a parent
+// dir on device parent, looks like a mount point whose filesystem is not
+// mounted, given that the member ran on device recorded: it now sits on
+// its parent's filesystem, where the member's never did. A new filesystem
+// mounted there (a replaced disk) is another device, not the parent's.
+func Unmounted(recorded, current, parent uint64) bool {
+	return recorded != 0 && current != recorded && current == parent
+}
+
 func decideEmpty(in StartInput) StartDecision {
+	if in.DataUnmounted != "" {
+		// An unmounted disk looks empty: rejoining would replace a member
+		// whose data is intact, one mount away.
+		return startWait("data dir not mounted? It is empty, but %s: mount it, or move the agent's state dir aside if the disk is gone for good", in.DataUnmounted)
+	}
 	if in.Cluster != nil {
 		return rejoin(in, false, "data dir is empty and the cluster is live: joining it")
 	}

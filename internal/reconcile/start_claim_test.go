@@ -80,3 +80,37 @@ func TestStartAddRateLimited(t *testing.T) {
 		t.Errorf("DecideStart = %s reuse=%x %q, want a rejoin taking over entry 9", d.Action, d.ReuseID, d.Reason)
 	}
 }
+
+// TestStartUnmountedDataDir: an empty data dir that sits on its parent's
+// filesystem while the member ran on another (the disk is not mounted)
+// waits; nothing is removed. A genuinely replaced disk heals as usual.
+func TestStartUnmountedDataDir(t *testing.T) {
+	in := StartInput{Self: self, InSpec: true, SpecSize: 3, Data: model.Data{Kind: model.DataEmpty},
+		Marker: &model.Marker{ClusterID: 0xc1, MemberID: 2}, Cluster: live(mv(2, "node2", "http://127.0.0.2:2380", false)),
+		DataUnmounted: "the data dir is on the filesystem of its parent (device 801), the member ran on device 802"}
+	if d := DecideStart(in); d.Action != ActWait || d.StaleID != 0 || !strings.Contains(d.Reason, "data dir not mounted?") {
+		t.Errorf("DecideStart = %s stale=%x %q, want a wait: data dir not mounted?", d.Action, d.StaleID, d.Reason)
+	}
+	in.DataUnmounted = ""
+	if d := DecideStart(in); d.Action != ActRejoin || d.StaleID != 2 {
+		t.Errorf("a replaced disk: DecideStart = %s stale=%x %q, want a rejoin replacing member 2", d.Action, d.StaleID, d.Reason)
+	}
+}
+
+func TestUnmounted(t *testing.T) {
+	tests := []struct {
+		recorded, current, parent uint64
+		want                      bool
+	}{
+		{0, 5, 5, false},   // never recorded
+		{7, 7, 5, false},   // the same filesystem as when the member ran
+		{7, 5, 5, true},    // on the parent's filesystem: the mount is gone
+		{7, 9, 5, false},   // another filesystem mounted there: a new disk
+		{5, 5, 5, false},   // never a mount point (a plain dir removed and made again)
+	}
+	for _, tt := range tests {
+		if got := Unmounted(tt.recorded, tt.current, tt.parent); got != tt.want {
+			t.Errorf("Unmounted(%d, %d, %d) = %v, want %v", tt.recorded, tt.current, tt.parent, got, tt.want)
+		}
+	}
+}

@@ -2,11 +2,12 @@ package integration
 
 import (
 	"fmt"
-	"github.com/etcdkeeper/etcdkeeper/test/testbed"
 	"os"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/etcdkeeper/etcdkeeper/test/testbed"
 )
 
 const converge = 90 * time.Second

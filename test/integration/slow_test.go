@@ -41,8 +41,10 @@ func shapeLoopback(t *testing.T, port int, rate string) {
 	t.Cleanup(func() { _ = tc("qdisc", "del", "dev", "lo", "root") })
 	for _, args := range [][]string{
 		{"qdisc", "add", "dev", "lo", "root", "handle", "1:", "htb", "default", "1"},
-		{"class", "add", "dev", "lo", "parent", "1:", "classid", "1:1", "htb", "rate", "100gbit"},
-		{"class", "add", "dev", "lo", "parent", "1:", "classid", "1:2", "htb", "rate", rate, "ceil", rate},
+		// Everything else: a class far faster than any test's traffic, with
+		// a burst and quantum that fit loopback's 64 KiB packets.
+		{"class", "add", "dev", "lo", "parent", "1:", "classid", "1:1", "htb", "rate", "10gbit", "burst", "4mb", "cburst", "4mb", "quantum", "65536"},
+		{"class", "add", "dev", "lo", "parent", "1:", "classid", "1:2", "htb", "rate", rate, "ceil", rate, "quantum", "65536"},
 		{"filter", "add", "dev", "lo", "parent", "1:", "protocol", "ip", "prio", "1", "u32", "match", "ip", "dport", fmt.Sprint(port), "0xffff", "flowid", "1:2"},
 	} {
 		if err := tc(args...); err != nil {
