@@ -102,11 +102,11 @@ func TestUnmounted(t *testing.T) {
 		recorded, current, parent uint64
 		want                      bool
 	}{
-		{0, 5, 5, false},   // never recorded
-		{7, 7, 5, false},   // the same filesystem as when the member ran
-		{7, 5, 5, true},    // on the parent's filesystem: the mount is gone
-		{7, 9, 5, false},   // another filesystem mounted there: a new disk
-		{5, 5, 5, false},   // never a mount point (a plain dir removed and made again)
+		{0, 5, 5, false}, // never recorded
+		{7, 7, 5, false}, // the same filesystem as when the member ran
+		{7, 5, 5, true},  // on the parent's filesystem: the mount is gone
+		{7, 9, 5, false}, // another filesystem mounted there: a new disk
+		{5, 5, 5, false}, // never a mount point (a plain dir removed and made again)
 	}
 	for _, tt := range tests {
 		if got := Unmounted(tt.recorded, tt.current, tt.parent); got != tt.want {

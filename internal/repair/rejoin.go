@@ -137,6 +137,11 @@ func (r *Rejoin) crash(s Step) {
 	}
 }
 
+// crashAfter is the test crash point right after step's side effect and
+// before its journal write ("after-remove"): the window in which the
+// world has changed and the journal does not know it yet.
+func (r *Rejoin) crashAfter(s Step) { r.crash("after-" + s) }
+
 func (r *Rejoin) changed(kind string) {
 	if r.Changed != nil {
 		r.Changed(kind)
@@ -272,6 +277,7 @@ func (r *Rejoin) snapshot(ctx context.Context, j *Journal, p Plan) error {
 	if err != nil {
 		return err
 	}
+	r.crashAfter(StepSnapshot)
 	j.SnapshotPath = path
 	return r.advance(j, StepSnapshot, zap.String("path", path), zap.Int64("bytes", n), zap.String("from", p.Leader.Name))
 }
@@ -289,6 +295,7 @@ func (r *Rejoin) remove(ctx context.Context, j *Journal, p Plan) error {
 	if err := r.Cluster.Remove(ctx, p.ClusterID, p.StaleID); err != nil {
 		return err
 	}
+	r.crashAfter(StepRemove)
 	r.changed("remove")
 	j.OldMemberID = p.StaleID
 	return r.advance(j, StepRemove, zap.String("removed", fmt.Sprintf("%x", p.StaleID)))
@@ -308,6 +315,7 @@ func (r *Rejoin) move(_ context.Context, j *Journal, p Plan) error {
 	if err != nil {
 		return err
 	}
+	r.crashAfter(StepMove)
 	if dest != "" {
 		j.BackupPath = dest
 	}
@@ -329,6 +337,7 @@ func (r *Rejoin) addAndStart(ctx context.Context, j *Journal, p Plan) error {
 			return err
 		}
 		id, members = m.ID, all
+		r.crashAfter(StepAdd)
 		r.changed("add-learner")
 		// Every add counts toward repair.maxPerHour, whatever started the
 		// rejoin: a learner removed as stale and added again, over and
@@ -343,6 +352,7 @@ func (r *Rejoin) addAndStart(ctx context.Context, j *Journal, p Plan) error {
 	if err := r.Host.StartJoin(members, id); err != nil {
 		return err
 	}
+	r.crashAfter(StepStart)
 	return r.advance(j, StepPromote)
 }
 

@@ -213,7 +213,8 @@ func TestRejoinReleasesLockOnEveryError(t *testing.T) {
 }
 
 // TestRejoinCrashPoints: the test hook fires right before each side
-// effect, so that integration tests can kill the agent there.
+// effect and right after it (before its journal write), so that
+// integration tests can kill the agent in both windows.
 func TestRejoinCrashPoints(t *testing.T) {
 	f := &fakeWorld{}
 	r := newRejoin(f)
@@ -222,7 +223,8 @@ func TestRejoinCrashPoints(t *testing.T) {
 	if _, err := r.Run(context.Background(), repairPlan); err != nil {
 		t.Fatal(err)
 	}
-	if want := []Step{StepSnapshot, StepRemove, StepMove, StepAdd, StepStart}; !slices.Equal(at, want) {
+	want := []Step{StepSnapshot, "after-snapshot", StepRemove, "after-remove", StepMove, "after-move", StepAdd, "after-add", StepStart, "after-start"}
+	if !slices.Equal(at, want) {
 		t.Errorf("crash points %v, want %v", at, want)
 	}
 }

@@ -200,15 +200,17 @@ func fileSum(t *testing.T, path string) string {
 
 // TestRepairSurvivesCrashAtEachStep kills the agent (as hard as kill -9:
 // the test crash point exits at once and the kernel kills etcd with it)
-// right before each journal step, restarts it, and expects exactly three
-// healthy voters, no learner left and every key on the repaired member.
+// right before each step's side effect, and right after it (before the
+// journal knows), restarts it, and expects exactly three healthy voters,
+// no learner left and every key on the repaired member.
 func TestRepairSurvivesCrashAtEachStep(t *testing.T) {
 	t.Parallel()
 	c, _ := runningCluster(t, 3, repairSpec)
 	putKeys(t, c, "/k", 30)
 
-	for _, step := range []string{"snapshot", "remove", "move", "add", "start"} {
-		t.Run("crash before "+step, func(t *testing.T) {
+	steps := []string{"snapshot", "remove", "move", "add", "start", "after-snapshot", "after-remove", "after-move", "after-add", "after-start"}
+	for _, step := range steps {
+		t.Run("crash at "+step, func(t *testing.T) {
 			before := c.WaitVoters(converge, c.AllNames()...)
 			if err := c.Stop("node2"); err != nil {
 				t.Fatal(err)
@@ -226,8 +228,8 @@ func TestRepairSurvivesCrashAtEachStep(t *testing.T) {
 			expectKeys(t, c, "node2", "/k", 30)
 		})
 	}
-	if n := len(c.Backups("node2")); n != 5 {
-		t.Errorf("node2 has %d moved-aside data dirs, want 5 (one per repair, none lost, none twice)", n)
+	if n := len(c.Backups("node2")); n != len(steps) {
+		t.Errorf("node2 has %d moved-aside data dirs, want %d (one per repair, none lost, none twice)", n, len(steps))
 	}
 }
 
