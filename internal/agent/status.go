@@ -38,6 +38,8 @@ type Status struct {
 	ReloadsOK      int             `json:"reloadsOK"`
 	ReloadsFailed  int             `json:"reloadsFailed"`
 	LastPass       time.Time       `json:"lastPass"`
+	// Passes counts the loop's passes since the agent started.
+	Passes int64 `json:"passes"`
 }
 
 // Status returns a copy of the agent's status.
@@ -55,6 +57,7 @@ func (a *Agent) setDecision(said string, err error) {
 	a.status.SpecGeneration = a.spec.Generation
 	a.status.Decision = said
 	a.status.LastPass = time.Now()
+	a.status.Passes++
 	if err != nil {
 		a.status.LastError = err.Error()
 	}

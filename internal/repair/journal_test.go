@@ -1,14 +1,19 @@
 package repair
 
 import (
+	"encoding/json"
+	"io"
 	"math"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"slices"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/etcdkeeper/etcdkeeper/internal/atomicfile"
 )
 
 func sampleJournal(step Step) Journal {
@@ -49,24 +54,39 @@ func TestLoadJournalGarbage(t *testing.T) {
 	}
 }
 
-// Crash safety: a crash during a save leaves at most a temp file next to
-// the journal, which readers never see; the journal keeps the old content.
+// Crash safety: a process killed in the middle of a journal save (the
+// new content half written to its temp file) leaves the old journal in
+// place, and the next save works. The crash is real: a child process
+// (this test binary) dies with os.Exit in the middle of the write, with
+// no deferred cleanup.
 func TestJournalCrashLeavesOldContent(t *testing.T) {
+	if path := os.Getenv("JOURNAL_CRASH_PATH"); path != "" {
+		data, _ := json.Marshal(sampleJournal("move"))
+		_ = atomicfile.Write(path, 0o600, func(w io.Writer) error {
+			_, _ = w.Write(data[:len(data)/2])
+			os.Exit(7) // killed mid-write
+			return nil
+		})
+		return
+	}
 	dir := t.TempDir()
 	path := filepath.Join(dir, "journal.json")
-	old := sampleJournal("snapshot")
-	if err := SaveJournal(path, old); err != nil {
+	if err := SaveJournal(path, sampleJournal("snapshot")); err != nil {
 		t.Fatal(err)
 	}
-	// What a crash between write and rename leaves: a half-written temp file.
-	if err := os.WriteFile(filepath.Join(dir, ".journal.json123456"), []byte(`{"step": "mo`), 0o600); err != nil {
-		t.Fatal(err)
+	cmd := exec.Command(os.Args[0], "-test.run=^TestJournalCrashLeavesOldContent$")
+	cmd.Env = append(os.Environ(), "JOURNAL_CRASH_PATH="+path)
+	if err := cmd.Run(); err == nil || cmd.ProcessState.ExitCode() != 7 {
+		t.Fatalf("the child did not die mid-write: %v", err)
+	}
+	left, _ := filepath.Glob(filepath.Join(dir, "*"))
+	if len(left) < 2 {
+		t.Fatalf("no half-written temp file next to the journal (%v): the crash happened elsewhere, the test proves nothing", left)
 	}
 	got, _, err := LoadJournal(path)
 	if err != nil || got.Step != "snapshot" {
 		t.Fatalf("after a crashed save: %+v, %v; want the old journal", got, err)
 	}
-	// The next save still works and replaces the journal as a whole.
 	if err := SaveJournal(path, sampleJournal("move")); err != nil {
 		t.Fatal(err)
 	}

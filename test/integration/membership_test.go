@@ -59,8 +59,8 @@ func TestScaleUpAndDown(t *testing.T) {
 			return ""
 		})
 	}
-	// Several more passes: the removed members must stay out.
-	time.Sleep(3 * time.Second)
+	// Several more passes of every agent: the removed members stay out.
+	c.WaitPasses(converge, 3, c.AllNames()...)
 	c.WaitVoters(5*time.Second, three...)
 }
 
@@ -97,7 +97,7 @@ func TestSpecEdits(t *testing.T) {
 				return ""
 			})
 		}
-		time.Sleep(2 * time.Second)
+		c.WaitPasses(converge, 3, c.AllNames()...)
 		after := c.WaitVoters(converge, c.AllNames()...)
 		for _, m := range c.Members {
 			if after[m.Name] != ids[m.Name] || c.EtcdPID(m.Name) != pids[m.Name] || !testbed.Alive(pids[m.Name]) {

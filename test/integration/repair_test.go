@@ -156,8 +156,8 @@ func TestRepairRefusedWithoutQuorum(t *testing.T) {
 			return ""
 		})
 	}
-	// Give the agents several more passes to do something wrong.
-	time.Sleep(5 * time.Second)
+	// Several more passes of the agents: still nothing moved.
+	c.WaitPasses(converge, 3, "node2", "node3")
 	for _, n := range []string{"node2", "node3"} {
 		if b := c.Backups(n); len(b) != 0 {
 			t.Errorf("%s: data moved aside without quorum: %v", n, b)

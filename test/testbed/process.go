@@ -2,7 +2,9 @@ package testbed
 
 import (
 	"bufio"
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -232,3 +234,45 @@ func (c *Cluster) AgentRunning(name string) bool {
 
 // LogPath is the agent log of member name (its own lines and etcd's).
 func (c *Cluster) LogPath(name string) string { return filepath.Join(c.Dir, name+".log") }
+
+// Passes is how many passes agent name's loop has run (its /status); an
+// error when the agent does not answer.
+func (c *Cluster) Passes(name string) (int64, error) {
+	m := c.Member(name)
+	cl := http.Client{Timeout: 2 * time.Second}
+	resp, err := cl.Get(fmt.Sprintf("http://%s:%d/status", m.IP, m.AgentPort))
+	if err != nil {
+		return 0, fmt.Errorf("agent %s /status: %w", name, err)
+	}
+	defer resp.Body.Close()
+	var st struct {
+		Passes int64 `json:"passes"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+		return 0, fmt.Errorf("agent %s /status: %w", name, err)
+	}
+	return st.Passes, nil
+}
+
+// WaitPasses waits until each named agent has run n more passes: a proof,
+// not a guess by sleeping, that the agents looked at the cluster again
+// (and decided what they decided) after what the test just did.
+func (c *Cluster) WaitPasses(d time.Duration, n int64, names ...string) {
+	c.t.Helper()
+	for _, name := range names {
+		start, err := c.Passes(name)
+		if err != nil {
+			c.t.Fatalf("%v", err)
+		}
+		Eventually(c.t, d, fmt.Sprintf("%d more passes of %s's agent", n, name), func() string {
+			now, err := c.Passes(name)
+			switch {
+			case err != nil:
+				return err.Error()
+			case now < start+n:
+				return fmt.Sprintf("%d of %d passes", now-start, n)
+			}
+			return ""
+		})
+	}
+}
