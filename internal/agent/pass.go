@@ -48,6 +48,9 @@ func (a *Agent) report(act reconcile.Action, said string, err error) {
 		return
 	}
 	a.lastKey = key
+	if act.Start.RepairRefused {
+		a.metrics.Repairs.WithLabelValues("refused").Inc() // once per refusal, not per pass
+	}
 	f := []zap.Field{zap.String("decision", said), zap.String("action", act.Kind.String()), zap.String("key", act.Key)}
 	if err != nil {
 		a.lg.Warn("decision", f...)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/etcdkeeper/etcdkeeper/internal/reconcile"
 	"github.com/etcdkeeper/etcdkeeper/internal/spec"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 // TestReportLogsOnKeyChange: a decision is logged when its key changes,
@@ -64,5 +65,19 @@ func TestPhaseOf(t *testing.T) {
 	}
 	if p := phaseOf(reconcile.Action{Kind: reconcile.DoWait}, in); p != "waiting" {
 		t.Errorf("wait: %s", p)
+	}
+}
+
+// TestRefusedRepairCounted: a repair refused by a guard counts once per
+// refusal (the EtcdkeeperRepairRefused alert reads it), not once a pass.
+func TestRefusedRepairCounted(t *testing.T) {
+	a := newTestAgent(t, "")
+	refused := reconcile.Action{Kind: reconcile.DoWait, Key: "start/wait/rate", Reason: "waiting: data is corrupt; not repairing: rate limit",
+		Start: reconcile.StartDecision{Action: reconcile.ActWait, RepairRefused: true}}
+	for range 3 {
+		a.report(refused, refused.Reason, nil)
+	}
+	if got := testutil.ToFloat64(a.metrics.Repairs.WithLabelValues("refused")); got != 1 {
+		t.Errorf("refused repairs = %v after one refusal seen on 3 passes, want 1", got)
 	}
 }

@@ -75,6 +75,9 @@ type StartDecision struct {
 	// StaleID is the cluster's entry for this host that must be removed
 	// before adding it again (0: none).
 	StaleID uint64
+	// RepairRefused: the data needs a repair that a guard (repair
+	// disabled, rate limit, free space) refuses: the operator is alerted.
+	RepairRefused bool
 	// ReuseID is an unstarted entry with this host's peer URLs that the
 	// rejoin takes over instead of adding a new one (0: none).
 	ReuseID uint64
@@ -220,7 +223,9 @@ func decideEmpty(in StartInput) StartDecision {
 // entry it removes or reuses.
 func rejoin(in StartInput, moveData bool, why string) StartDecision {
 	if moveData && in.RepairBlocked != "" {
-		return startWait("%s; not repairing: %s", why, in.RepairBlocked)
+		d := startWait("%s; not repairing: %s", why, in.RepairBlocked)
+		d.RepairRefused = true
+		return d
 	}
 	d := StartDecision{Action: ActRejoin, MoveData: moveData, Repair: moveData, Reason: why}
 	stale, reuse := selfEntries(in)
