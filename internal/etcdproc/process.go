@@ -117,10 +117,11 @@ func (p *Process) Exit() Exit {
 }
 
 func (p *Process) wait() {
-	err := p.cmd.Wait()
-	// The log pipe is closed by Wait; pipeLog finishes reading what was
-	// buffered before we publish the tail.
+	// Read the log to its end first: Wait closes the pipe, and lines still
+	// buffered in it — the last words of a crashing etcd, which its exit
+	// is classified by — would be lost.
 	<-p.logDone
+	err := p.cmd.Wait()
 	e := Exit{At: time.Now(), Tail: p.tail.lines(), Uptime: time.Since(p.started)}
 	e.Code, e.Signal = exitCode(p.cmd.ProcessState, err)
 	p.mu.Lock()
