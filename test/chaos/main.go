@@ -36,6 +36,7 @@ type config struct {
 	maxOps       int
 	checkTimeout time.Duration
 	seed         uint64
+	net          string
 }
 
 func main() {
@@ -53,9 +54,42 @@ func main() {
 	flag.IntVar(&cfg.maxOps, "max-ops", 60000, "bound of the history; clients stop issuing operations beyond it")
 	flag.DurationVar(&cfg.checkTimeout, "check-timeout", 3*time.Minute, "bound of the linearizability check")
 	flag.Uint64Var(&cfg.seed, "seed", 0, "random seed (0: from the clock; printed)")
+	flag.StringVar(&cfg.net, "net", "auto", "where the members run: ns (each in its own network namespace on a bridge: partitions and slow links possible; needs root), loopback (127.0.x.y, no network faults), auto (ns when possible)")
 	flag.Parse()
 	if cfg.seed == 0 {
 		cfg.seed = uint64(time.Now().UnixNano())
+	}
+	switch cfg.net {
+	case "auto", "ns":
+		why := testbed.CanIsolate()
+		if why != "" && cfg.net == "ns" {
+			fmt.Fprintf(os.Stderr, "chaos: -net ns: %s\n", why)
+			os.Exit(2)
+		}
+		if why != "" {
+			fmt.Fprintf(os.Stderr, "chaos: members on loopback, no network faults: %s\n", why)
+			cfg.net = "loopback"
+			break
+		}
+		cfg.net = "ns"
+		if !testbed.Isolated() {
+			// The whole run, in private network, mount and PID
+			// namespaces: nothing of it outlives this process.
+			code, err := testbed.Isolate()
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "chaos: %v\n", err)
+				code = 2
+			}
+			os.Exit(code)
+		}
+		if err := testbed.SetupIsolated(); err != nil {
+			fmt.Fprintf(os.Stderr, "chaos: %v\n", err)
+			os.Exit(2)
+		}
+	case "loopback":
+	default:
+		fmt.Fprintf(os.Stderr, "chaos: -net %q: ns, loopback or auto\n", cfg.net)
+		os.Exit(2)
 	}
 	os.Exit(run(cfg))
 }
@@ -117,8 +151,16 @@ func (ch *chaos) run() {
 	ch.say("seed %d, %d hosts, spec of %d, %d clients × %.0f ops/s on %d keys, faults for %s; dir %s",
 		cfg.seed, cfg.hosts, cfg.initial, cfg.clients, cfg.rate, cfg.keys, cfg.duration, ch.dir)
 	t := time.Now()
-	c := testbed.New(ch.r, cfg.hosts)
+	var c *testbed.Cluster
+	if cfg.net == "ns" {
+		c = testbed.NewOnNet(ch.r, cfg.hosts)
+	} else {
+		c = testbed.New(ch.r, cfg.hosts)
+	}
 	ch.c = c
+	// Each agent reads its own copy of the spec, as on real hosts: a spec
+	// edit can reach them at different times.
+	c.PerHostSpec = true
 	// Chaos repairs the same member more than the default 3 times an hour.
 	c.Extra = "repair:\n  maxPerHour: 100\n"
 	initial := c.AllNames()[:cfg.initial]
