@@ -16,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -37,6 +38,9 @@ type config struct {
 	checkTimeout time.Duration
 	seed         uint64
 	net          string
+	faults       string
+	minFaults    string
+	minAnswered  float64
 }
 
 func main() {
@@ -54,6 +58,9 @@ func main() {
 	flag.IntVar(&cfg.maxOps, "max-ops", 60000, "bound of the history; clients stop issuing operations beyond it")
 	flag.DurationVar(&cfg.checkTimeout, "check-timeout", 3*time.Minute, "bound of the linearizability check")
 	flag.Uint64Var(&cfg.seed, "seed", 0, "random seed (0: from the clock; printed)")
+	flag.StringVar(&cfg.faults, "faults", "all", "fault kinds to inject, comma-separated: kill-etcd, kill-agent, corrupt-wal, spec-edit, spec-skew, partition, slow-link, slow-host (all: every kind the test bed can inject; partition and slow-link need -net ns)")
+	flag.StringVar(&cfg.minFaults, "min-faults", "1", "the run fails unless at least this many faults of each enabled kind were injected: a number for every kind, or kind=n,... (kinds not named: 0)")
+	flag.Float64Var(&cfg.minAnswered, "min-answered", 0.5, "the run fails when fewer than this share of the operations begun while a fault acted got an answer")
 	flag.StringVar(&cfg.net, "net", "auto", "where the members run: ns (each in its own network namespace on a bridge: partitions and slow links possible; needs root), loopback (127.0.x.y, no network faults), auto (ns when possible)")
 	flag.Parse()
 	if cfg.seed == 0 {
@@ -198,9 +205,10 @@ func (ch *chaos) run() {
 	}
 	ch.nem = nem
 	nem.spec = initial
-	nem.partitions = partitionSupport()
-	ch.notes = append(ch.notes, "partitions skipped: "+nem.partitions)
-	ch.say("partitions skipped: %s", nem.partitions)
+	nem.specText = c.SpecText(initial...)
+	if err := ch.enable(nem); err != nil {
+		ch.r.Fatalf("%v", err)
+	}
 
 	t = time.Now()
 	nem.run(time.Now().Add(cfg.duration), cfg.gap)
@@ -209,7 +217,8 @@ func (ch *chaos) run() {
 	t = time.Now()
 	ch.say("healing: every agent of the spec %v running; waiting for convergence", nem.spec)
 	nem.heal()
-	if why := waitSpec(mon, nem.spec, cfg.converge); why != "" {
+	healed := time.Now()
+	if why := waitSpec(mon, nem.spec, healed, cfg.converge); why != "" {
 		ch.fail("membership does not equal the spec %v with healthy voters and no learner %s after healing: %s", nem.spec, cfg.converge, why)
 	} else {
 		ch.facts = append(ch.facts, fmt.Sprintf("membership equals the spec %v: all healthy voters, no learner", nem.spec))
@@ -231,12 +240,12 @@ func (ch *chaos) run() {
 }
 
 // waitSpec waits until the monitor sees exactly the spec's members, all
-// healthy voters.
-func waitSpec(mon *monitor, spec []string, d time.Duration) string {
+// healthy voters, in an observation begun after since (the heal).
+func waitSpec(mon *monitor, spec []string, since time.Time, d time.Duration) string {
 	deadline := time.Now().Add(d)
 	why := "no observation"
 	for time.Now().Before(deadline) {
-		if s, ok := mon.latest(); ok {
+		if s, ok := mon.latest(); ok && s.Start.After(since) {
 			if _, why = s.ExactVoters(spec...); why == "" {
 				return ""
 			}
@@ -247,6 +256,7 @@ func waitSpec(mon *monitor, spec []string, d time.Duration) string {
 }
 
 func (ch *chaos) check(mon *monitor, endpoints []string) {
+	ch.checkFaultCounts()
 	if err := writeHistory(filepath.Join(ch.dir, "history.jsonl"), ch.ops); err != nil {
 		ch.fail("writing the history: %v", err)
 	}
@@ -385,15 +395,24 @@ func (ch *chaos) summary() string {
 			}
 		}
 		sort.Strings(steps)
-		total := cnt["kill-etcd"] + cnt["kill-agent"] + cnt["corrupt-wal"] + cnt["spec-edit"]
+		total := 0
+		for _, k := range faultKinds {
+			total += cnt[k.name]
+		}
+		var parts []string
+		for _, k := range []string{"minority", "leader", "one-way", "flap"} {
+			if cnt["partition-"+k] > 0 {
+				parts = append(parts, fmt.Sprintf("%s %d", k, cnt["partition-"+k]))
+			}
+		}
 		kinds := []string{
 			fmt.Sprintf("kill -9 etcd %d", cnt["kill-etcd"]),
 			fmt.Sprintf("kill -9 agent %d", cnt["kill-agent"]),
 			fmt.Sprintf("corrupt WAL %d (agent crashed before a repair step in %d: %s)", cnt["corrupt-wal"], crashes, strings.Join(steps, ", ")),
-			fmt.Sprintf("spec edit %d (%d up, %d down)", cnt["spec-edit"], cnt["scale-up"], cnt["scale-down"]),
-		}
-		if ch.nem.partitions != "" {
-			kinds = append(kinds, "partition 0 (skipped)")
+			fmt.Sprintf("spec edit %d + spec skew %d (%d up, %d down)", cnt["spec-edit"], cnt["spec-skew"], cnt["scale-up"], cnt["scale-down"]),
+			fmt.Sprintf("partition %d (%s)", cnt["partition"], strings.Join(parts, ", ")),
+			fmt.Sprintf("slow link %d", cnt["slow-link"]),
+			fmt.Sprintf("slow host %d", cnt["slow-host"]),
 		}
 		fmt.Fprintf(&b, "faults injected: %d: %s\n", total, strings.Join(kinds, ", "))
 		var skipped []string
@@ -417,4 +436,76 @@ func (ch *chaos) summary() string {
 		fmt.Fprintf(&b, "FAILED: %s\n", f)
 	}
 	return b.String()
+}
+
+// enable sets the nemesis's fault kinds and their minimum counts from
+// -faults and -min-faults; the kinds the test bed cannot inject here are
+// left out, and said so.
+func (ch *chaos) enable(nem *nemesis) error {
+	nem.enabled, nem.min = map[string]bool{}, map[string]int{}
+	known := map[string]faultKind{}
+	for _, k := range faultKinds {
+		known[k.name] = k
+	}
+	want := map[string]bool{}
+	if ch.cfg.faults == "all" {
+		for _, k := range faultKinds {
+			want[k.name] = true
+		}
+	} else {
+		for _, name := range strings.Split(ch.cfg.faults, ",") {
+			if _, ok := known[name]; !ok {
+				return fmt.Errorf("-faults: unknown kind %q", name)
+			}
+			want[name] = true
+		}
+	}
+	for _, k := range faultKinds {
+		switch {
+		case !want[k.name]:
+		case k.net && !ch.c.OnNet():
+			ch.notes = append(ch.notes, k.name+" not injected: the members run on loopback (-net loopback, or no root): a partition or a slow link needs each member in its own network namespace")
+		default:
+			nem.enabled[k.name] = true
+		}
+	}
+	if n, err := strconv.Atoi(ch.cfg.minFaults); err == nil {
+		for k := range nem.enabled {
+			nem.min[k] = n
+		}
+		return nil
+	}
+	for _, kv := range strings.Split(ch.cfg.minFaults, ",") {
+		k, v, ok := strings.Cut(kv, "=")
+		n, err := strconv.Atoi(v)
+		if !ok || err != nil {
+			return fmt.Errorf("-min-faults: %q is not kind=n", kv)
+		}
+		if !nem.enabled[k] && n > 0 {
+			return fmt.Errorf("-min-faults: %s=%d, but %s is not enabled here", k, n, k)
+		}
+		nem.min[k] = n
+	}
+	return nil
+}
+
+// checkFaultCounts fails the run when it injected fewer faults of an
+// enabled kind than -min-faults asks, or could not heal one: a run that
+// did not do what it says proves nothing about it.
+func (ch *chaos) checkFaultCounts() {
+	nem := ch.nem
+	var got []string
+	for _, k := range faultKinds {
+		if !nem.enabled[k.name] {
+			continue
+		}
+		got = append(got, fmt.Sprintf("%s %d/%d", k.name, nem.Counts[k.name], nem.min[k.name]))
+		if nem.Counts[k.name] < nem.min[k.name] {
+			ch.fail("injected %d %s faults, fewer than the %d asked (-min-faults); not injected when due: %d", nem.Counts[k.name], k.name, nem.min[k.name], nem.Skipped[k.name])
+		}
+	}
+	ch.facts = append(ch.facts, "faults injected (of the minimum asked): "+strings.Join(got, ", "))
+	for _, e := range nem.healErrors {
+		ch.fail("the nemesis could not heal a fault: %s", e)
+	}
 }
