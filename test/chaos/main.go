@@ -133,6 +133,8 @@ type chaos struct {
 	c        *testbed.Cluster
 	nem      *nemesis
 	ops      []op
+	opsStart time.Time // the clients' time 0
+	healedAt time.Time
 	failures []string
 	notes    []string
 	phases   []string
@@ -205,6 +207,7 @@ func (ch *chaos) run() {
 	}
 	ch.nem = nem
 	nem.spec = initial
+	nem.initial = initial
 	nem.specText = c.SpecText(initial...)
 	if err := ch.enable(nem); err != nil {
 		ch.r.Fatalf("%v", err)
@@ -234,6 +237,7 @@ func (ch *chaos) run() {
 		cli.Close()
 	}
 	ch.ops = hist.snapshot()
+	ch.opsStart, ch.healedAt = w.start, healed
 	t = time.Now()
 	ch.check(mon, endpoints)
 	ch.phase("checks", t)
@@ -309,10 +313,20 @@ func (ch *chaos) check(mon *monitor, endpoints []string) {
 	for _, m := range ch.c.Members {
 		logs[m.Name] = ch.c.LogPath(m.Name)
 	}
-	changes, err := agentChanges(logs)
+	changes, events, bad, err := agentLogs(logs)
 	if err != nil {
 		ch.fail("reading the agents' logs: %v", err)
 	}
+	for i, line := range bad {
+		if i == 5 {
+			ch.fail("... and %d more unparsable agent log lines", len(bad)-i)
+			break
+		}
+		ch.fail("agent log line is not the agent's JSON: %s", line)
+	}
+	ch.checkAnswered()
+	ch.checkOutOfService(events, mon)
+	ch.checkIDs(mon)
 	checked, raced, unobserved := 0, 0, 0
 	for _, v := range quorumCheck(changes, mon, ch.nem.Faults) {
 		checked++

@@ -30,6 +30,9 @@ type fault struct {
 	Detail string    `json:"detail,omitempty"`
 	// Cut are the members a partition cut off from the others.
 	Cut []string `json:"cut,omitempty"`
+	// Spec, Prev: a spec edit's new and previous member lists.
+	Spec []string `json:"spec,omitempty"`
+	Prev []string `json:"prev,omitempty"`
 	// End: when a lasting fault was healed (zero for instant ones).
 	End time.Time `json:"end,omitzero"`
 	// Recovered: when the target was a healthy voter again (zero if not
@@ -71,16 +74,17 @@ type nemesis struct {
 	logf   func(format string, args ...any)
 	events *os.File
 
-	spec        []string // the members the spec lists now
-	specText    string   // and its text
-	prevText    string   // the spec before the last edit
-	active      map[string]int // member -> the fault (index in Faults) it has not recovered from
+	spec        []string             // the members the spec lists now
+	initial     []string             // the spec at the start
+	specText    string               // and its text
+	prevText    string               // the spec before the last edit
+	active      map[string]int       // member -> the fault (index in Faults) it has not recovered from
 	startAt     map[string]time.Time // agent (re)starts due
 	crashSteps  []string
 	enabled     map[string]bool
 	min         map[string]int
-	lasting     []*lasting       // faults not healed yet
-	deliveries  []delivery       // spec files due on hosts
+	lasting     []*lasting // faults not healed yet
+	deliveries  []delivery // spec files due on hosts
 	cpu         map[string]*testbed.CPULimit
 	joining     map[string]time.Time // members a spec edit added, until healthy
 	healErrors  []string
@@ -132,7 +136,7 @@ func newNemesis(c *testbed.Cluster, mon *monitor, seed uint64, dir string, logf 
 		active: map[string]int{}, startAt: map[string]time.Time{},
 		crashSteps: []string{"snapshot", "remove", "move", "add", "start"},
 		cpu:        map[string]*testbed.CPULimit{}, joining: map[string]time.Time{},
-		minSize:    3, maxSize: len(c.Members),
+		minSize: 3, maxSize: len(c.Members),
 		Counts: map[string]int{}, Skipped: map[string]int{}}, nil
 }
 
@@ -170,8 +174,12 @@ func (n *nemesis) run(end time.Time, gap time.Duration) {
 	for time.Now().Before(end) {
 		n.tend()
 		if time.Now().After(next) {
-			n.inject()
 			next = time.Now().Add(gap/2 + time.Duration(n.rnd.Int64N(int64(gap))))
+			if !n.inject() {
+				// Nothing injected: try again soon rather than a whole
+				// gap later, so that a short run gets its faults.
+				next = time.Now().Add(time.Second)
+			}
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
@@ -282,7 +290,9 @@ func (n *nemesis) pickKind() string {
 	return "kill-etcd"
 }
 
-func (n *nemesis) inject() {
+// inject injects a fault of a kind pickKind picks; false when none could
+// be injected now.
+func (n *nemesis) inject() bool {
 	kind := n.pickKind()
 	var why string
 	switch kind {
@@ -306,7 +316,9 @@ func (n *nemesis) inject() {
 	if why != "" {
 		n.Skipped[kind]++
 		n.logf("nemesis: no %s now: %s", kind, why)
+		return false
 	}
+	return true
 }
 
 // candidates are the spec's members that a new fault may hit now, in
@@ -500,7 +512,7 @@ func (n *nemesis) editSpec(skew bool) string {
 				n.c.Start(name)
 			}
 		}
-		n.record(fault{Kind: kind, Target: fmt.Sprint(next), At: time.Now(), Detail: detail})
+		n.record(fault{Kind: kind, Target: fmt.Sprint(next), At: time.Now(), Detail: detail, Spec: next, Prev: oldNames})
 		return ""
 	}
 	kind = "spec-skew"
@@ -532,7 +544,7 @@ func (n *nemesis) editSpec(skew bool) string {
 	}
 	sort.SliceStable(n.deliveries, func(i, j int) bool { return n.deliveries[i].at.Before(n.deliveries[j].at) })
 	detail += fmt.Sprintf("; hosts get it over %s: %s", last.Sub(now).Round(100*time.Millisecond), strings.Join(order, ", "))
-	n.record(fault{Kind: kind, Target: fmt.Sprint(next), At: now, Detail: detail})
+	n.record(fault{Kind: kind, Target: fmt.Sprint(next), At: now, Detail: detail, Spec: next, Prev: oldNames})
 	n.deliver(false)
 	return ""
 }
