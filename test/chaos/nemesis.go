@@ -258,28 +258,27 @@ func (n *nemesis) heal() {
 	n.events.Close()
 }
 
-// pickKind picks the next fault kind: one still short of its minimum if
-// any (so that a short run injects every kind it must), otherwise by
-// weight among the enabled kinds.
+// pickKind picks the next fault kind by weight among the enabled kinds,
+// and among those still short of their minimum while any is (so that a
+// short run injects every kind it must: while a kind waits for a moment
+// it may be injected, no other fault takes that moment).
 func (n *nemesis) pickKind() string {
-	var short []string
+	short := false
 	for _, k := range faultKinds {
-		if n.enabled[k.name] && n.Counts[k.name] < n.min[k.name] {
-			short = append(short, k.name)
-		}
+		short = short || n.enabled[k.name] && n.Counts[k.name] < n.min[k.name]
 	}
-	if len(short) > 0 {
-		return short[n.rnd.IntN(len(short))]
+	pickable := func(k faultKind) bool {
+		return n.enabled[k.name] && (!short || n.Counts[k.name] < n.min[k.name])
 	}
 	total := 0
 	for _, k := range faultKinds {
-		if n.enabled[k.name] {
+		if pickable(k) {
 			total += k.weight
 		}
 	}
 	pick := n.rnd.IntN(total)
 	for _, k := range faultKinds {
-		if !n.enabled[k.name] {
+		if !pickable(k) {
 			continue
 		}
 		if pick < k.weight {

@@ -179,7 +179,7 @@ func (n *nemesis) slowed(member, kind string) bool {
 }
 
 // slowLink shapes a member's link to 0.5 to 4 Mbit/s each way (tbf on both
-// ends of its veth) for 10 to 40 s.
+// ends of its veth) for 5 to 20 s.
 func (n *nemesis) slowLink() string {
 	target, why := n.slowTarget("slow-link")
 	if target == "" {
@@ -187,7 +187,7 @@ func (n *nemesis) slowLink() string {
 	}
 	h := n.c.Member(target).Host
 	kbit := 500 + 500*n.rnd.IntN(8)
-	hold := time.Duration(10+n.rnd.IntN(31)) * time.Second
+	hold := time.Duration(5+n.rnd.IntN(16)) * time.Second
 	if err := h.Shape(kbit); err != nil {
 		_ = h.Unshape()
 		return "shaping failed: " + err.Error()
@@ -205,7 +205,7 @@ func (n *nemesis) slowLink() string {
 }
 
 // slowHost limits a member's agent and etcd together to 5 to 25 % of a
-// core (a cgroup v1 cpu quota) for 10 to 40 s; an agent restarted
+// core (a cgroup v1 cpu quota) for 5 to 20 s; an agent restarted
 // meanwhile joins the cgroup too.
 func (n *nemesis) slowHost() string {
 	target, why := n.slowTarget("slow-host")
@@ -221,7 +221,7 @@ func (n *nemesis) slowHost() string {
 		n.cpu[target] = l
 	}
 	percent := 5 + 5*n.rnd.IntN(5)
-	hold := time.Duration(10+n.rnd.IntN(31)) * time.Second
+	hold := time.Duration(5+n.rnd.IntN(16)) * time.Second
 	if err := l.Add(n.c.AgentPID(target), n.c.EtcdPID(target)); err != nil {
 		return "cpu cgroup: " + err.Error()
 	}
