@@ -185,6 +185,11 @@ func (ch *chaos) run() {
 		endpoints = append(endpoints, m.ClientURL())
 	}
 	mon := newMonitor(c.Client(), 250*time.Millisecond)
+	if c.OnNet() {
+		for _, m := range c.Members {
+			mon.via = append(mon.via, c.Client(m.Name))
+		}
+	}
 	go mon.run()
 	defer mon.halt()
 
@@ -193,7 +198,7 @@ func (ch *chaos) run() {
 		keys = append(keys, fmt.Sprintf("/chaos/k%d", i))
 	}
 	hist := &history{max: cfg.maxOps}
-	w := &workload{endpoints: endpoints, keys: keys, rate: cfg.rate, timeout: cfg.opTimeout, start: time.Now(), hist: hist}
+	w := &workload{endpoints: endpoints, keys: keys, rate: cfg.rate, timeout: cfg.opTimeout, start: time.Now(), hist: hist, keepalive: c.OnNet()}
 	if err := w.initKeys(); err != nil {
 		ch.r.Fatalf("%v", err)
 	}
