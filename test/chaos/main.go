@@ -1,13 +1,19 @@
 // Command chaos runs a bounded chaos test of etcdkeeper on the test bed
-// (real agents, real etcd, on 127.0.x.y): clients do gets, puts and
+// (real agents, real etcd; as root each member in its own network
+// namespace, else on 127.0.x.y): clients do gets, puts and
 // compare-and-swaps with unique values and record every operation, while a
 // nemesis kills etcd and agents with SIGKILL, corrupts stopped members'
-// WALs, edits the spec between 3 and 5 members, and partitions members
-// where it can. It then heals, waits for convergence and checks that the
-// history is linearizable (porcupine), that no acknowledged write was
-// lost, that the membership equals the spec (healthy voters, no learner)
-// and that no agent's membership change left fewer healthy voters than a
-// quorum. `make chaos` runs a few minutes, `make chaos-smoke` one.
+// WALs, edits the spec between 3 and 5 members (on every host at once, or
+// host by host with an old spec coming back), partitions members, and
+// slows their links and CPUs. It then heals, waits for convergence and
+// checks that the history is linearizable (porcupine), that no
+// acknowledged write was lost, that the membership equals the spec
+// (healthy voters, no learner), that no agent's membership change left
+// fewer healthy voters than a quorum, that no agent took a healthy member
+// out of service during a partition or a slow link or host, that members
+// kept their IDs, that the cluster served while faults acted, that every
+// agent log line parses, and that the run injected what it was asked to.
+// `make chaos` runs a few minutes, `make chaos-smoke` one.
 package main
 
 import (
