@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 )
 
@@ -22,16 +23,26 @@ const cpuRoot = "/sys/fs/cgroup/cpu"
 // ones such runs left behind.
 type CPULimit struct{ dir string }
 
+var (
+	cpuOnce sync.Once
+	cpuRun  string
+)
+
 // NewCPULimit makes a new, unlimited cpu cgroup for host name.
 func NewCPULimit(name string) (*CPULimit, error) {
 	if st, err := os.Stat(filepath.Join(cpuRoot, "cpu.cfs_quota_us")); err != nil || st.IsDir() {
 		return nil, errors.New("no cgroup v1 cpu controller at " + cpuRoot)
 	}
-	old, _ := filepath.Glob(filepath.Join(cpuRoot, "etcdkeeper-testbed-*"))
-	for _, d := range old {
-		_ = os.Remove(d) // only empty groups go
-	}
-	dir := filepath.Join(cpuRoot, fmt.Sprintf("etcdkeeper-testbed-%08x-%s", rand.Uint32(), name))
+	cpuOnce.Do(func() {
+		// Groups of earlier runs (this run's have its own tag); only
+		// empty ones can go.
+		cpuRun = fmt.Sprintf("%08x", rand.Uint32())
+		old, _ := filepath.Glob(filepath.Join(cpuRoot, "etcdkeeper-testbed-*"))
+		for _, d := range old {
+			_ = os.Remove(d)
+		}
+	})
+	dir := filepath.Join(cpuRoot, fmt.Sprintf("etcdkeeper-testbed-%s-%s", cpuRun, name))
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		return nil, err
 	}
