@@ -229,7 +229,7 @@ func (h Host) Unblackhole(ips ...string) error {
 	for _, ip := range ips {
 		out, err := exec.Command("ip", "-n", h.NS, "route", "del", "blackhole", ip+"/32").CombinedOutput()
 		if err != nil && !strings.Contains(string(out), "No such process") {
-			errs = append(errs, fmt.Errorf("ip route del blackhole %s in %s: %v: %s", ip, h.NS, err, out))
+			errs = append(errs, fmt.Errorf("ip route del blackhole %s in %s: %w: %s", ip, h.NS, err, out))
 		}
 	}
 	return errors.Join(errs...)
@@ -255,7 +255,7 @@ func (h Host) Unshape() error {
 	} {
 		out, err := exec.Command(args[0], args[1:]...).CombinedOutput()
 		if err != nil && !strings.Contains(string(out), "No such file") && !strings.Contains(string(out), "Cannot delete qdisc with handle of zero") {
-			errs = append(errs, fmt.Errorf("%s: %v: %s", strings.Join(args, " "), err, out))
+			errs = append(errs, fmt.Errorf("%s: %w: %s", strings.Join(args, " "), err, out))
 		}
 	}
 	return errors.Join(errs...)
@@ -264,7 +264,7 @@ func (h Host) Unshape() error {
 func run(name string, args ...string) error {
 	out, err := exec.Command(name, args...).CombinedOutput()
 	if err != nil {
-		return fmt.Errorf("%s %s: %v: %s", name, strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+		return fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, strings.TrimSpace(string(out)))
 	}
 	return nil
 }
