@@ -98,15 +98,18 @@ e2e: package
 	timeout -k 60 1200 test/e2e/run.sh $(DEB)
 
 # Benchmarks and the chaos run (docs/benchmarks.md), on the test bed:
-# real agents and real etcd on 127.0.x.y. `make bench` prints one table of
-# medians (add BENCH_FLAGS=-1gb for the 1 GB repair; a few minutes more per
-# run); `make chaos` injects faults for CHAOS_DURATION, then heals and
-# checks linearizability, lost writes, membership and quorum safety. The
-# smoke targets are their short forms for CI: bench-smoke asserts no
-# target, chaos-smoke fails like chaos does. A failing run keeps its logs
-# and says where.
+# real agents and real etcd. `make bench` (members on 127.0.x.y) prints one
+# table of medians (add BENCH_FLAGS=-1gb for the 1 GB repair; a few minutes
+# more per run); `make chaos` runs each member in its own network namespace
+# (as root; on loopback without partitions otherwise), injects faults for
+# CHAOS_DURATION, then heals and checks linearizability, lost writes,
+# membership, member IDs and quorum safety. The smoke targets are their
+# short forms for CI: bench-smoke asserts no target, chaos-smoke fails like
+# chaos does, and must inject at least the faults CHAOS_SMOKE_MIN lists.
+# A failing run keeps its logs and says where.
 .PHONY: bench bench-smoke chaos chaos-smoke bench-bin chaos-bin
 CHAOS_DURATION ?= 3m
+CHAOS_SMOKE_MIN ?= partition=2,spec-skew=1,corrupt-wal=1,kill-etcd=1,slow-link=1,slow-host=1
 
 bench-bin: build
 	$(GO) build -o bin/bench ./test/bench
@@ -124,4 +127,4 @@ chaos: chaos-bin
 	bin/chaos -bin $(BIN) -duration $(CHAOS_DURATION) $(CHAOS_FLAGS)
 
 chaos-smoke: chaos-bin
-	timeout -k 30 900 bin/chaos -bin $(BIN) -duration 60s $(CHAOS_FLAGS)
+	timeout -k 30 900 bin/chaos -bin $(BIN) -duration 60s -min-faults $(CHAOS_SMOKE_MIN) $(CHAOS_FLAGS)

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -159,25 +161,35 @@ type change struct {
 	Voters  int
 }
 
-// agentChanges reads the membership changes from the agents' logs.
-func agentChanges(logs map[string]string) ([]change, error) {
-	var out []change
+// agentEvent is an action an agent logged on a member's etcd or
+// membership that takes a member out of service: it stopped or restarted
+// its own etcd, its etcd exited, it started a rejoin (repair or join) of
+// its own member, or it removed a member.
+type agentEvent struct {
+	At     time.Time
+	Agent  string
+	Target string // the member acted on
+	What   string
+	Detail string
+}
+
+// agentLogs reads every agent's log: the membership changes, the
+// actions that take a member out of service, and the lines that are not
+// the agent's JSON log lines (a panic's stack, a truncated line). Every
+// line must parse: a line skipped is a line no check looked at.
+func agentLogs(logs map[string]string) (changes []change, events []agentEvent, bad []string, err error) {
 	for agent, path := range logs {
 		f, err := os.Open(path)
 		if err != nil {
 			if os.IsNotExist(err) {
 				continue
 			}
-			return nil, err
+			return nil, nil, nil, err
 		}
 		sc := bufio.NewScanner(f)
 		sc.Buffer(make([]byte, 1<<20), 1<<20)
-		for sc.Scan() {
+		for lineNo := 1; sc.Scan(); lineNo++ {
 			line := sc.Text()
-			if !strings.Contains(line, `"msg":"membership change"`) && !strings.Contains(line, `"msg":"rejoin step","`) &&
-				!strings.Contains(line, `"msg":"promoted to voter"`) {
-				continue
-			}
 			var rec struct {
 				TS       string `json:"ts"`
 				Msg      string `json:"msg"`
@@ -189,13 +201,35 @@ func agentChanges(logs map[string]string) ([]change, error) {
 				Step     string `json:"step"`
 				Removed  string `json:"removed"`
 				MemberID string `json:"member-id"`
+				Reason   string `json:"reason"`
+				Exit     string `json:"exit"`
 			}
-			if json.Unmarshal([]byte(line), &rec) != nil {
+			if err := json.Unmarshal([]byte(line), &rec); err != nil {
+				bad = append(bad, fmt.Sprintf("%s:%d: %v: %.200s", path, lineNo, err, line))
 				continue
 			}
 			at, err := time.Parse("2006-01-02T15:04:05.000Z0700", rec.TS)
 			if err != nil {
+				bad = append(bad, fmt.Sprintf("%s:%d: time %q: %v: %.200s", path, lineNo, rec.TS, err, line))
 				continue
+			}
+			ev := agentEvent{At: at, Agent: agent, Target: agent, Detail: rec.Reason}
+			switch rec.Msg {
+			case "stopping etcd":
+				ev.What = "stopped its etcd"
+			case "restarting etcd to apply changed settings":
+				ev.What = "restarted its etcd for changed settings"
+			case "etcd exited":
+				ev.What, ev.Detail = "saw its etcd exit", rec.Exit+" "+rec.Reason
+			case "rejoin started":
+				ev.What = "started a rejoin (" + rec.Kind + ")"
+			case "membership change":
+				if rec.Kind == "remove" {
+					ev.What, ev.Target = "removed", rec.Target
+				}
+			}
+			if ev.What != "" {
+				events = append(events, ev)
 			}
 			c := change{At: at, Agent: agent, Kind: rec.Kind, Target: rec.Target, Healthy: -1}
 			switch {
@@ -204,7 +238,7 @@ func agentChanges(logs map[string]string) ([]change, error) {
 				if rec.Healthy != nil && rec.Voters != nil {
 					c.Healthy, c.Voters = *rec.Healthy, *rec.Voters
 				}
-			case rec.Step == "remove" && rec.Removed != "":
+			case rec.Msg == "rejoin step" && rec.Step == "remove" && rec.Removed != "":
 				c.Kind = "rejoin-remove"
 				c.ID, _ = strconv.ParseUint(rec.Removed, 16, 64)
 			case rec.Msg == "promoted to voter":
@@ -213,11 +247,13 @@ func agentChanges(logs map[string]string) ([]change, error) {
 			default:
 				continue
 			}
-			out = append(out, c)
+			changes = append(changes, c)
 		}
 		f.Close()
 	}
-	return out, nil
+	sort.Slice(changes, func(i, j int) bool { return changes[i].At.Before(changes[j].At) })
+	sort.Slice(events, func(i, j int) bool { return events[i].At.Before(events[j].At) })
+	return changes, events, bad, nil
 }
 
 // verdict is the quorum check of one removal.
@@ -261,11 +297,7 @@ func quorumCheck(changes []change, mon *monitor, faults []fault) []verdict {
 		if healthy < voters/2+1 {
 			v.Problem = fmt.Sprintf("observed %s before: after the %s of %s (%x) %d healthy of %d voters, below quorum %d",
 				s.End.Format("15:04:05.000"), c.Kind, nameOr(target.Name, c.Target), c.ID, healthy, voters, voters/2+1)
-			for _, f := range faults {
-				if f.At.After(s.Start.Add(-time.Second)) && f.At.Before(c.At) && f.Kind != "spec-edit" {
-					v.Note = fmt.Sprintf("raced with fault %s of %s at %s", f.Kind, f.Target, f.At.Format("15:04:05.000"))
-				}
-			}
+			v.Note = dipExplained(s, c, faults)
 		}
 		if c.Healthy >= 0 {
 			h, vv := c.Healthy, c.Voters
@@ -283,6 +315,44 @@ func quorumCheck(changes []change, mon *monitor, faults []fault) []verdict {
 		out = append(out, v)
 	}
 	return out
+}
+
+// raceWindow is how long before a membership change an agent may have
+// observed the cluster it decided on: two passes at the test bed's
+// agent.interval of 500 ms (one to take the lock, one to decide under
+// it), with room for a slow observation.
+const raceWindow = 3 * time.Second
+
+// dipExplained says which faults explain the dip in healthy voters that
+// observation s shows before change c, "" when they do not all: each
+// voter unhealthy in s (the member changed aside) must have been hit by a
+// fault that began after the agent could have observed it healthy
+// (within raceWindow before the change) and before s. Such a removal
+// looked safe to the agent, and was, when it decided; a dip no fresh fault
+// explains means the agent removed a member while it could have seen
+// that too few were healthy.
+func dipExplained(s testbed.Observation, c change, faults []fault) string {
+	var why []string
+	for _, m := range s.Voters() {
+		if m.Healthy() || m.ID == c.ID {
+			continue
+		}
+		found := ""
+		for _, f := range faults {
+			hit := f.Target == m.Name || slices.Contains(f.Cut, m.Name)
+			if hit && !f.At.Before(c.At.Add(-raceWindow)) && f.At.Before(s.End) {
+				found = fmt.Sprintf("%s of %s at %s", f.Kind, m.Name, f.At.Format("15:04:05.000"))
+			}
+		}
+		if found == "" {
+			return ""
+		}
+		why = append(why, found)
+	}
+	if len(why) == 0 {
+		return ""
+	}
+	return "raced with fault " + strings.Join(why, " and ")
 }
 
 // promoteCheck: a learner promoted before it can vote adds a voter

@@ -21,6 +21,9 @@ type workload struct {
 	timeout   time.Duration
 	start     time.Time
 	hist      *history
+	// keepalive: find connections to a member cut off the network (it
+	// neither answers nor resets them) within 2 s.
+	keepalive bool
 
 	stop chan struct{}
 	wg   sync.WaitGroup
@@ -29,7 +32,11 @@ type workload struct {
 func (w *workload) now() int64 { return time.Since(w.start).Nanoseconds() }
 
 func (w *workload) client() (*clientv3.Client, error) {
-	return clientv3.New(clientv3.Config{Endpoints: w.endpoints, DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
+	cfg := clientv3.Config{Endpoints: w.endpoints, DialTimeout: 2 * time.Second, Logger: zap.NewNop()}
+	if w.keepalive {
+		cfg.DialKeepAliveTime, cfg.DialKeepAliveTimeout = time.Second, time.Second
+	}
+	return clientv3.New(cfg)
 }
 
 // initKeys gives every key a first value, recorded like any put.

@@ -1,13 +1,19 @@
 // Command chaos runs a bounded chaos test of etcdkeeper on the test bed
-// (real agents, real etcd, on 127.0.x.y): clients do gets, puts and
+// (real agents, real etcd; as root each member in its own network
+// namespace, else on 127.0.x.y): clients do gets, puts and
 // compare-and-swaps with unique values and record every operation, while a
 // nemesis kills etcd and agents with SIGKILL, corrupts stopped members'
-// WALs, edits the spec between 3 and 5 members, and partitions members
-// where it can. It then heals, waits for convergence and checks that the
-// history is linearizable (porcupine), that no acknowledged write was
-// lost, that the membership equals the spec (healthy voters, no learner)
-// and that no agent's membership change left fewer healthy voters than a
-// quorum. `make chaos` runs a few minutes, `make chaos-smoke` one.
+// WALs, edits the spec between 3 and 5 members (on every host at once, or
+// host by host with an old spec coming back), partitions members, and
+// slows their links and CPUs. It then heals, waits for convergence and
+// checks that the history is linearizable (porcupine), that no
+// acknowledged write was lost, that the membership equals the spec
+// (healthy voters, no learner), that no agent's membership change left
+// fewer healthy voters than a quorum, that no agent took a healthy member
+// out of service during a partition or a slow link or host, that members
+// kept their IDs, that the cluster served while faults acted, that every
+// agent log line parses, and that the run injected what it was asked to.
+// `make chaos` runs a few minutes, `make chaos-smoke` one.
 package main
 
 import (
@@ -16,6 +22,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -36,6 +43,10 @@ type config struct {
 	maxOps       int
 	checkTimeout time.Duration
 	seed         uint64
+	net          string
+	faults       string
+	minFaults    string
+	minAnswered  float64
 }
 
 func main() {
@@ -53,9 +64,45 @@ func main() {
 	flag.IntVar(&cfg.maxOps, "max-ops", 60000, "bound of the history; clients stop issuing operations beyond it")
 	flag.DurationVar(&cfg.checkTimeout, "check-timeout", 3*time.Minute, "bound of the linearizability check")
 	flag.Uint64Var(&cfg.seed, "seed", 0, "random seed (0: from the clock; printed)")
+	flag.StringVar(&cfg.faults, "faults", "all", "fault kinds to inject, comma-separated: kill-etcd, kill-agent, corrupt-wal, spec-edit, spec-skew, partition, slow-link, slow-host (all: every kind the test bed can inject; partition and slow-link need -net ns)")
+	flag.StringVar(&cfg.minFaults, "min-faults", "1", "the run fails unless at least this many faults of each enabled kind were injected: a number for every kind, or kind=n,... (kinds not named: 0)")
+	flag.Float64Var(&cfg.minAnswered, "min-answered", 0.5, "the run fails when fewer than this share of the operations begun while a fault acted got an answer")
+	flag.StringVar(&cfg.net, "net", "auto", "where the members run: ns (each in its own network namespace on a bridge: partitions and slow links possible; needs root), loopback (127.0.x.y, no network faults), auto (ns when possible)")
 	flag.Parse()
 	if cfg.seed == 0 {
 		cfg.seed = uint64(time.Now().UnixNano())
+	}
+	switch cfg.net {
+	case "auto", "ns":
+		why := testbed.CanIsolate()
+		if why != "" && cfg.net == "ns" {
+			fmt.Fprintf(os.Stderr, "chaos: -net ns: %s\n", why)
+			os.Exit(2)
+		}
+		if why != "" {
+			fmt.Fprintf(os.Stderr, "chaos: members on loopback, no network faults: %s\n", why)
+			cfg.net = "loopback"
+			break
+		}
+		cfg.net = "ns"
+		if !testbed.Isolated() {
+			// The whole run, in private network, mount and PID
+			// namespaces: nothing of it outlives this process.
+			code, err := testbed.Isolate()
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "chaos: %v\n", err)
+				code = 2
+			}
+			os.Exit(code)
+		}
+		if err := testbed.SetupIsolated(); err != nil {
+			fmt.Fprintf(os.Stderr, "chaos: %v\n", err)
+			os.Exit(2)
+		}
+	case "loopback":
+	default:
+		fmt.Fprintf(os.Stderr, "chaos: -net %q: ns, loopback or auto\n", cfg.net)
+		os.Exit(2)
 	}
 	os.Exit(run(cfg))
 }
@@ -92,6 +139,8 @@ type chaos struct {
 	c        *testbed.Cluster
 	nem      *nemesis
 	ops      []op
+	opsStart time.Time // the clients' time 0
+	healedAt time.Time
 	failures []string
 	notes    []string
 	phases   []string
@@ -117,8 +166,16 @@ func (ch *chaos) run() {
 	ch.say("seed %d, %d hosts, spec of %d, %d clients × %.0f ops/s on %d keys, faults for %s; dir %s",
 		cfg.seed, cfg.hosts, cfg.initial, cfg.clients, cfg.rate, cfg.keys, cfg.duration, ch.dir)
 	t := time.Now()
-	c := testbed.New(ch.r, cfg.hosts)
+	var c *testbed.Cluster
+	if cfg.net == "ns" {
+		c = testbed.NewOnNet(ch.r, cfg.hosts)
+	} else {
+		c = testbed.New(ch.r, cfg.hosts)
+	}
 	ch.c = c
+	// Each agent reads its own copy of the spec, as on real hosts: a spec
+	// edit can reach them at different times.
+	c.PerHostSpec = true
 	// Chaos repairs the same member more than the default 3 times an hour.
 	c.Extra = "repair:\n  maxPerHour: 100\n"
 	initial := c.AllNames()[:cfg.initial]
@@ -134,6 +191,11 @@ func (ch *chaos) run() {
 		endpoints = append(endpoints, m.ClientURL())
 	}
 	mon := newMonitor(c.Client(), 250*time.Millisecond)
+	if c.OnNet() {
+		for _, m := range c.Members {
+			mon.via = append(mon.via, c.Client(m.Name))
+		}
+	}
 	go mon.run()
 	defer mon.halt()
 
@@ -142,7 +204,7 @@ func (ch *chaos) run() {
 		keys = append(keys, fmt.Sprintf("/chaos/k%d", i))
 	}
 	hist := &history{max: cfg.maxOps}
-	w := &workload{endpoints: endpoints, keys: keys, rate: cfg.rate, timeout: cfg.opTimeout, start: time.Now(), hist: hist}
+	w := &workload{endpoints: endpoints, keys: keys, rate: cfg.rate, timeout: cfg.opTimeout, start: time.Now(), hist: hist, keepalive: c.OnNet()}
 	if err := w.initKeys(); err != nil {
 		ch.r.Fatalf("%v", err)
 	}
@@ -156,9 +218,11 @@ func (ch *chaos) run() {
 	}
 	ch.nem = nem
 	nem.spec = initial
-	nem.partitions = partitionSupport()
-	ch.notes = append(ch.notes, "partitions skipped: "+nem.partitions)
-	ch.say("partitions skipped: %s", nem.partitions)
+	nem.initial = initial
+	nem.specText = c.SpecText(initial...)
+	if err := ch.enable(nem); err != nil {
+		ch.r.Fatalf("%v", err)
+	}
 
 	t = time.Now()
 	nem.run(time.Now().Add(cfg.duration), cfg.gap)
@@ -167,7 +231,8 @@ func (ch *chaos) run() {
 	t = time.Now()
 	ch.say("healing: every agent of the spec %v running; waiting for convergence", nem.spec)
 	nem.heal()
-	if why := waitSpec(mon, nem.spec, cfg.converge); why != "" {
+	healed := time.Now()
+	if why := waitSpec(mon, nem.spec, healed, cfg.converge); why != "" {
 		ch.fail("membership does not equal the spec %v with healthy voters and no learner %s after healing: %s", nem.spec, cfg.converge, why)
 	} else {
 		ch.facts = append(ch.facts, fmt.Sprintf("membership equals the spec %v: all healthy voters, no learner", nem.spec))
@@ -183,18 +248,19 @@ func (ch *chaos) run() {
 		cli.Close()
 	}
 	ch.ops = hist.snapshot()
+	ch.opsStart, ch.healedAt = w.start, healed
 	t = time.Now()
 	ch.check(mon, endpoints)
 	ch.phase("checks", t)
 }
 
 // waitSpec waits until the monitor sees exactly the spec's members, all
-// healthy voters.
-func waitSpec(mon *monitor, spec []string, d time.Duration) string {
+// healthy voters, in an observation begun after since (the heal).
+func waitSpec(mon *monitor, spec []string, since time.Time, d time.Duration) string {
 	deadline := time.Now().Add(d)
 	why := "no observation"
 	for time.Now().Before(deadline) {
-		if s, ok := mon.latest(); ok {
+		if s, ok := mon.latest(); ok && s.Start.After(since) {
 			if _, why = s.ExactVoters(spec...); why == "" {
 				return ""
 			}
@@ -205,6 +271,7 @@ func waitSpec(mon *monitor, spec []string, d time.Duration) string {
 }
 
 func (ch *chaos) check(mon *monitor, endpoints []string) {
+	ch.checkFaultCounts()
 	if err := writeHistory(filepath.Join(ch.dir, "history.jsonl"), ch.ops); err != nil {
 		ch.fail("writing the history: %v", err)
 	}
@@ -257,10 +324,20 @@ func (ch *chaos) check(mon *monitor, endpoints []string) {
 	for _, m := range ch.c.Members {
 		logs[m.Name] = ch.c.LogPath(m.Name)
 	}
-	changes, err := agentChanges(logs)
+	changes, events, bad, err := agentLogs(logs)
 	if err != nil {
 		ch.fail("reading the agents' logs: %v", err)
 	}
+	for i, line := range bad {
+		if i == 5 {
+			ch.fail("... and %d more unparsable agent log lines", len(bad)-i)
+			break
+		}
+		ch.fail("agent log line is not the agent's JSON: %s", line)
+	}
+	ch.checkAnswered()
+	ch.checkOutOfService(events, mon)
+	ch.checkIDs(mon)
 	checked, raced, unobserved := 0, 0, 0
 	for _, v := range quorumCheck(changes, mon, ch.nem.Faults) {
 		checked++
@@ -343,15 +420,24 @@ func (ch *chaos) summary() string {
 			}
 		}
 		sort.Strings(steps)
-		total := cnt["kill-etcd"] + cnt["kill-agent"] + cnt["corrupt-wal"] + cnt["spec-edit"]
+		total := 0
+		for _, k := range faultKinds {
+			total += cnt[k.name]
+		}
+		var parts []string
+		for _, k := range []string{"minority", "leader", "one-way", "flap"} {
+			if cnt["partition-"+k] > 0 {
+				parts = append(parts, fmt.Sprintf("%s %d", k, cnt["partition-"+k]))
+			}
+		}
 		kinds := []string{
 			fmt.Sprintf("kill -9 etcd %d", cnt["kill-etcd"]),
 			fmt.Sprintf("kill -9 agent %d", cnt["kill-agent"]),
 			fmt.Sprintf("corrupt WAL %d (agent crashed before a repair step in %d: %s)", cnt["corrupt-wal"], crashes, strings.Join(steps, ", ")),
-			fmt.Sprintf("spec edit %d (%d up, %d down)", cnt["spec-edit"], cnt["scale-up"], cnt["scale-down"]),
-		}
-		if ch.nem.partitions != "" {
-			kinds = append(kinds, "partition 0 (skipped)")
+			fmt.Sprintf("spec edit %d + spec skew %d (%d up, %d down)", cnt["spec-edit"], cnt["spec-skew"], cnt["scale-up"], cnt["scale-down"]),
+			fmt.Sprintf("partition %d (%s)", cnt["partition"], strings.Join(parts, ", ")),
+			fmt.Sprintf("slow link %d", cnt["slow-link"]),
+			fmt.Sprintf("slow host %d", cnt["slow-host"]),
 		}
 		fmt.Fprintf(&b, "faults injected: %d: %s\n", total, strings.Join(kinds, ", "))
 		var skipped []string
@@ -375,4 +461,76 @@ func (ch *chaos) summary() string {
 		fmt.Fprintf(&b, "FAILED: %s\n", f)
 	}
 	return b.String()
+}
+
+// enable sets the nemesis's fault kinds and their minimum counts from
+// -faults and -min-faults; the kinds the test bed cannot inject here are
+// left out, and said so.
+func (ch *chaos) enable(nem *nemesis) error {
+	nem.enabled, nem.min = map[string]bool{}, map[string]int{}
+	known := map[string]faultKind{}
+	for _, k := range faultKinds {
+		known[k.name] = k
+	}
+	want := map[string]bool{}
+	if ch.cfg.faults == "all" {
+		for _, k := range faultKinds {
+			want[k.name] = true
+		}
+	} else {
+		for _, name := range strings.Split(ch.cfg.faults, ",") {
+			if _, ok := known[name]; !ok {
+				return fmt.Errorf("-faults: unknown kind %q", name)
+			}
+			want[name] = true
+		}
+	}
+	for _, k := range faultKinds {
+		switch {
+		case !want[k.name]:
+		case k.net && !ch.c.OnNet():
+			ch.notes = append(ch.notes, k.name+" not injected: the members run on loopback (-net loopback, or no root): a partition or a slow link needs each member in its own network namespace")
+		default:
+			nem.enabled[k.name] = true
+		}
+	}
+	if n, err := strconv.Atoi(ch.cfg.minFaults); err == nil {
+		for k := range nem.enabled {
+			nem.min[k] = n
+		}
+		return nil
+	}
+	for _, kv := range strings.Split(ch.cfg.minFaults, ",") {
+		k, v, ok := strings.Cut(kv, "=")
+		n, err := strconv.Atoi(v)
+		if !ok || err != nil {
+			return fmt.Errorf("-min-faults: %q is not kind=n", kv)
+		}
+		if !nem.enabled[k] && n > 0 {
+			return fmt.Errorf("-min-faults: %s=%d, but %s is not enabled here", k, n, k)
+		}
+		nem.min[k] = n
+	}
+	return nil
+}
+
+// checkFaultCounts fails the run when it injected fewer faults of an
+// enabled kind than -min-faults asks, or could not heal one: a run that
+// did not do what it says proves nothing about it.
+func (ch *chaos) checkFaultCounts() {
+	nem := ch.nem
+	var got []string
+	for _, k := range faultKinds {
+		if !nem.enabled[k.name] {
+			continue
+		}
+		got = append(got, fmt.Sprintf("%s %d/%d", k.name, nem.Counts[k.name], nem.min[k.name]))
+		if nem.Counts[k.name] < nem.min[k.name] {
+			ch.fail("injected %d %s faults, fewer than the %d asked (-min-faults); not injected when due: %d", nem.Counts[k.name], k.name, nem.min[k.name], nem.Skipped[k.name])
+		}
+	}
+	ch.facts = append(ch.facts, "faults injected (of the minimum asked): "+strings.Join(got, ", "))
+	for _, e := range nem.healErrors {
+		ch.fail("the nemesis could not heal a fault: %s", e)
+	}
 }

@@ -16,6 +16,13 @@ import (
 type monitor struct {
 	cli    *clientv3.Client
 	period time.Duration
+	// via, when set, are clients of one member each: the member list is
+	// asked through one of them, and through the next one when it got no
+	// answer, so that a member cut off does not blind the monitor (a
+	// client of all members keeps sending to a member that stopped
+	// answering until its keepalive gives up).
+	via []*clientv3.Client
+	cur int
 
 	mu       sync.Mutex
 	timeline []testbed.Observation
@@ -31,7 +38,7 @@ func newMonitor(cli *clientv3.Client, period time.Duration) *monitor {
 func (m *monitor) run() {
 	defer close(m.done)
 	for {
-		s := testbed.Observe(m.cli)
+		s := m.observe()
 		m.mu.Lock()
 		m.timeline = append(m.timeline, s)
 		m.mu.Unlock()
@@ -41,6 +48,21 @@ func (m *monitor) run() {
 		case <-time.After(m.period):
 		}
 	}
+}
+
+func (m *monitor) observe() testbed.Observation {
+	if len(m.via) == 0 {
+		return testbed.Observe(m.cli)
+	}
+	s := testbed.Observe(m.via[m.cur])
+	if s.Err != nil {
+		m.cur = (m.cur + 1) % len(m.via)
+		if again := testbed.Observe(m.via[m.cur]); again.Err == nil {
+			again.Start = s.Start // the sample covers both tries
+			return again
+		}
+	}
+	return s
 }
 
 func (m *monitor) halt() {

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strings"
 	"syscall"
 	"time"
 
@@ -15,12 +16,49 @@ import (
 )
 
 // fault is one injected fault, active until its member is seen as a
-// healthy voter again (or has left the spec and the cluster).
+// healthy voter again (or has left the spec and the cluster). A fault that
+// lasts (a partition, a slow link or host, a spec edit reaching the hosts
+// one by one) also has an end: when the nemesis healed it. nemesis.jsonl
+// has a line for each start ("event":"start"), each heal ("end") and each
+// target seen healthy again ("recovered").
 type fault struct {
+	ID     int       `json:"id"`
+	Event  string    `json:"event,omitempty"`
 	Kind   string    `json:"kind"`
 	Target string    `json:"target"`
 	At     time.Time `json:"at"`
 	Detail string    `json:"detail,omitempty"`
+	// Cut are the members a partition cut off from the others.
+	Cut []string `json:"cut,omitempty"`
+	// Spec, Prev: a spec edit's new and previous member lists.
+	Spec []string `json:"spec,omitempty"`
+	Prev []string `json:"prev,omitempty"`
+	// End: when a lasting fault was healed (zero for instant ones).
+	End time.Time `json:"end,omitzero"`
+	// Recovered: when the target was a healthy voter again (zero if not
+	// seen before the run ended).
+	Recovered time.Time `json:"recovered,omitzero"`
+}
+
+// over is when the fault stopped acting: its end, or for an instant one
+// its recovery; the end of the run when neither came.
+func (f fault) over(runEnd time.Time) time.Time {
+	switch {
+	case !f.End.IsZero() && !f.Recovered.IsZero():
+		return maxTime(f.End, f.Recovered)
+	case !f.End.IsZero():
+		return f.End
+	case !f.Recovered.IsZero():
+		return f.Recovered
+	}
+	return runEnd
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // nemesis injects faults at random, but never more than the cluster can
@@ -36,11 +74,20 @@ type nemesis struct {
 	logf   func(format string, args ...any)
 	events *os.File
 
-	spec        []string // the members the spec lists now
-	active      map[string]fault
+	spec        []string             // the members the spec lists now
+	initial     []string             // the spec at the start
+	specText    string               // and its text
+	prevText    string               // the spec before the last edit
+	active      map[string]int       // member -> the fault (index in Faults) it has not recovered from
 	startAt     map[string]time.Time // agent (re)starts due
 	crashSteps  []string
-	partitions  string // "" when partitions can be injected, else why not
+	enabled     map[string]bool
+	min         map[string]int
+	lasting     []*lasting // faults not healed yet
+	deliveries  []delivery // spec files due on hosts
+	cpu         map[string]*testbed.CPULimit
+	joining     map[string]time.Time // members a spec edit added, until healthy
+	healErrors  []string
 	minSize     int
 	maxSize     int
 	Counts      map[string]int
@@ -49,11 +96,35 @@ type nemesis struct {
 	Faults      []fault
 }
 
-var faultKinds = []struct {
+// lasting is a fault that acts until healed: heal undoes it; tick, when
+// set, runs on every pass of the nemesis meanwhile (a flapping link).
+type lasting struct {
+	id    int
+	until time.Time
+	heal  func() error
+	tick  func()
+}
+
+// delivery is a spec file due on one host at a time.
+type delivery struct {
+	host  string
+	text  string
+	names []string // the members text lists
+	at    time.Time
+	old   bool // an old spec coming back
+	fault int
+}
+
+type faultKind struct {
 	name   string
 	weight int
-}{
-	{"kill-etcd", 30}, {"kill-agent", 20}, {"corrupt-wal", 20}, {"spec-edit", 15}, {"partition", 15},
+	net    bool // needs the network test bed
+}
+
+var faultKinds = []faultKind{
+	{"kill-etcd", 20, false}, {"kill-agent", 12, false}, {"corrupt-wal", 15, false},
+	{"spec-edit", 8, false}, {"spec-skew", 12, false},
+	{"partition", 25, true}, {"slow-link", 8, true}, {"slow-host", 8, false},
 }
 
 func newNemesis(c *testbed.Cluster, mon *monitor, seed uint64, dir string, logf func(string, ...any)) (*nemesis, error) {
@@ -62,18 +133,37 @@ func newNemesis(c *testbed.Cluster, mon *monitor, seed uint64, dir string, logf 
 		return nil, err
 	}
 	return &nemesis{c: c, mon: mon, rnd: rand.New(rand.NewPCG(seed, 7)), logf: logf, events: f,
-		active: map[string]fault{}, startAt: map[string]time.Time{},
+		active: map[string]int{}, startAt: map[string]time.Time{},
 		crashSteps: []string{"snapshot", "remove", "move", "add", "start"},
-		minSize:    3, maxSize: len(c.Members),
+		cpu:        map[string]*testbed.CPULimit{}, joining: map[string]time.Time{},
+		minSize: 3, maxSize: len(c.Members),
 		Counts: map[string]int{}, Skipped: map[string]int{}}, nil
 }
 
-func (n *nemesis) record(f fault) {
+// record notes a new fault and returns its index in Faults.
+func (n *nemesis) record(f fault) int {
 	n.Counts[f.Kind]++
+	f.ID = len(n.Faults)
 	n.Faults = append(n.Faults, f)
+	n.event("start", f)
+	n.logf("nemesis: %s %s %s", f.Kind, f.Target, f.Detail)
+	return f.ID
+}
+
+func (n *nemesis) event(what string, f fault) {
+	f.Event = what
 	b, _ := json.Marshal(f)
 	n.events.Write(append(b, '\n'))
-	n.logf("nemesis: %s %s %s", f.Kind, f.Target, f.Detail)
+}
+
+// down marks member as hit by fault id until it is a healthy voter again.
+func (n *nemesis) down(member string, id int) { n.active[member] = id }
+
+// ended notes that the lasting fault id was healed.
+func (n *nemesis) ended(id int) {
+	n.Faults[id].End = time.Now()
+	n.event("end", n.Faults[id])
+	n.logf("nemesis: healed %s %s", n.Faults[id].Kind, n.Faults[id].Target)
 }
 
 // run injects faults until end, one every gap on average, and keeps the
@@ -84,8 +174,12 @@ func (n *nemesis) run(end time.Time, gap time.Duration) {
 	for time.Now().Before(end) {
 		n.tend()
 		if time.Now().After(next) {
-			n.inject()
 			next = time.Now().Add(gap/2 + time.Duration(n.rnd.Int64N(int64(gap))))
+			if !n.inject() {
+				// Nothing injected: try again soon rather than a whole
+				// gap later, so that a short run gets its faults.
+				next = time.Now().Add(time.Second)
+			}
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
@@ -93,18 +187,30 @@ func (n *nemesis) run(end time.Time, gap time.Duration) {
 
 // tend clears healed faults and (re)starts the agents that are due.
 func (n *nemesis) tend() {
+	n.tendLasting(false)
+	n.deliver(false)
 	s, ok := n.mon.latest()
-	for name, f := range n.active {
-		if !ok || !s.Start.After(f.At.Add(500*time.Millisecond)) {
+	for name, id := range n.active {
+		f := n.Faults[id]
+		if !ok || !s.Start.After(f.At.Add(500*time.Millisecond)) || n.stillActing(id) {
 			continue
 		}
 		_, member := s.ByName(name)
 		if (s.HealthyVoter(name) && n.c.AgentRunning(name)) || (!slices.Contains(n.spec, name) && !member) {
 			delete(n.active, name)
+			if n.Faults[id].Recovered.IsZero() {
+				n.Faults[id].Recovered = s.Start
+				n.event("recovered", n.Faults[id])
+			}
+		}
+	}
+	for name, since := range n.joining {
+		if ok && s.Start.After(since) && s.HealthyVoter(name) || !slices.Contains(n.spec, name) {
+			delete(n.joining, name)
 		}
 	}
 	for _, name := range n.spec {
-		if n.c.AgentRunning(name) {
+		if n.c.AgentRunning(name) || n.specPending(name) {
 			continue
 		}
 		if _, due := n.startAt[name]; !due {
@@ -118,12 +224,31 @@ func (n *nemesis) tend() {
 		delete(n.startAt, name)
 		if slices.Contains(n.spec, name) && !n.c.AgentRunning(name) {
 			n.c.Start(name)
+			n.rejoinCgroup(name)
 		}
 	}
 }
 
-// heal stops injecting and starts every spec member's agent now.
+// specPending: a skewed spec edit has not reached host name yet.
+func (n *nemesis) specPending(name string) bool {
+	for _, d := range n.deliveries {
+		if d.host == name && !d.old {
+			return true
+		}
+	}
+	return false
+}
+
+// heal stops injecting, heals every lasting fault, delivers the current
+// spec to every host and starts every spec member's agent now.
 func (n *nemesis) heal() {
+	n.tendLasting(true)
+	n.deliver(true)
+	for _, l := range n.cpu {
+		if err := l.Remove(); err != nil {
+			n.logf("nemesis: removing a cpu cgroup: %v", err)
+		}
+	}
 	for _, name := range n.spec {
 		if !n.c.AgentRunning(name) {
 			n.c.Start(name)
@@ -133,24 +258,41 @@ func (n *nemesis) heal() {
 	n.events.Close()
 }
 
-func (n *nemesis) inject() {
-	kinds := faultKinds
-	if n.partitions != "" {
-		kinds = kinds[:len(kinds)-1] // said once at the start
+// pickKind picks the next fault kind by weight among the enabled kinds,
+// and among those still short of their minimum while any is (so that a
+// short run injects every kind it must: while a kind waits for a moment
+// it may be injected, no other fault takes that moment).
+func (n *nemesis) pickKind() string {
+	short := false
+	for _, k := range faultKinds {
+		short = short || n.enabled[k.name] && n.Counts[k.name] < n.min[k.name]
+	}
+	pickable := func(k faultKind) bool {
+		return n.enabled[k.name] && (!short || n.Counts[k.name] < n.min[k.name])
 	}
 	total := 0
-	for _, k := range kinds {
-		total += k.weight
+	for _, k := range faultKinds {
+		if pickable(k) {
+			total += k.weight
+		}
 	}
 	pick := n.rnd.IntN(total)
-	kind := kinds[len(kinds)-1].name
-	for _, k := range kinds {
+	for _, k := range faultKinds {
+		if !pickable(k) {
+			continue
+		}
 		if pick < k.weight {
-			kind = k.name
-			break
+			return k.name
 		}
 		pick -= k.weight
 	}
+	return "kill-etcd"
+}
+
+// inject injects a fault of a kind pickKind picks; false when none could
+// be injected now.
+func (n *nemesis) inject() bool {
+	kind := n.pickKind()
 	var why string
 	switch kind {
 	case "kill-etcd":
@@ -160,14 +302,22 @@ func (n *nemesis) inject() {
 	case "corrupt-wal":
 		why = n.corruptWAL()
 	case "spec-edit":
-		why = n.editSpec()
+		why = n.editSpec(false)
+	case "spec-skew":
+		why = n.editSpec(true)
 	case "partition":
-		why = "partitions unavailable: " + n.partitions
+		why = n.partition()
+	case "slow-link":
+		why = n.slowLink()
+	case "slow-host":
+		why = n.slowHost()
 	}
 	if why != "" {
 		n.Skipped[kind]++
 		n.logf("nemesis: no %s now: %s", kind, why)
+		return false
 	}
+	return true
 }
 
 // candidates are the spec's members that a new fault may hit now, in
@@ -180,6 +330,9 @@ func (n *nemesis) candidates() ([]string, string) {
 	voters := s.Voters()
 	down := map[string]bool{}
 	for name := range n.active {
+		down[name] = true
+	}
+	for name := range n.joining {
 		down[name] = true
 	}
 	for name := range n.startAt {
@@ -234,8 +387,7 @@ func (n *nemesis) killEtcd() string {
 			continue
 		}
 		f := fault{Kind: "kill-etcd", Target: t, At: time.Now(), Detail: fmt.Sprintf("pid %d", pid)}
-		n.active[t] = f
-		n.record(f)
+		n.down(t, n.record(f))
 		return ""
 	}
 	if why == "" {
@@ -253,8 +405,7 @@ func (n *nemesis) killAgent() string {
 		pid := n.c.AgentPID(t)
 		n.c.Kill9(t)
 		f := fault{Kind: "kill-agent", Target: t, At: time.Now(), Detail: fmt.Sprintf("pid %d", pid)}
-		n.active[t] = f
-		n.record(f)
+		n.down(t, n.record(f))
 		// restarted by tend after a random delay
 		return ""
 	}
@@ -281,8 +432,7 @@ func (n *nemesis) corruptWAL() string {
 		}
 		if testbed.Alive(etcdPID) {
 			n.logf("nemesis: etcd %d of %s outlived its agent; not corrupting", etcdPID, t)
-			n.active[t] = fault{Kind: "kill-agent", Target: t, At: time.Now()}
-			n.Counts["kill-agent"]++
+			n.down(t, n.record(fault{Kind: "kill-agent", Target: t, At: time.Now(), Detail: "meant to corrupt its WAL"}))
 			return ""
 		}
 		file := n.c.CorruptWAL(t)
@@ -295,8 +445,7 @@ func (n *nemesis) corruptWAL() string {
 		} else {
 			n.c.Start(t)
 		}
-		n.active[t] = f
-		n.record(f)
+		n.down(t, n.record(f))
 		return ""
 	}
 	if why == "" {
@@ -307,11 +456,19 @@ func (n *nemesis) corruptWAL() string {
 
 // editSpec scales the spec up or down within [minSize, maxSize], once the
 // cluster has reached the previous spec. Members to drop are picked at
-// random; members to add are the hosts the spec does not list.
-func (n *nemesis) editSpec() string {
+// random; members to add are the hosts the spec does not list. Without
+// skew every host gets the new spec file at once; with skew (spec-skew)
+// the hosts get it one by one in random order, spread over 5 to 60 s, as
+// a configuration tool rolls it out, and half the time the previous spec
+// comes back to one host for a few seconds after it got the new one. A new
+// member's agent starts when its host gets the spec that lists it.
+func (n *nemesis) editSpec(skew bool) string {
 	s, ok := n.mon.latest()
 	if !ok || s.Err != nil {
 		return "no observation of the cluster"
+	}
+	if len(n.deliveries) > 0 {
+		return "the last spec edit has not reached every host yet"
 	}
 	if why := matches(s, n.spec); why != "" {
 		return "the last spec edit has not converged: " + why
@@ -331,26 +488,92 @@ func (n *nemesis) editSpec() string {
 		for _, m := range n.c.Members {
 			if len(next) < size && !slices.Contains(next, m.Name) {
 				next = append(next, m.Name)
+				n.joining[m.Name] = time.Now()
 			}
 		}
 	}
 	sort.Strings(next)
 	from, prev := fmt.Sprint(n.spec), len(n.spec)
+	n.prevText, n.specText = n.specText, n.c.SpecText(next...)
+	oldNames := n.spec
 	n.spec = next
-	n.c.WriteSpec(next...)
 	n.SpecHistory = append(n.SpecHistory, fmt.Sprint(next))
-	for _, name := range next {
-		if !n.c.AgentRunning(name) {
-			n.c.Start(name)
-		}
-	}
-	n.record(fault{Kind: "spec-edit", Target: fmt.Sprint(next), At: time.Now(), Detail: "from " + from})
+	kind, detail := "spec-edit", "from "+from
 	if size > prev {
 		n.Counts["scale-up"]++
 	} else {
 		n.Counts["scale-down"]++
 	}
+	if !skew {
+		n.c.WriteSpec(next...)
+		for _, name := range next {
+			if !n.c.AgentRunning(name) {
+				n.c.Start(name)
+			}
+		}
+		n.record(fault{Kind: kind, Target: fmt.Sprint(next), At: time.Now(), Detail: detail, Spec: next, Prev: oldNames})
+		return ""
+	}
+	kind = "spec-skew"
+	spread := time.Duration(5+n.rnd.IntN(56)) * time.Second
+	hosts := n.c.AllNames()
+	n.rnd.Shuffle(len(hosts), func(i, j int) { hosts[i], hosts[j] = hosts[j], hosts[i] })
+	now := time.Now()
+	var order []string
+	id := len(n.Faults)
+	var last time.Time
+	for i, h := range hosts {
+		// The first host at once, the last at the end of the spread.
+		at := now.Add(spread * time.Duration(i) / time.Duration(len(hosts)-1))
+		n.deliveries = append(n.deliveries, delivery{host: h, text: n.specText, names: next, at: at, fault: id})
+		order = append(order, fmt.Sprintf("%s+%s", h, at.Sub(now).Round(100*time.Millisecond)))
+		last = at
+	}
+	if n.rnd.IntN(2) == 0 {
+		// The previous spec comes back to one host, after it had the new
+		// one, and the new one is written again a few seconds later.
+		i := n.rnd.IntN(len(hosts))
+		back := now.Add(spread*time.Duration(i)/time.Duration(len(hosts)-1) + time.Duration(1+n.rnd.IntN(10))*time.Second)
+		again := back.Add(time.Duration(2+n.rnd.IntN(15)) * time.Second)
+		n.deliveries = append(n.deliveries,
+			delivery{host: hosts[i], text: n.prevText, names: oldNames, at: back, old: true, fault: id},
+			delivery{host: hosts[i], text: n.specText, names: next, at: again, fault: id})
+		order = append(order, fmt.Sprintf("old spec back on %s at +%s until +%s", hosts[i], back.Sub(now).Round(100*time.Millisecond), again.Sub(now).Round(100*time.Millisecond)))
+		last = maxTime(last, again)
+	}
+	sort.SliceStable(n.deliveries, func(i, j int) bool { return n.deliveries[i].at.Before(n.deliveries[j].at) })
+	detail += fmt.Sprintf("; hosts get it over %s: %s", last.Sub(now).Round(100*time.Millisecond), strings.Join(order, ", "))
+	n.record(fault{Kind: kind, Target: fmt.Sprint(next), At: now, Detail: detail, Spec: next, Prev: oldNames})
+	n.deliver(false)
 	return ""
+}
+
+// deliver writes the spec files that are due (all of them when now), and
+// starts the agent of a host whose new spec lists it. The last delivery of
+// a skewed edit ends its fault.
+func (n *nemesis) deliver(now bool) {
+	for len(n.deliveries) > 0 && (now || !time.Now().Before(n.deliveries[0].at)) {
+		d := n.deliveries[0]
+		n.deliveries = n.deliveries[1:]
+		n.c.WriteHostSpec(d.host, d.text)
+		what := "new"
+		if d.old {
+			what = "OLD"
+		}
+		n.logf("nemesis: %s spec %v on %s", what, d.names, d.host)
+		if !d.old && slices.Contains(d.names, d.host) && slices.Contains(n.spec, d.host) && !n.c.AgentRunning(d.host) {
+			if _, due := n.startAt[d.host]; !due {
+				n.c.Start(d.host)
+			}
+		}
+		pending := false
+		for _, o := range n.deliveries {
+			pending = pending || o.fault == d.fault
+		}
+		if !pending {
+			n.ended(d.fault)
+		}
+	}
 }
 
 // matches reports "" when the cluster's members are exactly names, none a

@@ -17,10 +17,14 @@ import (
 	"go.uber.org/zap"
 )
 
-// Member is one "host" of a test cluster: its own loopback address.
+// Member is one "host" of a test cluster: its own loopback address, or on
+// the network test bed (NewOnNet) its own network namespace and address.
 type Member struct {
-	Name       string
-	IP         string
+	Name string
+	IP   string
+	// Host is the member's network namespace on the network test bed;
+	// its NS is "" on loopback.
+	Host       Host
 	PeerPort   int
 	ClientPort int
 	AgentPort  int
@@ -50,6 +54,12 @@ type Cluster struct {
 	// AgentExtra is YAML added under agent: (indented two spaces).
 	AgentExtra string
 	tls        *tls.Config
+	// net is the bridge of the network test bed, nil on loopback.
+	net *Network
+	// PerHostSpec: each agent reads its own copy of the spec,
+	// SpecPath(name), as on real hosts; WriteSpec writes them all, and
+	// WriteHostSpec one.
+	PerHostSpec bool
 }
 
 // hostCounter gives each test cluster fresh loopback addresses, so that a
@@ -70,12 +80,45 @@ func New(t TB, n int) *Cluster {
 	return c
 }
 
+// NewOnNet is New on the network test bed: each member in its own network
+// namespace on the program's bridge (net.go). It runs only inside
+// Isolate's namespaces.
+func NewOnNet(t TB, n int) *Cluster {
+	t.Helper()
+	nw, err := Net()
+	if err != nil {
+		t.Fatalf("network test bed: %v", err)
+	}
+	c := &Cluster{t: t, Dir: t.TempDir(), agents: map[string]*Process{}, net: nw}
+	c.Spec = filepath.Join(c.Dir, "cluster.yaml")
+	t.Cleanup(c.cleanup) // registered first, so it runs after the agents stopped
+	for i := 0; i < n; i++ {
+		c.AddMember()
+	}
+	c.WriteSpec()
+	return c
+}
+
+// OnNet reports whether the cluster runs on the network test bed.
+func (c *Cluster) OnNet() bool { return c.net != nil }
+
 // AddMember adds a Member to the test cluster (not yet to the spec file).
 func (c *Cluster) AddMember() Member {
-	n := hostCounter.Add(1)
-	ip := fmt.Sprintf("127.0.%d.%d", n/250, n%250+1)
-	m := Member{Name: fmt.Sprintf("node%d", len(c.Members)+1), IP: ip,
-		PeerPort: FreePort(c.t, ip), ClientPort: FreePort(c.t, ip), AgentPort: FreePort(c.t, ip)}
+	var m Member
+	if c.net != nil {
+		h, err := c.net.AddHost()
+		if err != nil {
+			c.t.Fatalf("network test bed: %v", err)
+		}
+		// A host of its own: etcd's and the agent's default ports.
+		m = Member{Name: fmt.Sprintf("node%d", len(c.Members)+1), IP: h.IP, Host: h,
+			PeerPort: 2380, ClientPort: 2379, AgentPort: 2378}
+	} else {
+		n := hostCounter.Add(1)
+		ip := fmt.Sprintf("127.0.%d.%d", n/250, n%250+1)
+		m = Member{Name: fmt.Sprintf("node%d", len(c.Members)+1), IP: ip,
+			PeerPort: FreePort(c.t, ip), ClientPort: FreePort(c.t, ip), AgentPort: FreePort(c.t, ip)}
+	}
 	if c.tls != nil {
 		m.Scheme = "https"
 	}
@@ -103,9 +146,51 @@ func FreePort(t TB, ip string) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-// WriteSpec writes the spec listing members (all by default), atomically.
+// WriteSpec writes the spec listing members (all by default), atomically,
+// to c.Spec and, with PerHostSpec, to every host's copy.
 func (c *Cluster) WriteSpec(names ...string) {
 	c.t.Helper()
+	text := c.SpecText(names...)
+	c.writeFile(c.Spec, text)
+	if c.PerHostSpec {
+		for _, m := range c.Members {
+			c.WriteHostSpec(m.Name, text)
+		}
+	}
+}
+
+// SpecPath is the spec file the agent of member name reads: c.Spec, or
+// with PerHostSpec the host's own copy.
+func (c *Cluster) SpecPath(name string) string {
+	if c.PerHostSpec {
+		return filepath.Join(c.Dir, name, "etc", "cluster.yaml")
+	}
+	return c.Spec
+}
+
+// WriteHostSpec writes text (SpecText) to the spec file of host name
+// only, atomically: a spec edit reaching that host.
+func (c *Cluster) WriteHostSpec(name, text string) {
+	c.t.Helper()
+	path := c.SpecPath(name)
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		c.t.Fatalf("%v", err)
+	}
+	c.writeFile(path, text)
+}
+
+func (c *Cluster) writeFile(path, text string) {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(text), 0o644); err != nil {
+		c.t.Fatalf("%v", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		c.t.Fatalf("%v", err)
+	}
+}
+
+// SpecText is the spec listing members (all by default).
+func (c *Cluster) SpecText(names ...string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "cluster:\n  name: itest\nmembers:\n")
 	for _, m := range c.Members {
@@ -118,13 +203,7 @@ func (c *Cluster) WriteSpec(names ...string) {
 	fmt.Fprintf(&b, "etcd:\n  dataDir: %s/{name}/etcd\n  flags:\n    log-level: warn\n", c.Dir)
 	fmt.Fprintf(&b, "agent:\n  stateDir: %s/{name}/state\n  interval: 500ms\n  stopTimeout: 10s\n%s", c.Dir, c.AgentExtra)
 	b.WriteString(c.Extra)
-	tmp := c.Spec + ".tmp"
-	if err := os.WriteFile(tmp, []byte(b.String()), 0o644); err != nil {
-		c.t.Fatalf("%v", err)
-	}
-	if err := os.Rename(tmp, c.Spec); err != nil {
-		c.t.Fatalf("%v", err)
-	}
+	return b.String()
 }
 
 func (c *Cluster) Member(name string) Member {
@@ -149,7 +228,13 @@ func (c *Cluster) Client(names ...string) *clientv3.Client {
 			eps = append(eps, m.ClientURL())
 		}
 	}
-	cli, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 2 * time.Second, TLS: c.tls, Logger: zap.NewNop()})
+	cfg := clientv3.Config{Endpoints: eps, DialTimeout: 2 * time.Second, TLS: c.tls, Logger: zap.NewNop()}
+	if c.net != nil {
+		// A member cut off the network neither answers nor resets its
+		// connections: keepalives find the dead ones.
+		cfg.DialKeepAliveTime, cfg.DialKeepAliveTimeout = time.Second, time.Second
+	}
+	cli, err := clientv3.New(cfg)
 	if err != nil {
 		c.t.Fatalf("%v", err)
 	}

@@ -96,8 +96,11 @@ func (p *Process) Wait(d time.Duration) (exited bool, err error) {
 // Start starts the agent of Member name; env adds environment variables.
 func (c *Cluster) Start(name string, env ...string) {
 	c.t.Helper()
-	p, err := StartProcess(c.LogPath(name), func(cmd *exec.Cmd) { cmd.Env = append(os.Environ(), env...) },
-		Binary, "run", "--config", c.Spec, "--name", name, "--log-level", "debug")
+	bin, args := Binary, []string{"run", "--config", c.SpecPath(name), "--name", name, "--log-level", "debug"}
+	if h := c.Member(name).Host; h.NS != "" {
+		bin, args = h.Command(bin, args...)
+	}
+	p, err := StartProcess(c.LogPath(name), func(cmd *exec.Cmd) { cmd.Env = append(os.Environ(), env...) }, bin, args...)
 	if err != nil {
 		c.t.Fatalf("agent %s: %v", name, err)
 	}
@@ -143,6 +146,11 @@ func (c *Cluster) cleanup() {
 	if c.t.Failed() {
 		for _, m := range c.Members {
 			c.DumpLog(m.Name, 60)
+		}
+	}
+	if c.net != nil {
+		for _, m := range c.Members {
+			_ = c.net.RemoveHost(m.Host)
 		}
 	}
 }

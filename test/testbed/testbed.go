@@ -1,6 +1,9 @@
 // Package testbed runs real etcdkeeper agents, each with its real etcd
-// child, on loopback addresses 127.0.x.y with free ports: the harness of
-// the integration tests, the benchmarks and the chaos run. Nothing here is
+// child, on loopback addresses 127.0.x.y with free ports (New), or each
+// member in its own network namespace on a bridge (NewOnNet, net.go, inside
+// the private namespaces of Isolate), where a member's link can be cut or
+// slowed: the harness of the integration tests, the benchmarks and the
+// chaos run. Nothing here is
 // a mock: it drives the binary the README's users run. All three see the
 // cluster through one observer, Observe (probe.go), which judges the agents
 // without sharing their code.
