@@ -109,7 +109,7 @@ e2e: package
 # A failing run keeps its logs and says where.
 .PHONY: bench bench-smoke chaos chaos-smoke bench-bin chaos-bin
 CHAOS_DURATION ?= 3m
-CHAOS_SMOKE_MIN ?= partition=2,spec-skew=1,corrupt-wal=1,kill-etcd=1,slow-link=1,slow-host=1
+CHAOS_SMOKE_MIN ?= partition=2,spec-skew=1,corrupt-wal=1,kill-etcd=1,slow-link=1,slow-host=1,alarm-corrupt=1,impostor=1
 
 bench-bin: build
 	$(GO) build -o bin/bench ./test/bench
@@ -127,4 +127,4 @@ chaos: chaos-bin
 	bin/chaos -bin $(BIN) -duration $(CHAOS_DURATION) $(CHAOS_FLAGS)
 
 chaos-smoke: chaos-bin
-	timeout -k 30 900 bin/chaos -bin $(BIN) -duration 60s -min-faults $(CHAOS_SMOKE_MIN) $(CHAOS_FLAGS)
+	timeout -k 30 900 bin/chaos -bin $(BIN) -duration 90s -min-faults $(CHAOS_SMOKE_MIN) $(CHAOS_FLAGS)

@@ -184,6 +184,8 @@ func (ch *chaos) idChangeExplained(name string, from, to time.Time, wasHealthy b
 		switch {
 		case f.Kind == "corrupt-wal" && f.Target == name:
 			return "repair of a corrupt WAL"
+		case f.Kind == "alarm-corrupt" && f.Target == name:
+			return "repair after a CORRUPT alarm"
 		case f.Spec != nil && (!slices.Contains(f.Spec, name) || !slices.Contains(f.Prev, name)):
 			return "spec edit"
 		}

@@ -64,7 +64,7 @@ func main() {
 	flag.IntVar(&cfg.maxOps, "max-ops", 60000, "bound of the history; clients stop issuing operations beyond it")
 	flag.DurationVar(&cfg.checkTimeout, "check-timeout", 3*time.Minute, "bound of the linearizability check")
 	flag.Uint64Var(&cfg.seed, "seed", 0, "random seed (0: from the clock; printed)")
-	flag.StringVar(&cfg.faults, "faults", "all", "fault kinds to inject, comma-separated: kill-etcd, kill-agent, corrupt-wal, spec-edit, spec-skew, partition, slow-link, slow-host (all: every kind the test bed can inject; partition and slow-link need -net ns)")
+	flag.StringVar(&cfg.faults, "faults", "all", "fault kinds to inject, comma-separated: kill-etcd, kill-agent, corrupt-wal, spec-edit, spec-skew, partition, slow-link, slow-host, alarm-corrupt, impostor (all: every kind the test bed can inject; partition and slow-link need -net ns)")
 	flag.StringVar(&cfg.minFaults, "min-faults", "1", "the run fails unless at least this many faults of each enabled kind were injected: a number for every kind, or kind=n,... (kinds not named: 0)")
 	flag.Float64Var(&cfg.minAnswered, "min-answered", 0.5, "the run fails when fewer than this share of the operations begun while a fault acted got an answer")
 	flag.StringVar(&cfg.net, "net", "auto", "where the members run: ns (each in its own network namespace on a bridge: partitions and slow links possible; needs root), loopback (127.0.x.y, no network faults), auto (ns when possible)")
@@ -236,6 +236,11 @@ func (ch *chaos) run() {
 		ch.fail("membership does not equal the spec %v with healthy voters and no learner %s after healing: %s", nem.spec, cfg.converge, why)
 	} else {
 		ch.facts = append(ch.facts, fmt.Sprintf("membership equals the spec %v: all healthy voters, no learner", nem.spec))
+	}
+	if why := waitNoAlarms(mon, healed, cfg.converge); why != "" {
+		ch.fail("%s after healing", why)
+	} else {
+		ch.facts = append(ch.facts, "no alarm raised after healing (the agents disarmed those of repaired members)")
 	}
 	ch.phase("heal and converge", t)
 

@@ -125,6 +125,7 @@ var faultKinds = []faultKind{
 	{"kill-etcd", 20, false}, {"kill-agent", 12, false}, {"corrupt-wal", 15, false},
 	{"spec-edit", 8, false}, {"spec-skew", 12, false},
 	{"partition", 25, true}, {"slow-link", 8, true}, {"slow-host", 8, false},
+	{"alarm-corrupt", 6, false}, {"impostor", 6, false},
 }
 
 func newNemesis(c *testbed.Cluster, mon *monitor, seed uint64, dir string, logf func(string, ...any)) (*nemesis, error) {
@@ -311,6 +312,10 @@ func (n *nemesis) inject() bool {
 		why = n.slowLink()
 	case "slow-host":
 		why = n.slowHost()
+	case "alarm-corrupt":
+		why = n.alarmCorrupt()
+	case "impostor":
+		why = n.impostor()
 	}
 	if why != "" {
 		n.Skipped[kind]++
