@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/etcdkeeper/etcdkeeper/internal/spec"
+	"go.uber.org/zap"
 )
 
 // TestCPUTicks: a busy process's CPU time rises; the watchdog is fed by
@@ -61,7 +62,7 @@ func TestInspectFeedsWatchdogOnlyWhileBusy(t *testing.T) {
 			defer conn.Close()
 			t.Setenv("NOTIFY_SOCKET", sock)
 			t.Setenv("WATCHDOG_USEC", "1000000")
-			a := newTestAgent(t, self)
+			a := newTestAgent(t, self, nil)
 			a.notify.Ready()
 			pings := make(chan time.Time, 100)
 			go func() {
@@ -100,7 +101,9 @@ func TestInspectFeedsWatchdogOnlyWhileBusy(t *testing.T) {
 	}
 }
 
-func newTestAgent(t *testing.T, self string) *Agent {
+// newTestAgent is an agent of a one-member spec, not started; self is the
+// binary it would run, lg its logger (nil: none).
+func newTestAgent(t *testing.T, self string, lg *zap.Logger) *Agent {
 	t.Helper()
 	s, err := spec.Parse([]byte(`cluster: {name: c}
 members:
@@ -109,7 +112,7 @@ members:
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := New(Config{Spec: s, Name: "a", Self: self})
+	a, err := New(Config{Spec: s, Name: "a", Self: self, Logger: lg})
 	if err != nil {
 		t.Fatal(err)
 	}

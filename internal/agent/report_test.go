@@ -8,25 +8,14 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/etcdkeeper/etcdkeeper/internal/reconcile"
-	"github.com/etcdkeeper/etcdkeeper/internal/spec"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 // TestReportLogsOnKeyChange: a decision is logged when its key changes,
 // not on every pass while a duration in its reason ticks on.
 func TestReportLogsOnKeyChange(t *testing.T) {
-	s, err := spec.Parse([]byte(`cluster: {name: c}
-members:
-  - {name: a, peerURLs: [http://127.0.0.1:2380], clientURLs: [http://127.0.0.1:2379]}
-`), "spec.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
 	core, logs := observer.New(zap.InfoLevel)
-	a, err := New(Config{Spec: s, Name: "a", Logger: zap.New(core)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := newTestAgent(t, "", zap.New(core))
 	learner := func(d string) reconcile.Action {
 		return reconcile.Action{Kind: reconcile.DoWait, Key: "plan/learner", Reason: "waiting: node4 is a learner for " + d}
 	}
@@ -71,7 +60,7 @@ func TestPhaseOf(t *testing.T) {
 // TestRefusedRepairCounted: a repair refused by a guard counts once per
 // refusal (the EtcdkeeperRepairRefused alert reads it), not once a pass.
 func TestRefusedRepairCounted(t *testing.T) {
-	a := newTestAgent(t, "")
+	a := newTestAgent(t, "", nil)
 	refused := reconcile.Action{Kind: reconcile.DoWait, Key: "start/wait/rate", Reason: "waiting: data is corrupt; not repairing: rate limit",
 		Start: reconcile.StartDecision{Action: reconcile.ActWait, RepairRefused: true}}
 	for range 3 {
