@@ -443,6 +443,8 @@ func (ch *chaos) summary() string {
 			fmt.Sprintf("partition %d (%s)", cnt["partition"], strings.Join(parts, ", ")),
 			fmt.Sprintf("slow link %d", cnt["slow-link"]),
 			fmt.Sprintf("slow host %d", cnt["slow-host"]),
+			fmt.Sprintf("CORRUPT alarm %d", cnt["alarm-corrupt"]),
+			fmt.Sprintf("impostor %d", cnt["impostor"]),
 		}
 		fmt.Fprintf(&b, "faults injected: %d: %s\n", total, strings.Join(kinds, ", "))
 		var skipped []string
