@@ -1,6 +1,12 @@
 package backup
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -203,5 +209,37 @@ func TestChooseSource(t *testing.T) {
 				t.Fatalf("= %s (%s), %v; want %s (%s)", got.Name, why, err, tt.want, tt.why)
 			}
 		})
+	}
+}
+
+// TestRemoveChecksAgain: retention re-reads the file before deleting it;
+// a file that is no longer what its sidecar recorded is kept.
+func TestRemoveChecksAgain(t *testing.T) {
+	dir := t.TempDir()
+	var entries []Entry
+	for seq := int64(1); seq <= 3; seq++ {
+		e := entry(seq, 100+seq, BySchedule, "a", true)
+		e.Dir = dir
+		body := []byte(fmt.Sprintf("snapshot %d", seq))
+		if err := os.WriteFile(e.Path(), body, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		sum := sha256.Sum256(body)
+		e.Sidecar.SHA256 = hex.EncodeToString(sum[:])
+		if err := writeSidecar(filepath.Join(dir, SidecarName(e.File)), e.Sidecar); err != nil {
+			t.Fatal(err)
+		}
+		entries = append(entries, e)
+	}
+	// The oldest was replaced after it was verified.
+	if err := os.WriteFile(entries[0].Path(), []byte("something else"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	removed, err := RemovePruned(dir, Owner{Cluster: "c", Member: "a"}, 1)
+	if !slices.Equal(removed, []string{entries[1].File}) || err == nil || !strings.Contains(err.Error(), "sha256") {
+		t.Fatalf("RemovePruned = %q, %v; want only %s removed and a refusal for %s", removed, err, entries[1].File, entries[0].File)
+	}
+	if _, err := os.Stat(entries[0].Path()); err != nil {
+		t.Errorf("the replaced file was deleted: %v", err)
 	}
 }

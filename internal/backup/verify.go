@@ -10,6 +10,7 @@ import (
 	"hash/crc32"
 	"io"
 	"os"
+	"runtime/debug"
 
 	bolt "go.etcd.io/bbolt"
 	"go.etcd.io/etcd/etcdutl/v3/snapshot"
@@ -57,6 +58,9 @@ func Verify(path string) (Verification, string, int64, error) {
 		v.Error = err.Error()
 		return v, sum, size, err
 	}
+	if err := precheck(path, size-trailerLen(integrity == "ok")); err != nil {
+		return fail(err)
+	}
 	st, err := snapshot.NewV3(zap.NewNop()).Status(path)
 	if err != nil {
 		return fail(fmt.Errorf("snapshot status: %w", err))
@@ -70,6 +74,30 @@ func Verify(path string) (Verification, string, int64, error) {
 		return fail(err)
 	}
 	return v, sum, size, nil
+}
+
+// precheck refuses a db shorter than its meta page says before bbolt's
+// check walks its pages: that walk runs in bbolt's own goroutines, where
+// a page beyond the end of the file is a panic that nothing can recover
+// (the same guard as repair's offline check).
+func precheck(path string, dbSize int64) (err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("open db: %v", r)
+		}
+	}()
+	db, err := bolt.Open(path, 0o400, &bolt.Options{ReadOnly: true})
+	if err != nil {
+		return fmt.Errorf("open db: %w", err)
+	}
+	defer db.Close()
+	return db.View(func(tx *bolt.Tx) error {
+		if want := tx.Size(); dbSize < want {
+			return fmt.Errorf("db is truncated: %d bytes, its meta page needs %d", dbSize, want)
+		}
+		return nil
+	})
 }
 
 // fileSums reads the file once: its sha256, and whether the sha256 etcd
