@@ -52,7 +52,7 @@ func parseName(cluster, name string) (parsed, bool) {
 		return parsed{}, false
 	}
 	rev, err := strconv.ParseInt(m[2], 10, 64)
-	if err != nil || rev <= 0 {
+	if err != nil {
 		return parsed{}, false
 	}
 	return parsed{Time: t, Revision: rev}, true

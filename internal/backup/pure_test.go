@@ -30,7 +30,8 @@ func TestNames(t *testing.T) {
 		{"prod-1", name, false, 0}, // ditto
 		{"prod-1.a", SidecarName(name), false, 0},
 		{"prod-1.a", partialName("prod-1.a", at), false, 0},
-		{"prod-1.a", "prod-1.a-20260115T093005Z-rev0.db", false, 0},
+		{"prod-1.a", "prod-1.a-20260115T093005Z-rev0.db", true, 0}, // a cluster that never had a key
+		{"prod-1.a", "prod-1.a-20260115T093005Z-rev-1.db", false, 0},
 		{"prod-1.a", "prod-1.a-20261315T093005Z-rev1.db", false, 0}, // month 13
 		{"prod-1.a", "prod-1.a-20260115T093005Z-rev1.db.tmp", false, 0},
 		{"prod-1.a", "xprod-1.a-20260115T093005Z-rev1.db", false, 0},

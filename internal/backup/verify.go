@@ -66,9 +66,6 @@ func Verify(path string) (Verification, string, int64, error) {
 		return fail(fmt.Errorf("snapshot status: %w", err))
 	}
 	v.Hash, v.Revision, v.TotalKey, v.TotalSize, v.Version = st.Hash, st.Revision, st.TotalKey, st.TotalSize, st.Version
-	if v.Revision <= 0 {
-		return fail(errors.New("snapshot status: no revision in the key bucket"))
-	}
 	v.KVHash, v.CompactPending, err = kvHash(path)
 	if err != nil {
 		return fail(err)
