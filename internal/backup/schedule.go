@@ -45,7 +45,7 @@ func restoreCheckDue(now, last time.Time, interval time.Duration) bool {
 	return last.IsZero() || last.After(now) || now.Sub(last) >= max(interval, RestoreCheckEvery)
 }
 
-// ErrNoSource: no member may be snapshotted now.
+// ErrNoSource is the refusal when no member may be snapshotted now.
 var ErrNoSource = errors.New("no healthy member to take a snapshot from")
 
 // ChooseSource picks the member to read a snapshot from: only a healthy,
