@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -117,17 +116,11 @@ func backupListCmd() *cobra.Command {
 }
 
 func printBackups(w io.Writer, entries []backup.Entry, output string) error {
-	switch output {
-	case "json":
-		if entries == nil {
-			entries = []backup.Entry{}
-		}
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(entries)
-	case "table":
-	default:
-		return fmt.Errorf("-o %s: use table or json", output)
+	if entries == nil {
+		entries = []backup.Entry{} // [] in JSON, not null
+	}
+	if table, err := printJSON(w, entries, output); !table {
+		return err
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "FILE\tTIME\tREVISION\tKEYS\tSIZE\tVERIFIED\tBY\tWHERE")
