@@ -183,15 +183,23 @@ func role(v model.Cluster, m model.Member) string {
 	}
 }
 
-func printRows(w io.Writer, rows []statusRow, output string) error {
+// printJSON prints v as indented JSON for -o json and reports table for
+// -o table, which the caller prints; any other -o is an error.
+func printJSON(w io.Writer, v any, output string) (table bool, err error) {
 	switch output {
 	case "json":
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
-		return enc.Encode(rows)
+		return false, enc.Encode(v)
 	case "table":
-	default:
-		return fmt.Errorf("-o %q: use table or json", output)
+		return true, nil
+	}
+	return false, fmt.Errorf("-o %q: use table or json", output)
+}
+
+func printRows(w io.Writer, rows []statusRow, output string) error {
+	if table, err := printJSON(w, rows, output); !table {
+		return err
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tID\tROLE\tHEALTH\tTERM\tINDEX\tDB SIZE\tVERSION\tIN SPEC\tAGENT\tENDPOINT\tNOTE")

@@ -14,6 +14,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/etcdkeeper/etcdkeeper/internal/backup"
 	"github.com/etcdkeeper/etcdkeeper/internal/cluster"
 	"github.com/etcdkeeper/etcdkeeper/internal/etcdproc"
 	"github.com/etcdkeeper/etcdkeeper/internal/metrics"
@@ -92,6 +93,7 @@ type Agent struct {
 	reloadReq   atomic.Bool
 	notify      *notify.Notifier
 	metrics     *metrics.Metrics
+	backups     *backup.Scheduler // see startBackups
 }
 
 // New checks that name is in the spec and prepares the agent.
@@ -148,6 +150,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	defer a.shutdown()
 	go a.watchSpec(ctx)
+	defer a.startBackups(ctx)()
 	quick := 0
 	for {
 		again := a.onePass(ctx)

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/etcdkeeper/etcdkeeper/internal/backup"
 	"github.com/etcdkeeper/etcdkeeper/internal/metrics"
 	"github.com/etcdkeeper/etcdkeeper/internal/model"
 	"github.com/etcdkeeper/etcdkeeper/internal/repair"
@@ -40,13 +41,20 @@ type Status struct {
 	LastPass       time.Time       `json:"lastPass"`
 	// Passes counts the loop's passes since the agent started.
 	Passes int64 `json:"passes"`
+	// Backup is the scheduled snapshots' state (nil before they start).
+	Backup *backup.State `json:"backup,omitempty"`
 }
 
 // Status returns a copy of the agent's status.
 func (a *Agent) Status() Status {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return a.status
+	st := a.status
+	if a.backups != nil {
+		b := a.backups.State()
+		st.Backup = &b
+	}
+	return st
 }
 
 func (a *Agent) setDecision(said string, err error) {

@@ -3,62 +3,32 @@ package cluster
 import (
 	"context"
 	"errors"
-	"net"
 	"net/url"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"go.etcd.io/etcd/server/v3/embed"
-	"go.uber.org/zap"
+	"github.com/etcdkeeper/etcdkeeper/internal/testetcd"
 )
 
-// startEtcd runs a real one-member etcd (the embedded server) on loopback
-// and returns its client URL. It skips the test under -short: starting
-// etcd is what makes a test slow.
+// startEtcd runs a real one-member etcd and returns its client URL (see
+// testetcd.Start).
 func startEtcd(t *testing.T) string {
 	t.Helper()
-	client, _ := startEtcdURLs(t)
+	client, _ := testetcd.Start(t)
 	return client
 }
 
 // startEtcdURLs is startEtcd returning the client and the peer URL.
 func startEtcdURLs(t *testing.T) (string, string) {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("starts etcd")
-	}
-	cfg := embed.NewConfig()
-	cfg.Dir = t.TempDir()
-	cfg.Logger = "zap"
-	cfg.LogLevel = "error"
-	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
-	peer, client := freeURL(t), freeURL(t)
-	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{peer}, []url.URL{peer}
-	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{client}, []url.URL{client}
-	cfg.InitialCluster = cfg.Name + "=" + peer.String()
-	e, err := embed.StartEtcd(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(e.Close)
-	select {
-	case <-e.Server.ReadyNotify():
-	case <-time.After(30 * time.Second):
-		t.Fatal("etcd did not become ready")
-	}
-	return client.String(), peer.String()
+	return testetcd.Start(t)
 }
 
 func freeURL(t *testing.T) url.URL {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return url.URL{Scheme: "http", Host: l.Addr().String()}
+	return testetcd.FreeURL(t)
 }
 
 // TestLockIsExclusive races many agents' clients on the cluster lock:

@@ -27,6 +27,7 @@ type Metrics struct {
 	ClusterVoters     prometheus.Gauge
 	ClusterHealthy    prometheus.Gauge
 	LastReconcile     prometheus.Gauge
+	Backup            *Backup
 
 	mu        sync.Mutex
 	lastGood  time.Time
@@ -52,6 +53,8 @@ func New() *Metrics {
 	m.Registry.MustRegister(m.ReconcilePasses, m.ReconcileErrors, m.MembershipChanges, m.Repairs, m.EtcdRestarts, m.AlarmsDisarmed,
 		m.ConfigReloads, m.MemberHealthy, m.MemberRole, m.ClusterVoters, m.ClusterHealthy, m.LastReconcile, since,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.Backup = newBackup()
+	m.Registry.MustRegister(m.Backup.collectors()...)
 	for _, r := range []string{"ok", "failed"} {
 		m.ConfigReloads.WithLabelValues(r)
 	}

@@ -17,6 +17,11 @@ const (
 	defaultMaxPerHour  = 3
 	defaultKeepBackups = 5
 	defaultMinFreeMB   = 256
+	defaultBackupEvery = time.Hour
+	defaultBackupKeep  = 24
+	// SnapshotSubdir names the snapshot dir inside the state dir when
+	// backup.dir is empty.
+	SnapshotSubdir = "backups"
 	// BackupSubdir names the backup dir inside the data dir when
 	// agent.backupDir is empty. Repair moves <dataDir>/member into it: a
 	// rename on the data dir's own filesystem, never a copy, that works
@@ -41,6 +46,7 @@ func (d *doc) applyDefaults(s *Spec, base string) {
 	d.defaultRepair(&s.Repair)
 	resolveTLS(base, &s.TLS)
 	s.Auth.CredentialsFile = resolvePath(base, s.Auth.CredentialsFile)
+	d.defaultBackup(&s.Backup, base)
 	for i := range s.Members {
 		fillMember(s, &s.Members[i], base)
 	}
@@ -72,12 +78,26 @@ func (d *doc) defaultRepair(r *Repair) {
 	}
 }
 
+func (d *doc) defaultBackup(b *Backup, base string) {
+	b.Dir = resolvePath(base, b.Dir)
+	d.defaultDuration("backup.interval", &b.Interval, defaultBackupEvery)
+	if !d.given["backup.keep"] {
+		b.Keep = defaultBackupKeep
+	}
+	b.S3.CredentialsFile = resolvePath(base, b.S3.CredentialsFile)
+	b.S3.CAFile = resolvePath(base, b.S3.CAFile)
+}
+
 func fillMember(s *Spec, m *Member, base string) {
 	m.DataDir = expand(resolvePath(base, orDefault(m.DataDir, s.Etcd.DataDir)), m.Name)
 	m.StateDir = expand(s.Agent.StateDir, m.Name)
 	m.BackupDir = expand(s.Agent.BackupDir, m.Name)
 	if m.BackupDir == "" {
 		m.BackupDir = filepath.Join(m.DataDir, BackupSubdir)
+	}
+	m.SnapshotDir = expand(s.Backup.Dir, m.Name)
+	if m.SnapshotDir == "" {
+		m.SnapshotDir = filepath.Join(m.StateDir, SnapshotSubdir)
 	}
 	m.AgentAddr = expand(orDefault(m.AgentAddr, s.Agent.Addr), m.Name)
 	m.TLS = expandTLS(s.TLS, m.Name)

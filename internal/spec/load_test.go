@@ -62,6 +62,7 @@ repair:
 			AgentAddr:        "127.0.0.1:2378",
 			StateDir:         "/srv/state/n1",
 			BackupDir:        filepath.Join(dir, "data/n1/.etcdkeeper-backups"),
+			SnapshotDir:      "/srv/state/n1/backups",
 			Line:             3,
 		}, {
 			Name:             "n2",
@@ -73,6 +74,7 @@ repair:
 			AgentAddr:        "10.0.0.2:2378",
 			StateDir:         "/srv/state/n2",
 			BackupDir:        filepath.Join(dir, "n2data/.etcdkeeper-backups"),
+			SnapshotDir:      "/srv/state/n2/backups",
 			Line:             6,
 		}},
 		Etcd: Etcd{
@@ -87,6 +89,7 @@ repair:
 			StopTimeout:    Duration{10 * time.Second},
 		},
 		Repair: Repair{Enabled: &off, Snapshot: &on, MaxPerHour: 3, KeepBackups: 5, MinFreeMB: 0},
+		Backup: Backup{Interval: Duration{time.Hour}, Keep: 24},
 		Path:   path,
 	}
 	got, err := Load(path)
@@ -158,6 +161,11 @@ members: [{name: solo, peerURLs: ["http://[::1]:2380"], clientURLs: [http://db.e
 		{"DataDir", m.DataDir, "/var/lib/etcd/solo"},
 		{"StateDir", m.StateDir, "/var/lib/etcdkeeper/solo"},
 		{"BackupDir", m.BackupDir, "/var/lib/etcd/solo/.etcdkeeper-backups"},
+		{"SnapshotDir", m.SnapshotDir, "/var/lib/etcdkeeper/solo/backups"},
+		{"backup.dir", s.Backup.Dir, ""},
+		{"backup.interval", s.Backup.Interval.Duration, time.Hour},
+		{"backup.keep", s.Backup.Keep, 24},
+		{"backup.s3", s.Backup.S3.Enabled(), false},
 		{"AgentAddr", m.AgentAddr, "127.0.0.1:2378"},
 		{"ListenPeerURLs", m.ListenPeerURLs, []string{"http://[::1]:2380"}},
 		{"ListenClientURLs", m.ListenClientURLs, []string{"http://0.0.0.0:2379"}},
@@ -242,6 +250,72 @@ func TestLoadExample(t *testing.T) {
 		t.Errorf("node2 = %+v", m)
 	}
 	assertRoundTrip(t, s)
+}
+
+// TestLoadBackup: backup.dir expands {name} and is relative to the spec
+// file, interval 0 is off (not defaulted), and the S3 files are read.
+func TestLoadBackup(t *testing.T) {
+	path := writeSpec(t, twoLocalForBackup+`backup:
+  dir: snaps/{name}
+  interval: 0s
+  keep: 3
+  s3:
+    endpoint: https://s3.example.net
+    bucket: etcd-backups
+    prefix: prod/
+    credentialsFile: s3.credentials
+`)
+	dir := filepath.Dir(path)
+	if err := os.WriteFile(filepath.Join(dir, "s3.credentials"), []byte("[default]\naws_access_key_id = AK\naws_secret_access_key = SK\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := s.Members[1].SnapshotDir, filepath.Join(dir, "snaps/b"); got != want {
+		t.Errorf("SnapshotDir = %q, want %q", got, want)
+	}
+	if s.Backup.Interval.Duration != 0 || s.Backup.Keep != 3 {
+		t.Errorf("backup = %+v, want interval 0 (off), keep 3", s.Backup)
+	}
+	if want := filepath.Join(dir, "s3.credentials"); s.Backup.S3.CredentialsFile != want || !s.Backup.S3.Enabled() {
+		t.Errorf("s3 = %+v", s.Backup.S3)
+	}
+	assertRoundTrip(t, s)
+}
+
+const twoLocalForBackup = `cluster: {name: t}
+members:
+  - {name: a, peerURLs: [http://127.0.0.1:2380], clientURLs: [http://127.0.0.1:2379]}
+  - {name: b, peerURLs: [http://127.0.0.2:2380], clientURLs: [http://127.0.0.2:2379]}
+`
+
+func TestParseS3Credentials(t *testing.T) {
+	tests := []struct {
+		name, in, key, secret, err string
+	}{
+		{"one line", "AK:S:K\n", "AK", "S:K", ""},
+		{"aws file", "# c\n[default]\naws_access_key_id=AK\n aws_secret_access_key = SK \n", "AK", "SK", ""},
+		{"aws file, secret missing", "[default]\naws_access_key_id=AK\n", "", "", "no credentials"},
+		{"no colon", "justakey\n", "", "", "ACCESS_KEY:SECRET"},
+		{"empty secret", "AK:\n", "", "", "ACCESS_KEY:SECRET"},
+		{"empty", "", "", "", "no credentials"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			k, s, err := ParseS3Credentials([]byte(tt.in))
+			if tt.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.err) || strings.Contains(err.Error(), "AK") {
+					t.Fatalf("err = %v, want one about %q that quotes nothing", err, tt.err)
+				}
+				return
+			}
+			if err != nil || k != tt.key || s != tt.secret {
+				t.Fatalf("= %q, %q, %v; want %q, %q", k, s, err, tt.key, tt.secret)
+			}
+		})
+	}
 }
 
 func TestLoadMissingFile(t *testing.T) {

@@ -18,6 +18,7 @@ type Spec struct {
 	Repair  Repair   `yaml:"repair"`
 	TLS     TLS      `yaml:"tls"`
 	Auth    Auth     `yaml:"auth"`
+	Backup  Backup   `yaml:"backup"`
 
 	// Path is the file the spec was loaded from.
 	Path string `yaml:"-"`
@@ -54,6 +55,10 @@ type Member struct {
 	// BackupDir is agent.backupDir with {name} expanded, or, when that is
 	// empty, DataDir/.etcdkeeper-backups (not a YAML field).
 	BackupDir string `yaml:"-"`
+	// SnapshotDir is backup.dir with {name} expanded, or, when that is
+	// empty, StateDir/backups: where this member's agent keeps its
+	// scheduled snapshots (not a YAML field).
+	SnapshotDir string `yaml:"-"`
 	// TLS is the spec's tls: with {name} expanded for this member: the
 	// files this member's etcd and agent use (not a YAML field).
 	TLS TLS `yaml:"-"`
@@ -143,3 +148,37 @@ type TLSClient struct {
 type Auth struct {
 	CredentialsFile string `yaml:"credentialsFile"`
 }
+
+// Backup configures scheduled snapshots (package backup).
+type Backup struct {
+	// Dir is where each agent keeps its verified snapshots; {name} is the
+	// member's name. Empty: <agent.stateDir>/backups.
+	Dir string `yaml:"dir"`
+	// Interval between scheduled snapshots; 0 turns them off.
+	Interval Duration `yaml:"interval"`
+	// Keep is how many of the newest verified snapshots are kept.
+	Keep int `yaml:"keep"`
+	// S3: also upload every verified snapshot there (optional).
+	S3 S3 `yaml:"s3"`
+}
+
+// S3 is an S3-compatible bucket that verified snapshots are uploaded to.
+type S3 struct {
+	// Endpoint is the service's URL, e.g. https://s3.example.net; buckets
+	// are addressed path-style (https://s3.example.net/bucket/key).
+	Endpoint string `yaml:"endpoint"`
+	Bucket   string `yaml:"bucket"`
+	// Prefix is put before each object name, e.g. prod/.
+	Prefix string `yaml:"prefix"`
+	Region string `yaml:"region"`
+	// CredentialsFile holds the access key and the secret: one line
+	// ACCESS_KEY:SECRET, or aws_access_key_id = / aws_secret_access_key =
+	// lines as in ~/.aws/credentials.
+	CredentialsFile string `yaml:"credentialsFile"`
+	// CAFile is the CA that signs the endpoint's certificate (default:
+	// the system's CAs).
+	CAFile string `yaml:"caFile"`
+}
+
+// Enabled: an endpoint is set.
+func (s S3) Enabled() bool { return s.Endpoint != "" }

@@ -22,6 +22,7 @@ func (d *doc) checkFields(s *Spec) {
 	d.checkFlags(s.Etcd)
 	d.checkAgent(s.Agent)
 	d.checkRepair(s.Repair)
+	d.checkBackup(s.Backup)
 	d.checkSecurityFields(s)
 }
 

@@ -157,6 +157,7 @@ func (d *doc) checkDirs(s *Spec) {
 	d.checkSharedDir(s, "data dir", "etcd.dataDir", "dataDir", func(m Member) string { return m.DataDir })
 	d.checkSharedDir(s, "state dir", "agent.stateDir", "", func(m Member) string { return m.StateDir })
 	d.checkSharedDir(s, "backup dir", "agent.backupDir", "", func(m Member) string { return m.BackupDir })
+	d.checkSharedDir(s, "snapshot dir", "backup.dir", "", func(m Member) string { return m.SnapshotDir })
 }
 
 func (d *doc) checkSharedDir(s *Spec, what, template, memberKey string, dir func(Member) string) {
@@ -190,6 +191,8 @@ func exampleTemplate(template string) string {
 		return defaultDataDir
 	case "agent.stateDir":
 		return defaultStateDir
+	case "backup.dir":
+		return "/var/lib/etcdkeeper/{name}/backups, or leave it empty"
 	}
 	return "/var/lib/etcd/{name}/.etcdkeeper-backups, or leave it empty"
 }
@@ -206,6 +209,10 @@ func (d *doc) checkNesting(p string, m Member) {
 	if within(m.BackupDir, member) || within(m.DataDir, m.BackupDir) {
 		d.errorf(d.line("agent.backupDir", p), "%s: backup dir %s must be neither inside %s nor contain the data dir %s: repair moves <dataDir>/member into the backup dir",
 			p, m.BackupDir, member, m.DataDir)
+	}
+	if within(m.SnapshotDir, member) {
+		d.errorf(d.line("backup.dir", p), "%s: snapshot dir %s must not be inside %s: repair moves the member dir away",
+			p, m.SnapshotDir, member)
 	}
 	if within(m.StateDir, member) {
 		d.errorf(d.line("agent.stateDir", p), "%s: state dir %s must not be inside %s: repair moves the member dir away",

@@ -36,6 +36,7 @@ func (d *doc) checkSecurity(s *Spec) {
 	d.checkSchemes(s)
 	d.checkTLSFiles(s)
 	d.checkCredentialsFile(s.Auth.CredentialsFile)
+	d.checkBackupFiles(s.Backup.S3)
 }
 
 func (d *doc) checkServerTLS(side string, t TLSServer) {

@@ -20,6 +20,9 @@ var agentMetrics = []string{
 	"etcdkeeper_config_reloads_total",
 	"etcdkeeper_seconds_since_last_reconcile",
 	"etcdkeeper_etcd_restarts_total",
+	"etcdkeeper_backup_last_success_timestamp_seconds",
+	"etcdkeeper_backup_interval_seconds",
+	"etcdkeeper_backup_restore_checks_total",
 }
 
 var wantAlerts = []string{
@@ -30,6 +33,8 @@ var wantAlerts = []string{
 	"EtcdkeeperConfigReloadFailing",
 	"EtcdkeeperLoopStalled",
 	"EtcdkeeperEtcdCrashLooping",
+	"EtcdkeeperBackupStale",
+	"EtcdkeeperBackupRestoreCheckFailed",
 }
 
 type ruleFile struct {

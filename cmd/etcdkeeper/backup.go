@@ -1,0 +1,148 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/etcdkeeper/etcdkeeper/internal/backup"
+	"github.com/etcdkeeper/etcdkeeper/internal/spec"
+)
+
+func backupCmd() *cobra.Command {
+	c := &cobra.Command{
+		Use:   "backup",
+		Short: "Take a verified snapshot now, or list the snapshots on this host",
+		Long: `The agents take verified snapshots on the schedule of the spec's backup: section
+(every host its own copy, in backup.dir). backup save takes one now; backup list
+shows them. Snapshots saved by hand are never deleted by the agents' retention.`,
+	}
+	c.AddCommand(backupSaveCmd(), backupListCmd())
+	return c
+}
+
+// backupTarget is the spec and the member whose dir and certificate a
+// backup command uses: --name, or the member named like the host.
+func backupTarget(path, name string) (*spec.Spec, spec.Member, error) {
+	s, err := spec.Load(path)
+	if err != nil {
+		return nil, spec.Member{}, err
+	}
+	if name == "" {
+		name, _ = os.Hostname()
+	}
+	m, ok := s.Lookup(name)
+	if !ok {
+		return nil, spec.Member{}, fmt.Errorf("member %q is not in the spec (members: %v): pass --name", name, s.Names())
+	}
+	return s, m, nil
+}
+
+func backupSaveCmd() *cobra.Command {
+	var path, name, out string
+	c := &cobra.Command{
+		Use:   "save --config FILE [--out DIR]",
+		Short: "Take one snapshot now from a healthy member, verify it, keep it in DIR or backup.dir",
+		Long: `save takes one snapshot through etcd's maintenance API from a healthy member (this
+host's own when it is a follower, else a follower, else the leader), verifies it
+like etcdutl snapshot status (bbolt check, hash, revision, key count, etcd's
+appended sha256) and keeps it as <cluster>-<UTC time>-rev<revision>.db with a
+sidecar .json. It is never deleted by the agents' retention.`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			s, m, err := backupTarget(path, name)
+			if err != nil {
+				return err
+			}
+			dir := m.SnapshotDir
+			if out != "" {
+				dir = out
+			}
+			client, err := dialSpec(s)
+			if err != nil {
+				return err
+			}
+			defer client.Close()
+			ctx, cancel := context.WithTimeout(c.Context(), 15*time.Minute)
+			defer cancel()
+			t := backup.Taker{Client: client, Cluster: s.Cluster.Name, Member: m.Name, Dir: dir, By: backup.ByHand}
+			e, err := t.Take(ctx)
+			if err != nil {
+				return err
+			}
+			sc := e.Sidecar
+			fmt.Fprintf(c.OutOrStdout(), "%s: verified: revision %d, %d keys, %d bytes, sha256 %s, from %s (%s), %.2fs\n",
+				e.Path(), e.Revision, sc.Verification.TotalKey, e.Size, sc.SHA256, sc.Source.Name, sc.Source.Role, sc.Seconds)
+			return nil
+		},
+	}
+	c.Flags().StringVarP(&path, "config", "c", "/etc/etcdkeeper/cluster.yaml", "the spec file")
+	c.Flags().StringVar(&name, "name", "", "the member this host runs (default: the host name)")
+	c.Flags().StringVar(&out, "out", "", "the dir to keep it in (default: backup.dir)")
+	return c
+}
+
+func backupListCmd() *cobra.Command {
+	var path, name, dir, output string
+	c := &cobra.Command{
+		Use:   "list --config FILE [-o table|json]",
+		Short: "List the snapshots in backup.dir (or --dir), newest first",
+		Args:  cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			s, m, err := backupTarget(path, name)
+			if err != nil {
+				return err
+			}
+			if dir == "" {
+				dir = m.SnapshotDir
+			}
+			entries, err := backup.List(dir, s.Cluster.Name)
+			if err != nil {
+				return err
+			}
+			return printBackups(c.OutOrStdout(), entries, output)
+		},
+	}
+	c.Flags().StringVarP(&path, "config", "c", "/etc/etcdkeeper/cluster.yaml", "the spec file")
+	c.Flags().StringVar(&name, "name", "", "the member this host runs (default: the host name)")
+	c.Flags().StringVar(&dir, "dir", "", "the dir to list (default: backup.dir)")
+	c.Flags().StringVarP(&output, "output", "o", "table", "table or json")
+	return c
+}
+
+func printBackups(w io.Writer, entries []backup.Entry, output string) error {
+	if entries == nil {
+		entries = []backup.Entry{} // [] in JSON, not null
+	}
+	if table, err := printJSON(w, entries, output); !table {
+		return err
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "FILE\tTIME\tREVISION\tKEYS\tSIZE\tVERIFIED\tBY\tWHERE")
+	for _, e := range entries {
+		keys, verified, by, where := "-", "no", "-", e.Dir
+		if sc := e.Sidecar; sc != nil {
+			keys, by = fmt.Sprint(sc.Verification.TotalKey), sc.By+" ("+sc.Member+")"
+			if e.Verified() {
+				verified = "yes"
+			}
+			if rc := sc.RestoreCheck; rc != nil && rc.OK {
+				verified += ", restored"
+			} else if rc != nil {
+				verified += ", restore FAILED"
+			}
+			if sc.Uploaded != "" {
+				where += ", " + sc.Uploaded
+			}
+		} else if e.SidecarErr != "" {
+			verified = "no: " + e.SidecarErr
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%s\t%s\t%s\n", e.File, e.Time.Format(time.RFC3339), e.Revision, keys, e.Size, verified, by, where)
+	}
+	return tw.Flush()
+}

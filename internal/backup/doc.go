@@ -1,0 +1,59 @@
+// Package backup takes, verifies, keeps, restores and uploads scheduled
+// snapshots of the keyspace (spec section backup:).
+//
+// # Who takes them: every agent, its own copy
+//
+// Every agent takes its own snapshots on its own schedule into its own
+// host's backup.dir, as k3s does; there is no lease and no single holder.
+// The reason is the disaster these files are for: when quorum is lost,
+// etcd cannot elect a lease holder or say where its last snapshot went,
+// and the host that held it may be the one that is gone. A copy on every
+// host means that whichever hosts survive, each has a recent verified
+// snapshot on its own disk, which the recovery (`etcdkeeper recover`) can
+// read without any other host. The cost, N snapshots per interval instead
+// of one, is kept low: each agent reads from its own member when that is a
+// healthy follower (no network transfer, and the leader is spared), else
+// from a healthy follower, and only as a last resort from the leader; and
+// the snapshots are not synchronised, each agent keeping its own timer
+// from its own start. A learner is never a source: it may lag.
+//
+// # Life of a snapshot
+//
+//  1. the source member streams it through the maintenance API into a
+//     temporary name in backup.dir (".partial-..."), fsynced;
+//  2. it is verified the way `etcdutl snapshot status` does it (etcdutl's
+//     own code: bbolt consistency check, hash, revision, key count), and
+//     the sha256 etcd appends to the stream is checked against the db;
+//  3. it is renamed to <cluster>-<UTC time>-rev<revision>.db, and the dir
+//     fsynced;
+//  4. last, a sidecar <file>.json is written (atomically): its sha256, what
+//     the verification found, who wrote it. A snapshot without a sidecar
+//     is not verified: a crash between 3 and 4 leaves one, which is listed
+//     as unverified and never deleted.
+//
+// # Deleting: only here, only our own
+//
+// Retention (Prune, pure and table-tested) is the only place etcdkeeper
+// deletes snapshot files. A file is deleted only when all of these hold:
+// its name matches the naming pattern for this cluster; its sidecar says
+// it was written by etcdkeeper's schedule for this cluster and this member,
+// names this very file, and says it was verified; it is not the newest
+// verified snapshot in the dir (by anyone); it is not among the newest
+// backup.keep of this agent's own; and, read again just before deleting,
+// its sha256 is still the sidecar's. Files being written have a temporary
+// name that does not match the pattern. "Newest" is the sidecar's sequence
+// number (one more than the highest in the dir when it was written), then
+// the revision: neither moves when the wall clock jumps, so a clock set
+// back (or forward) cannot make a new snapshot look old. Snapshots saved
+// by hand (`etcdkeeper backup save`) are never deleted.
+//
+// # Checking that it restores
+//
+// A backup nobody ever restored is not a backup: after the first snapshot
+// of an agent's run, and then once a day, the newest snapshot is restored
+// with etcdutl's restore code into a throwaway data dir
+// (backup.dir/.restore-check-*), served by an embedded etcd on loopback,
+// and compared: the revision it serves, its key count, and the hash of its
+// key bucket against the snapshot's. The result goes into the sidecar and
+// the metrics; the throwaway dir is removed.
+package backup
