@@ -202,6 +202,12 @@ func (c *Cluster) SpecText(names ...string) string {
 	}
 	fmt.Fprintf(&b, "etcd:\n  dataDir: %s/{name}/etcd\n  flags:\n    log-level: warn\n", c.Dir)
 	fmt.Fprintf(&b, "agent:\n  stateDir: %s/{name}/state\n  interval: 500ms\n  stopTimeout: 10s\n%s", c.Dir, c.AgentExtra)
+	if !strings.Contains(c.Extra, "backup:") {
+		// Scheduled snapshots (and their restore checks, each an etcd of
+		// its own) are tested where they are the subject, not on every
+		// agent start of every test.
+		b.WriteString("backup:\n  interval: 0s\n")
+	}
 	b.WriteString(c.Extra)
 	return b.String()
 }
