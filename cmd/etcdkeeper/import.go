@@ -12,6 +12,7 @@ import (
 
 	"github.com/etcdkeeper/etcdkeeper/internal/atomicfile"
 	"github.com/etcdkeeper/etcdkeeper/internal/kubeadm"
+	"github.com/etcdkeeper/etcdkeeper/internal/safefile"
 	"github.com/etcdkeeper/etcdkeeper/internal/spec"
 )
 
@@ -64,7 +65,7 @@ README.md, "kubeadm control-plane hosts", describes the move, one host at a time
 func importKubeadm(stdout, stderr io.Writer, files []string, pkiDir, output string, force bool) error {
 	var ms []kubeadm.Manifest
 	for _, f := range files {
-		data, err := os.ReadFile(f)
+		data, err := safefile.Read(f, kubeadm.MaxManifestBytes)
 		if err != nil {
 			return fmt.Errorf("read manifest: %w", err)
 		}

@@ -23,6 +23,10 @@ type Manifest struct {
 	Env []string
 	// Mounts map container paths to host paths (hostPath volumes only).
 	Mounts []Mount
+
+	// last indexes Flags by name (the last one of each), so that a
+	// manifest with many flags imports in linear time; see indexed.
+	last map[string]int
 }
 
 // Flag is one etcd command-line flag, name without dashes.
@@ -64,11 +68,25 @@ type container struct {
 	} `yaml:"volumeMounts"`
 }
 
+// MaxManifestBytes bounds a manifest file: kubeadm's is 2 kB, a
+// `kubectl get pod -o yaml` list of a few control-plane hosts some 50 kB.
+const MaxManifestBytes = 4 << 20
+
+// ErrEmpty: the file holds no YAML document, or only null.
+var ErrEmpty = errors.New("the file is empty: give kubeadm's etcd static pod, /etc/kubernetes/manifests/etcd.yaml")
+
 // ParseManifest reads kubeadm's etcd static pod manifest. It fails when the
 // data is not a Pod with an etcd container whose flags name the member.
 func ParseManifest(data []byte) (Manifest, error) {
+	var n yaml.Node
+	if err := yaml.Unmarshal(data, &n); err != nil {
+		return Manifest{}, fmt.Errorf("not a pod manifest: %w", err)
+	}
+	if isEmpty(&n) {
+		return Manifest{}, ErrEmpty
+	}
 	var p pod
-	if err := yaml.Unmarshal(data, &p); err != nil {
+	if err := n.Decode(&p); err != nil {
 		return Manifest{}, fmt.Errorf("not a pod manifest: %w", err)
 	}
 	if p.Kind != "Pod" {
@@ -103,6 +121,14 @@ func ParseManifest(data []byte) (Manifest, error) {
 		}
 	}
 	return m, nil
+}
+
+// isEmpty: no document, or a document that is null.
+func isEmpty(n *yaml.Node) bool {
+	if n.Kind == yaml.DocumentNode && len(n.Content) == 1 {
+		n = n.Content[0]
+	}
+	return n.Kind == 0 || n.Kind == yaml.DocumentNode || n.Kind == yaml.ScalarNode && n.Tag == "!!null"
 }
 
 // etcdContainer is the container named etcd (kubeadm's name), or else the
@@ -161,6 +187,13 @@ func parseArgs(args []string) ([]Flag, error) {
 // Flag returns the value of flag name. etcd, like Go's flag package, takes
 // the last one when a flag is given twice.
 func (m Manifest) Flag(name string) (string, bool) {
+	if m.last != nil {
+		i, ok := m.last[name]
+		if !ok {
+			return "", false
+		}
+		return m.Flags[i].Value, true
+	}
 	value, found := "", false
 	for _, f := range m.Flags {
 		if f.Name == name {
@@ -168,6 +201,16 @@ func (m Manifest) Flag(name string) (string, bool) {
 		}
 	}
 	return value, found
+}
+
+// indexed is m with its flags indexed by name: Flag then takes constant
+// time. ToSpec looks flags up by name for every flag of every manifest.
+func (m Manifest) indexed() Manifest {
+	m.last = make(map[string]int, len(m.Flags))
+	for i, f := range m.Flags {
+		m.last[f.Name] = i
+	}
+	return m
 }
 
 // Name is the member's name, etcd's --name.

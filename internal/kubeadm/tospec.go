@@ -97,6 +97,9 @@ func ToSpec(ms []Manifest, pki PKI) (Document, error) {
 	// Sorted by name, so that the same hosts give the same spec whatever
 	// order their manifests come in, including which one "first" is.
 	ms = slices.Clone(ms)
+	for i := range ms {
+		ms[i] = ms[i].indexed()
+	}
 	slices.SortFunc(ms, func(a, b Manifest) int { return strings.Compare(a.Name(), b.Name()) })
 	b := &builder{ms: ms}
 	for _, m := range ms {

@@ -267,3 +267,22 @@ func TestDuration(t *testing.T) {
 		t.Fatalf("Unmarshal(soon) = %v, want an error naming line 2", err)
 	}
 }
+
+// TestLoadHostileFile: a spec is a regular file of a sane size; /dev/zero
+// or a huge file is refused before it is read.
+func TestLoadHostileFile(t *testing.T) {
+	dir := t.TempDir()
+	big := filepath.Join(dir, "big.yaml")
+	if err := os.WriteFile(big, make([]byte, MaxFileBytes+1), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for path, want := range map[string]string{
+		"/dev/zero": "/dev/zero: not a regular file",
+		dir:         "not a regular file",
+		big:         "larger than",
+	} {
+		if _, err := Load(path); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Load(%s) = %v, want an error with %q", path, err, want)
+		}
+	}
+}

@@ -1,0 +1,56 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// runImport runs import kubeadm on files and returns its error and stderr;
+// it fails the test when the import does not return in time.
+func runImport(t *testing.T, files []string, output string) (string, error) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	done := make(chan error, 1)
+	go func() { done <- importKubeadm(&stdout, &stderr, files, pkiTestDir, output, false) }()
+	select {
+	case err := <-done:
+		return stderr.String(), err
+	case <-time.After(20 * time.Second):
+		t.Fatalf("import of %v did not return", files)
+		return "", nil
+	}
+}
+
+const pkiTestDir = "/etc/kubernetes/pki/etcd"
+
+// TestImportHostileInput: import reads regular files of a sane size only,
+// and says so plainly for an empty one.
+func TestImportHostileInput(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, text string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	big := write("big.yaml", "# "+strings.Repeat("x", 5<<20)+"\n")
+	tests := []struct{ path, want string }{
+		{"/dev/zero", "/dev/zero: not a regular file"},
+		{dir, dir + ": not a regular file"},
+		{big, big + ": file too large: larger than"},
+		{write("empty.yaml", ""), "empty.yaml: the file is empty"},
+		{write("null.yaml", "null\n"), "null.yaml: the file is empty"},
+		{write("comments.yaml", "# nothing\n---\n"), "comments.yaml: the file is empty"},
+	}
+	for _, tc := range tests {
+		_, err := runImport(t, []string{tc.path}, "")
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("import %s: err = %v, want it to contain %q", tc.path, err, tc.want)
+		}
+	}
+}
