@@ -41,6 +41,10 @@ Give the manifest of every control-plane host (copy them to one machine, then
 --manifest cp1.yaml --manifest cp2.yaml ...). kubeadm's --initial-cluster names
 only the members known when that host joined, and the agents REMOVE members the
 spec does not list: check the spec's members against 'etcdctl member list'.
+A file may hold several manifests (YAML documents), or kubectl's list of the
+etcd pods, every host at once:
+  kubectl -n kube-system get pod -l component=etcd -o yaml > etcd-pods.yaml
+Every pod in a file is read; anything that is not an etcd pod fails the import.
 
 What could not be taken as it is, and what to check before use, is written as
 comments in the spec and printed on stderr. The spec is then loaded the way the
@@ -69,12 +73,11 @@ func importKubeadm(stdout, stderr io.Writer, files []string, pkiDir, output stri
 		if err != nil {
 			return fmt.Errorf("read manifest: %w", err)
 		}
-		m, err := kubeadm.ParseManifest(data)
+		got, err := kubeadm.ParseManifests(data, f)
 		if err != nil {
-			return fmt.Errorf("%s: %w", f, err)
+			return err
 		}
-		m.Source = f
-		ms = append(ms, m)
+		ms = append(ms, got...)
 	}
 	doc, err := kubeadm.ToSpec(ms, kubeadm.KubeadmPKI(pkiDir))
 	if err != nil {

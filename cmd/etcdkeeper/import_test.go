@@ -54,3 +54,26 @@ func TestImportHostileInput(t *testing.T) {
 		}
 	}
 }
+
+// TestImportEveryDocument: a file with several manifests (YAML documents,
+// or kubectl's kind: List) gives a member for each, never only the first.
+func TestImportEveryDocument(t *testing.T) {
+	td := filepath.Join("..", "..", "internal", "kubeadm", "testdata")
+	tests := []struct {
+		files []string
+		want  string
+	}{
+		{[]string{"two-documents.yaml"}, "members cp1, cp2, from 2 manifest(s)"},
+		{[]string{"kubectl-list.yaml"}, "members cp1, cp2, cp3, from 3 manifest(s)"},
+	}
+	for _, tc := range tests {
+		var files []string
+		for _, f := range tc.files {
+			files = append(files, filepath.Join(td, f))
+		}
+		stderr, err := runImport(t, files, "")
+		if !strings.Contains(stderr, tc.want) {
+			t.Errorf("import %v: err %v, stderr:\n%s\nwant %q", tc.files, err, stderr, tc.want)
+		}
+	}
+}

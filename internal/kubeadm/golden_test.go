@@ -29,6 +29,10 @@ var goldenCases = []struct {
 	{"all hosts, another order", "all-hosts", []string{"cp3.yaml", "cp1.yaml", "cp2.yaml"}},
 	// kubeadm with etcd 3.6, extraArgs, extraEnvs and the data on its own disk.
 	{"etcd 3.6, extraArgs", "etcd36-extraargs", []string{"cp1-etcd36-extraargs.yaml"}},
+	// kubectl -n kube-system get pod -l component=etcd -o yaml: every host.
+	{"kubectl List", "kubectl-list", []string{"kubectl-list.yaml"}},
+	// Two manifests in one file, as YAML documents.
+	{"two documents", "two-documents", []string{"two-documents.yaml"}},
 }
 
 func loadManifests(t *testing.T, files []string) []Manifest {
@@ -40,12 +44,12 @@ func loadManifests(t *testing.T, files []string) []Manifest {
 		if err != nil {
 			t.Fatal(err)
 		}
-		m, err := ParseManifest(data)
+		// f: as copied from its host to the machine that runs the import
+		got, err := ParseManifests(data, f)
 		if err != nil {
 			t.Fatalf("%s: %v", p, err)
 		}
-		m.Source = f // as copied from its host to the machine that runs the import
-		ms = append(ms, m)
+		ms = append(ms, got...)
 	}
 	return ms
 }

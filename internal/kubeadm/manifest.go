@@ -1,8 +1,10 @@
 package kubeadm
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"path"
 	"strings"
 
@@ -75,22 +77,99 @@ const MaxManifestBytes = 4 << 20
 // ErrEmpty: the file holds no YAML document, or only null.
 var ErrEmpty = errors.New("the file is empty: give kubeadm's etcd static pod, /etc/kubernetes/manifests/etcd.yaml")
 
-// ParseManifest reads kubeadm's etcd static pod manifest. It fails when the
-// data is not a Pod with an etcd container whose flags name the member.
+// ParseManifest reads one etcd static pod manifest, kubeadm's
+// /etc/kubernetes/manifests/etcd.yaml. Data that holds several manifests
+// is refused: ParseManifests reads them all.
 func ParseManifest(data []byte) (Manifest, error) {
-	var n yaml.Node
-	if err := yaml.Unmarshal(data, &n); err != nil {
-		return Manifest{}, fmt.Errorf("not a pod manifest: %w", err)
+	ms, err := ParseManifests(data, "")
+	if err != nil {
+		return Manifest{}, err
 	}
-	if isEmpty(&n) {
-		return Manifest{}, ErrEmpty
+	if len(ms) != 1 {
+		return Manifest{}, fmt.Errorf("%d manifests in one file: read them with ParseManifests", len(ms))
 	}
+	return ms[0], nil
+}
+
+// ParseManifests reads every etcd pod in data: each YAML document is a Pod
+// (kubeadm's static pod) or a List of Pods (what `kubectl -n kube-system get
+// pod -l component=etcd -o yaml` prints). Every pod must be an etcd pod
+// whose flags name its member; anything else is an error, so that no host
+// in the file is silently left out. source names the file: each
+// manifest's Source is source, with the document's line when the file
+// holds more than one, and errors start with source:LINE.
+func ParseManifests(data []byte, source string) ([]Manifest, error) {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	type found struct {
+		n    *yaml.Node
+		line int
+	}
+	var pods []found
+	for {
+		var doc yaml.Node
+		if err := dec.Decode(&doc); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			return nil, at(source, 0, fmt.Errorf("not a pod manifest: %w", err))
+		}
+		if isEmpty(&doc) {
+			continue
+		}
+		root := doc.Content[0]
+		var head struct {
+			Kind  string      `yaml:"kind"`
+			Items []yaml.Node `yaml:"items"`
+		}
+		if err := root.Decode(&head); err != nil {
+			return nil, at(source, root.Line, fmt.Errorf("not a pod manifest: %w", err))
+		}
+		switch head.Kind {
+		case "List", "PodList":
+			for i := range head.Items {
+				pods = append(pods, found{&head.Items[i], head.Items[i].Line})
+			}
+		default:
+			pods = append(pods, found{root, root.Line})
+		}
+	}
+	if len(pods) == 0 {
+		return nil, at(source, 0, ErrEmpty)
+	}
+	ms := make([]Manifest, 0, len(pods))
+	for _, p := range pods {
+		m, err := parsePod(p.n)
+		if err != nil {
+			return nil, at(source, p.line, err)
+		}
+		m.Source = source
+		if len(pods) > 1 && source != "" {
+			m.Source = fmt.Sprintf("%s:%d", source, p.line)
+		}
+		ms = append(ms, m)
+	}
+	return ms, nil
+}
+
+// at puts source:line (or source alone) before err.
+func at(source string, line int, err error) error {
+	switch {
+	case source == "":
+		return err
+	case line == 0:
+		return fmt.Errorf("%s: %w", source, err)
+	}
+	return fmt.Errorf("%s:%d: %w", source, line, err)
+}
+
+// parsePod reads one Pod: it fails unless it has an etcd container whose
+// flags name the member.
+func parsePod(n *yaml.Node) (Manifest, error) {
 	var p pod
 	if err := n.Decode(&p); err != nil {
 		return Manifest{}, fmt.Errorf("not a pod manifest: %w", err)
 	}
 	if p.Kind != "Pod" {
-		return Manifest{}, fmt.Errorf("kind is %q, want Pod: give kubeadm's etcd static pod, /etc/kubernetes/manifests/etcd.yaml", p.Kind)
+		return Manifest{}, fmt.Errorf("kind is %q, want Pod (or a List of them): give kubeadm's etcd static pod, /etc/kubernetes/manifests/etcd.yaml", p.Kind)
 	}
 	c, err := etcdContainer(p.Spec.Containers)
 	if err != nil {
