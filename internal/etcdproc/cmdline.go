@@ -115,7 +115,7 @@ func (b Bootstrap) flags(s *spec.Spec) []string {
 // restart; a member added to the spec changes only the bootstrap flags and
 // restarts nobody.
 func Settings(s *spec.Spec, m spec.Member) string {
-	return strings.Join(slices.Concat(memberFlags(m), tlsFlags(m.TLS), extraFlags(s)), " ")
+	return strings.Join(slices.Concat(memberFlags(m), tlsFlags(m.TLS), extraFlags(s, m)), " ")
 }
 
 // CommandFor is the whole command that starts member m's etcd: the etcd

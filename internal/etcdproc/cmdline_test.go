@@ -227,3 +227,24 @@ etcd:
 		t.Errorf("a changed etcd flag did not change the settings")
 	}
 }
+
+// TestMemberFlagsOverride: a member's own flags win over etcd.flags, for
+// that member only.
+func TestMemberFlagsOverride(t *testing.T) {
+	s, err := spec.Parse([]byte(`cluster: {name: c}
+members:
+  - {name: a, peerURLs: [http://10.0.0.1:2380], clientURLs: [http://10.0.0.1:2379], flags: {listen-metrics-urls: http://10.0.0.1:2381}}
+  - {name: b, peerURLs: [http://10.0.0.2:2380], clientURLs: [http://10.0.0.2:2379]}
+etcd: {flags: {listen-metrics-urls: http://127.0.0.1:2381}}
+`), "spec.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := Settings(s, s.Members[0]), Settings(s, s.Members[1])
+	if !strings.Contains(a, "--listen-metrics-urls=http://10.0.0.1:2381") || strings.Contains(a, "127.0.0.1:2381") {
+		t.Errorf("a's settings = %s", a)
+	}
+	if !strings.Contains(b, "--listen-metrics-urls=http://127.0.0.1:2381") {
+		t.Errorf("b's settings = %s", b)
+	}
+}

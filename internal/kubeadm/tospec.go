@@ -45,6 +45,11 @@ type Member struct {
 	ClientURLs       []string
 	ListenPeerURLs   []string
 	ListenClientURLs []string
+	// DataDir is set when this member's differs from etcd.dataDir.
+	DataDir string
+	// Flags are the member's own etcd flags, sorted by name: those that
+	// differ between hosts or name the host's own address.
+	Flags []NotedFlag
 	// Note says where the member comes from.
 	Note string
 }
@@ -116,7 +121,9 @@ func ToSpec(ms []Manifest, pki PKI) (Document, error) {
 	if err := b.dataDir(); err != nil {
 		return Document{}, err
 	}
-	b.flags()
+	if err := b.flags(); err != nil {
+		return Document{}, err
+	}
 	b.tls(pki)
 	b.env()
 	return b.doc, nil

@@ -62,6 +62,7 @@ repair:
 			AgentAddr:        "127.0.0.1:2378",
 			StateDir:         "/srv/state/n1",
 			BackupDir:        filepath.Join(dir, "data/n1/.etcdkeeper-backups"),
+			Flags:            map[string]string{},
 			Line:             3,
 		}, {
 			Name:             "n2",
@@ -73,6 +74,7 @@ repair:
 			AgentAddr:        "10.0.0.2:2378",
 			StateDir:         "/srv/state/n2",
 			BackupDir:        filepath.Join(dir, "n2data/.etcdkeeper-backups"),
+			Flags:            map[string]string{},
 			Line:             6,
 		}},
 		Etcd: Etcd{

@@ -48,6 +48,10 @@ type Member struct {
 	ListenClientURLs []string `yaml:"listenClientURLs"`
 	DataDir          string   `yaml:"dataDir"`
 	AgentAddr        string   `yaml:"agentAddr"`
+	// Flags are this member's own etcd flags, over etcd.flags: for a
+	// setting that differs between hosts, such as --listen-metrics-urls on
+	// each host's own address. The same rules as etcd.flags apply.
+	Flags map[string]string `yaml:"flags"`
 
 	// StateDir is agent.stateDir with {name} expanded (not a YAML field).
 	StateDir string `yaml:"-"`

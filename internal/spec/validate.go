@@ -19,7 +19,7 @@ func (d *doc) checkFields(s *Spec) {
 	d.checkCluster(s.Cluster)
 	d.checkMemberFields(s)
 	d.checkPath("etcd.dataDir", s.Etcd.DataDir)
-	d.checkFlags(s.Etcd)
+	d.checkFlags(s)
 	d.checkAgent(s.Agent)
 	d.checkRepair(s.Repair)
 	d.checkSecurityFields(s)

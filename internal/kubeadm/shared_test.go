@@ -1,0 +1,67 @@
+package kubeadm
+
+import (
+	"strings"
+	"testing"
+
+	"gopkg.in/yaml.v3"
+)
+
+// renderedSpec imports testdata files and reads the rendered spec back as
+// plain YAML: what an operator would get.
+func renderedSpec(t *testing.T, files ...string) (map[string]any, Document, error) {
+	t.Helper()
+	d, err := ToSpec(loadManifests(t, files), KubeadmPKI(pkiDir))
+	if err != nil {
+		return nil, d, err
+	}
+	var out map[string]any
+	if err := yaml.Unmarshal(render(t, d), &out); err != nil {
+		t.Fatal(err)
+	}
+	return out, d, nil
+}
+
+// dig follows keys (strings for mappings, ints for lists) into v.
+func dig(v any, keys ...any) any {
+	for _, k := range keys {
+		switch k := k.(type) {
+		case string:
+			m, _ := v.(map[string]any)
+			v = m[k]
+		case int:
+			l, _ := v.([]any)
+			if k >= len(l) {
+				return nil
+			}
+			v = l[k]
+		}
+	}
+	return v
+}
+
+// TestNeverShared: a setting that differs between hosts is never given
+// to every member: it is per member, or the import fails.
+func TestNeverShared(t *testing.T) {
+	t.Run("--force-new-cluster left on one host is refused", func(t *testing.T) {
+		_, _, err := renderedSpec(t, "force-new-cluster-on-one.yaml")
+		if err == nil || !strings.Contains(err.Error(), "--force-new-cluster") || !strings.Contains(err.Error(), "cp2") {
+			t.Fatalf("err = %v, want a refusal naming --force-new-cluster and cp2", err)
+		}
+	})
+	t.Run("--listen-metrics-urls on each host's own address is per member", func(t *testing.T) {
+		s, _, err := renderedSpec(t, "metrics-own-ip.yaml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v := dig(s, "etcd", "flags", "listen-metrics-urls"); v != nil {
+			t.Errorf("etcd.flags.listen-metrics-urls = %v: one host's address for every member", v)
+		}
+		for i, ip := range []string{"10.0.0.11", "10.0.0.12", "10.0.0.13"} {
+			want := "http://127.0.0.1:2381,http://" + ip + ":2381"
+			if v := dig(s, "members", i, "flags", "listen-metrics-urls"); v != want {
+				t.Errorf("members[%d].flags.listen-metrics-urls = %v, want %s", i, v, want)
+			}
+		}
+	})
+}
