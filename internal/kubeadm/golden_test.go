@@ -33,6 +33,10 @@ var goldenCases = []struct {
 	{"kubectl List", "kubectl-list", []string{"kubectl-list.yaml"}},
 	// Two manifests in one file, as YAML documents.
 	{"two documents", "two-documents", []string{"two-documents.yaml"}},
+	// cp3's data on its own disk: its own dataDir.
+	{"data dir differs", "data-dir-differs", []string{"data-dir-differs.yaml"}},
+	// Metrics on each host's own address: each member's own flag.
+	{"metrics on each host's address", "metrics-own-ip", []string{"metrics-own-ip.yaml"}},
 }
 
 func loadManifests(t *testing.T, files []string) []Manifest {

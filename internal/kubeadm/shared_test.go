@@ -64,4 +64,21 @@ func TestNeverShared(t *testing.T) {
 			}
 		}
 	})
+	t.Run("a data dir that differs on one host is per member", func(t *testing.T) {
+		s, d, err := renderedSpec(t, "data-dir-differs.yaml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v := dig(s, "etcd", "dataDir"); v != "/var/lib/etcd" {
+			t.Errorf("etcd.dataDir = %v, want /var/lib/etcd", v)
+		}
+		for i, want := range []any{nil, nil, "/mnt/etcd-disk"} {
+			if v := dig(s, "members", i, "dataDir"); v != want {
+				t.Errorf("members[%d].dataDir = %v, want %v", i, v, want)
+			}
+		}
+		if anyContains(d.Warnings, "--data-dir differs") {
+			t.Errorf("warnings claim one data dir: %q", d.Warnings)
+		}
+	})
 }

@@ -3,6 +3,7 @@ package kubeadm
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"path"
 	"slices"
 	"sort"
@@ -193,22 +194,41 @@ func (b *builder) cluster() {
 
 // dataDir keeps kubeadm's --data-dir: each member goes on in place, with
 // its data and member ID. The spec accepts one path on several members when
-// their peer URLs name different hosts.
+// their peer URLs name different hosts. etcd.dataDir is the first host's;
+// a host whose data dir differs gets its own members[].dataDir.
 func (b *builder) dataDir() error {
-	dir, _, ok := b.shared("data-dir", "etcd.dataDir", b.hostPath("data-dir"))
-	if !ok || dir == "" {
-		return errors.New("no manifest sets --data-dir: import needs the data dir to keep the members' data")
+	toHost := b.hostPath("data-dir")
+	dirs := map[string]bool{}
+	for _, m := range b.ms {
+		raw, _ := m.Flag("data-dir")
+		if raw == "" {
+			return fmt.Errorf("%s: no --data-dir: import needs the data dir to keep the member's data", m.label())
+		}
+		dir := toHost(m, raw)
+		dirs[dir] = true
+		if b.doc.DataDir == "" {
+			b.doc.DataDir = dir
+		} else if dir != b.doc.DataDir {
+			b.member(m.Name()).DataDir = dir
+		}
 	}
-	b.doc.DataDir = dir
+	dir := b.doc.DataDir
 	b.doc.DataDirNote = fmt.Sprintf("kubeadm's --data-dir=%s, kept as it is: on each host the member goes on "+
-		"in place, with its data and member ID; nothing is moved. Every member has this path, each on its own host.\n"+
-		"agent.backupDir is left empty: repair moves a broken member's data into %s, on the data disk.",
-		dir, path.Join(dir, spec.BackupSubdir))
+		"in place, with its data and member ID; nothing is moved. Every member has this path, each on its own host",
+		dir)
+	backups := path.Join(dir, spec.BackupSubdir)
+	if len(dirs) > 1 {
+		b.doc.DataDirNote += ", but for the members with their own dataDir (their --data-dir differs)"
+		backups = path.Join("<dataDir>", spec.BackupSubdir)
+	}
+	b.doc.DataDirNote += fmt.Sprintf(".\nagent.backupDir is left empty: repair moves a broken member's data into %s, on the data disk.", backups)
 	// The packaged unit makes only its StateDirectory= /var/lib/etcd
 	// writable (ProtectSystem=strict).
-	if dir != "/var/lib/etcd" && !strings.HasPrefix(dir, "/var/lib/etcd/") {
-		b.warn("the packaged systemd unit can write only under /var/lib/etcd: add ReadWritePaths=%s in a drop-in "+
-			"(README.md, \"kubeadm control-plane hosts\")", dir)
+	for _, d := range slices.Sorted(maps.Keys(dirs)) {
+		if d != "/var/lib/etcd" && !strings.HasPrefix(d, "/var/lib/etcd/") {
+			b.warn("the packaged systemd unit can write only under /var/lib/etcd: add ReadWritePaths=%s in a drop-in "+
+				"(README.md, \"kubeadm control-plane hosts\")", d)
+		}
 	}
 	return nil
 }

@@ -322,7 +322,7 @@ func TestToSpecErrors(t *testing.T) {
 		{"no manifest", nil, "no manifest"},
 		{"one host twice", []Manifest{host("cp1", "10.0.0.11"), host("cp1", "10.0.0.11")}, "member cp1: two manifests"},
 		{"a broken --initial-cluster", []Manifest{host("cp1", "10.0.0.11", "--initial-cluster=cp1")}, `--initial-cluster: "cp1" is not name=peerURL`},
-		{"no --data-dir", []Manifest{host("cp1", "10.0.0.11", "--data-dir=")}, "no manifest sets --data-dir"},
+		{"no --data-dir", []Manifest{host("cp1", "10.0.0.11", "--data-dir=")}, "cp1's manifest cp1.yaml: no --data-dir"},
 		{"no peer URL at all", []Manifest{host("cp1", "10.0.0.11", "--initial-advertise-peer-urls=", "--initial-cluster=")}, "import needs the member's peer URLs"},
 	}
 	for _, tc := range tests {

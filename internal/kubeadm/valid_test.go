@@ -1,6 +1,7 @@
 package kubeadm
 
 import (
+	"cmp"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -48,9 +49,16 @@ func TestImportedSpecsAreValid(t *testing.T) {
 					(want.ListenPeerURLs != nil && !reflect.DeepEqual(m.ListenPeerURLs, want.ListenPeerURLs)) {
 					t.Errorf("member %d = %+v, want %+v", i, m, want)
 				}
-				// kubeadm's data dir as it is, on every member.
-				if m.DataDir != d.DataDir || m.BackupDir != filepath.Join(d.DataDir, spec.BackupSubdir) {
-					t.Errorf("member %s: data dir %s, backup dir %s, want %s and %s inside it", m.Name, m.DataDir, m.BackupDir, d.DataDir, spec.BackupSubdir)
+				// kubeadm's data dir as it is, on every member: its own
+				// when it differs from the others'.
+				dir := cmp.Or(want.DataDir, d.DataDir)
+				if m.DataDir != dir || m.BackupDir != filepath.Join(dir, spec.BackupSubdir) {
+					t.Errorf("member %s: data dir %s, backup dir %s, want %s and %s inside it", m.Name, m.DataDir, m.BackupDir, dir, spec.BackupSubdir)
+				}
+				for _, f := range want.Flags {
+					if m.Flags[f.Name] != f.Value {
+						t.Errorf("member %s: flags %s = %q, want %q", m.Name, f.Name, m.Flags[f.Name], f.Value)
+					}
 				}
 			}
 			for _, f := range d.Flags {
