@@ -15,7 +15,7 @@ func runImport(t *testing.T, files []string, output string) (string, error) {
 	t.Helper()
 	var stdout, stderr bytes.Buffer
 	done := make(chan error, 1)
-	go func() { done <- importKubeadm(&stdout, &stderr, files, pkiTestDir, output, false) }()
+	go func() { done <- importKubeadm(&stdout, &stderr, files, pkiTestDir, output) }()
 	select {
 	case err := <-done:
 		return stderr.String(), err
@@ -75,5 +75,41 @@ func TestImportEveryDocument(t *testing.T) {
 		if !strings.Contains(stderr, tc.want) {
 			t.Errorf("import %v: err %v, stderr:\n%s\nwant %q", tc.files, err, stderr, tc.want)
 		}
+	}
+}
+
+// TestImportOutputOnlyValid: -o FILE is written only with a valid spec,
+// and never replaces an existing file (agents act on a changed spec).
+func TestImportOutputOnlyValid(t *testing.T) {
+	dir := t.TempDir()
+	cp1, err := os.ReadFile(filepath.Join("..", "..", "internal", "kubeadm", "testdata", "cp1.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// TLS on the client port, but an http client URL: etcd would never
+	// answer there.
+	bad := filepath.Join(dir, "cp1-http.yaml")
+	if err := os.WriteFile(bad, bytes.ReplaceAll(cp1, []byte("--advertise-client-urls=https://"), []byte("--advertise-client-urls=http://")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "cluster.yaml")
+	if _, err := runImport(t, []string{bad}, out); err == nil {
+		t.Error("an invalid spec imported with exit 0")
+	}
+	if _, err := os.Stat(out); err == nil {
+		t.Errorf("-o %s written with an invalid spec", out)
+	}
+	good := filepath.Join(dir, "cp1.yaml")
+	if err := os.WriteFile(good, cp1, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(out, []byte("existing\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := runImport(t, []string{good}, out); err == nil || !strings.Contains(err.Error(), "exists") {
+		t.Errorf("import over an existing file: err = %v, want a refusal", err)
+	}
+	if b, _ := os.ReadFile(out); string(b) != "existing\n" {
+		t.Errorf("existing -o file replaced:\n%s", b)
 	}
 }
