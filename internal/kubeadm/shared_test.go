@@ -82,3 +82,31 @@ func TestNeverShared(t *testing.T) {
 		}
 	})
 }
+
+// TestMemberNamedByID: kubeadm names a member that had not started yet by
+// its hex member ID in --initial-cluster; import matches it to its host by
+// peer URL instead of adding a member that does not exist.
+func TestMemberNamedByID(t *testing.T) {
+	for _, files := range [][]string{
+		{"cp1.yaml", "cp2.yaml", "cp3-unstarted-peer.yaml"},
+		{"cp2.yaml", "cp3-unstarted-peer.yaml"},
+	} {
+		d, err := ToSpec(loadManifests(t, files), KubeadmPKI(pkiDir))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, m := range d.Members {
+			got = append(got, m.Name+"="+strings.Join(m.PeerURLs, ","))
+		}
+		want := "cp1=https://10.0.0.11:2380 cp2=https://10.0.0.12:2380 cp3=https://10.0.0.13:2380"
+		if strings.Join(got, " ") != want {
+			t.Errorf("%v: members %s, want %s", files, strings.Join(got, " "), want)
+		}
+	}
+	// Alone, the entry matches no host: its name is unknown.
+	if _, err := ToSpec(loadManifests(t, []string{"cp3-unstarted-peer.yaml"}), KubeadmPKI(pkiDir)); err == nil ||
+		!strings.Contains(err.Error(), "8e9e05c52164694d") || !strings.Contains(err.Error(), "https://10.0.0.12:2380") {
+		t.Errorf("err = %v, want the ID and peer URL named", err)
+	}
+}
