@@ -35,6 +35,8 @@ var goldenCases = []struct {
 	{"two documents", "two-documents", []string{"two-documents.yaml"}},
 	// cp3's data on its own disk: its own dataDir.
 	{"data dir differs", "data-dir-differs", []string{"data-dir-differs.yaml"}},
+	// A node name longer than a DNS label (Kubernetes allows 253).
+	{"long node name", "long-node-name", []string{"cp1-long-node-name.yaml"}},
 	// Metrics on each host's own address: each member's own flag.
 	{"metrics on each host's address", "metrics-own-ip", []string{"metrics-own-ip.yaml"}},
 }
