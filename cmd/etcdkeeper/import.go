@@ -115,8 +115,9 @@ func importKubeadm(stdout, stderr io.Writer, files []string, pkiDir, output stri
 // checkImported loads the spec like the agent does. Files this machine
 // cannot read are expected (another machine, no root): reported, not failed.
 func checkImported(stderr io.Writer, data []byte, where string, doc kubeadm.Document) error {
-	_, err := spec.Parse(data, where)
+	s, err := spec.Parse(data, where)
 	if err == nil {
+		printWarnings(stderr, s.Warnings)
 		fmt.Fprintf(stderr, "%s: a valid spec\n", where)
 		return nil
 	}

@@ -10,6 +10,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"math/big"
+	"net"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -128,7 +129,8 @@ func TestKeeperGatesAreEtcdprocDefaults(t *testing.T) {
 }
 
 // writeCert writes a self-signed certificate, usable as CA, server and
-// client certificate, and its key.
+// client certificate, and its key: cp1's, valid for a year, as kubeadm
+// issues them (on each host the shared path is that host's certificate).
 func writeCert(t *testing.T) (certFile, keyFile string) {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
@@ -139,7 +141,8 @@ func writeCert(t *testing.T) (certFile, keyFile string) {
 		SerialNumber:          big.NewInt(1),
 		Subject:               pkix.Name{CommonName: "etcd-ca"},
 		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(time.Hour),
+		NotAfter:              time.Now().Add(365 * 24 * time.Hour),
+		IPAddresses:           []net.IP{net.ParseIP("10.0.0.11"), net.ParseIP("127.0.0.1")},
 		IsCA:                  true,
 		BasicConstraintsValid: true,
 		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,

@@ -61,6 +61,8 @@ func Parse(data []byte, path string) (*Spec, error) {
 	}
 	s.Path = path
 	s.Generation = generation(data)
+	d.warns.sortByLine()
+	s.Warnings = d.warns
 	return s, nil
 }
 

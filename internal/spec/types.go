@@ -24,6 +24,9 @@ type Spec struct {
 	// Generation is a short hex digest of the file's bytes; it changes
 	// whenever the content changes.
 	Generation string `yaml:"-"`
+	// Warnings are what is not wrong yet but needs the operator, such as a
+	// certificate that expires within 30 days; validate prints them.
+	Warnings Errors `yaml:"-"`
 }
 
 // Cluster names the cluster.
