@@ -116,6 +116,10 @@ func importKubeadm(stdout, stderr io.Writer, files []string, pkiDir, output stri
 // cannot read are expected (another machine, no root): reported, not failed.
 func checkImported(stderr io.Writer, data []byte, where string, doc kubeadm.Document) error {
 	s, err := spec.Parse(data, where)
+	if err == nil && len(s.Warnings.Expired()) > 0 {
+		expired := s.Warnings.Expired()
+		err = &expired
+	}
 	if err == nil {
 		printWarnings(stderr, s.Warnings)
 		fmt.Fprintf(stderr, "%s: a valid spec\n", where)

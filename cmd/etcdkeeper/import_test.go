@@ -2,11 +2,15 @@ package main
 
 import (
 	"bytes"
+	"errors"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/etcdkeeper/etcdkeeper/internal/testpki"
 )
 
 // runImport runs import kubeadm on files and returns its error and stderr;
@@ -111,5 +115,49 @@ func TestImportOutputOnlyValid(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(out); string(b) != "existing\n" {
 		t.Errorf("existing -o file replaced:\n%s", b)
+	}
+}
+
+// TestValidateCertificates: validate refuses a certificate that is not
+// valid now and warns, with exit 0, about one that expires within 30 days.
+func TestValidateCertificates(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		notAfter time.Duration
+		code     int
+		want     string
+	}{
+		{"expired", -24 * time.Hour, 1, "spec.yaml:6: tls.peer.certFile: "},
+		{"expires in 10 days", 10 * 24 * time.Hour, 0, "spec.yaml:6: warning: tls.peer.certFile: "},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			ca := testpki.NewCA(t, "etcd-ca")
+			testpki.WriteFile(t, filepath.Join(dir, "ca.crt"), ca.CertPEM)
+			ca.IssueValid(t, "a", time.Now().Add(-400*24*time.Hour), time.Now().Add(tc.notAfter), net.IPv4(127, 0, 0, 1)).Write(t, dir, "peer")
+			path := filepath.Join(dir, "spec.yaml")
+			testpki.WriteFile(t, path, []byte(`cluster: {name: c}
+members: [{name: a, peerURLs: [https://127.0.0.1:2380], clientURLs: [http://127.0.0.1:2379]}]
+tls:
+  peer:
+    trustedCAFile: ca.crt
+    certFile: peer.crt
+    keyFile: peer.key
+`))
+			c := validateCmd()
+			var stdout, stderr bytes.Buffer
+			c.SetOut(&stdout)
+			c.SetErr(&stderr)
+			c.SetArgs([]string{"--config", path})
+			err := c.Execute()
+			code := 0
+			var ee *exitError
+			if errors.As(err, &ee) {
+				code = ee.code
+			}
+			if code != tc.code || !strings.Contains(stderr.String(), tc.want) {
+				t.Errorf("validate: exit %d (%v), stderr:\n%s\nwant exit %d and %q", code, err, stderr.String(), tc.code, tc.want)
+			}
+		})
 	}
 }

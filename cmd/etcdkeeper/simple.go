@@ -44,6 +44,10 @@ or without warnings), 1 otherwise.`,
 				fmt.Fprintln(c.ErrOrStderr(), err)
 				return &exitError{code: 1, err: fmt.Errorf("%s is not valid", path)}
 			}
+			if expired := s.Warnings.Expired(); len(expired) > 0 {
+				fmt.Fprintln(c.ErrOrStderr(), &expired)
+				return &exitError{code: 1, err: fmt.Errorf("%s names certificates that are not valid now", path)}
+			}
 			printWarnings(c.ErrOrStderr(), s.Warnings)
 			fmt.Fprintf(c.OutOrStdout(), "%s: valid: cluster %q, %d members (%v)\n", path, s.Cluster.Name, len(s.Members), s.Names())
 			return nil

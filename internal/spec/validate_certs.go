@@ -88,10 +88,10 @@ func (d *doc) checkValidity(reported map[string]bool, key, label string, c *x509
 	const day = "2006-01-02"
 	switch {
 	case now.After(c.NotAfter):
-		d.errorOnce(reported, key, "%s: %s: expired on %s (%d days ago): etcd and the agent refuse it; issue a new one from the CA and put it in place",
+		d.expiredOnce(reported, key, "%s: %s: expired on %s (%d days ago): etcd and the agent refuse it; issue a new one from the CA and put it in place",
 			key, label, c.NotAfter.UTC().Format(day), -certs.Days(c.NotAfter, now))
 	case now.Before(c.NotBefore):
-		d.errorOnce(reported, key, "%s: %s: not valid before %s: check this host's clock, or issue one that is valid now",
+		d.expiredOnce(reported, key, "%s: %s: not valid before %s: check this host's clock, or issue one that is valid now",
 			key, label, c.NotBefore.UTC().Format(time.RFC3339))
 	case c.NotAfter.Sub(now) < certs.WarnBefore:
 		d.warnOnce(reported, key, "%s: %s: expires on %s, in %d days: issue a new one from the CA before then and put it in place "+
@@ -184,10 +184,31 @@ func (d *doc) checkSharedSANs(s *Spec, reported map[string]bool) {
 
 // warnOnce is errorOnce for a warning.
 func (d *doc) warnOnce(reported map[string]bool, key, format string, args ...any) {
+	d.warning(reported, false, key, format, args...)
+}
+
+// expiredOnce is warnOnce for a certificate not valid now (Error.Expired).
+func (d *doc) expiredOnce(reported map[string]bool, key, format string, args ...any) {
+	d.warning(reported, true, key, format, args...)
+}
+
+func (d *doc) warning(reported map[string]bool, expired bool, key, format string, args ...any) {
 	msg := fmt.Sprintf(format, args...)
 	if reported[msg] {
 		return
 	}
 	reported[msg] = true
-	d.warns = append(d.warns, Error{File: d.file, Line: d.line(key), Msg: msg})
+	d.warns = append(d.warns, Error{File: d.file, Line: d.line(key), Msg: msg, Expired: expired})
+}
+
+// Expired is the warnings about certificates not valid now, which
+// validate and import refuse.
+func (e Errors) Expired() Errors {
+	var out Errors
+	for _, w := range e {
+		if w.Expired {
+			out = append(out, w)
+		}
+	}
+	return out
 }

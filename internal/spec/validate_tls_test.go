@@ -186,12 +186,6 @@ func TestTLSValidationErrors(t *testing.T) {
 			21, "auth.credentialsFile", "the password after ':' is empty"},
 		{"credentials file per member", replace("pki/credentials", "pki/{name}.credentials"), nil,
 			21, "auth.credentialsFile", "{name} is not expanded here"},
-		{"expired peer certificate", tlsSpec, func(dir string) {
-			testCA.IssueValid(t, "a", time.Now().Add(-400*24*time.Hour), time.Now().Add(-35*24*time.Hour), net.IPv4(127, 0, 0, 1)).Write(t, filepath.Join(dir, "pki"), "a-peer")
-		}, 12, "tls.peer.certFile", "/pki/a-peer.crt\" (member a): expired on "},
-		{"not yet valid", tlsSpec, func(dir string) {
-			testCA.IssueValid(t, "a", time.Now().Add(24*time.Hour), time.Now().Add(400*24*time.Hour), net.IPv4(127, 0, 0, 1)).Write(t, filepath.Join(dir, "pki"), "a")
-		}, 7, "tls.client.certFile", "not valid before "},
 		{"peer certificate of another CA", tlsSpec, func(dir string) {
 			testpki.NewCA(t, "other").Issue(t, "b", net.IPv4(127, 0, 0, 2)).Write(t, filepath.Join(dir, "pki"), "b-peer")
 		}, 12, "tls.peer.certFile", "(member b): not signed by tls.peer.trustedCAFile"},
@@ -222,6 +216,40 @@ func TestTLSValidationErrors(t *testing.T) {
 				}
 			}
 			t.Errorf("no error at line %d starts with %q and contains %q; got:\n%v", tt.line, tt.field, tt.msg, errs)
+		})
+	}
+}
+
+// TestCertificateNotValidNow: an expired or not yet valid certificate is
+// a warning marked Expired: the agent still runs (and reports it);
+// validate and import refuse it.
+func TestCertificateNotValidNow(t *testing.T) {
+	tests := []struct {
+		name    string
+		prepare func(dir string)
+		line    int
+		field   string
+		msg     string
+	}{
+		{"expired peer certificate", func(dir string) {
+			testCA.IssueValid(t, "a", time.Now().Add(-400*24*time.Hour), time.Now().Add(-35*24*time.Hour), net.IPv4(127, 0, 0, 1)).Write(t, filepath.Join(dir, "pki"), "a-peer")
+		}, 12, "tls.peer.certFile", "/pki/a-peer.crt\" (member a): expired on "},
+		{"not yet valid", func(dir string) {
+			testCA.IssueValid(t, "a", time.Now().Add(24*time.Hour), time.Now().Add(400*24*time.Hour), net.IPv4(127, 0, 0, 1)).Write(t, filepath.Join(dir, "pki"), "a")
+		}, 7, "tls.client.certFile", "not valid before "},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, _, err := loadTLS(t, tlsSpec, tt.prepare)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range s.Warnings.Expired() {
+				if e.Line == tt.line && strings.HasPrefix(e.Msg, tt.field+":") && strings.Contains(e.Msg, tt.msg) {
+					return
+				}
+			}
+			t.Errorf("no expired warning at line %d starts with %q and contains %q; got:\n%v", tt.line, tt.field, tt.msg, &s.Warnings)
 		})
 	}
 }
