@@ -20,6 +20,7 @@ var agentMetrics = []string{
 	"etcdkeeper_config_reloads_total",
 	"etcdkeeper_seconds_since_last_reconcile",
 	"etcdkeeper_etcd_restarts_total",
+	"etcdkeeper_certificate_expiry_timestamp_seconds",
 }
 
 var wantAlerts = []string{
@@ -30,6 +31,7 @@ var wantAlerts = []string{
 	"EtcdkeeperConfigReloadFailing",
 	"EtcdkeeperLoopStalled",
 	"EtcdkeeperEtcdCrashLooping",
+	"EtcdkeeperCertificateExpiresSoon",
 }
 
 type ruleFile struct {
