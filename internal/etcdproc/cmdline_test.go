@@ -146,7 +146,11 @@ func tlsSpec(t *testing.T) (*spec.Spec, string) {
 	for i, name := range []string{"node1", "node2", "node3"} {
 		ip := net.IPv4(10, 0, 0, byte(i+1))
 		ca.Issue(t, name, ip).Write(t, pki, name)
-		ca.Issue(t, name, ip).Write(t, pki, name+"-peer")
+		cn := name
+		if name == "node2" {
+			cn = "node2.example" // its second peer URL's host
+		}
+		ca.Issue(t, cn, ip).Write(t, pki, name+"-peer")
 	}
 	ca.Issue(t, "root").Write(t, pki, "agent")
 	text := strings.ReplaceAll(threeMembers, "http://", "https://") + `tls:
@@ -246,5 +250,37 @@ etcd: {flags: {listen-metrics-urls: http://127.0.0.1:2381}}
 	}
 	if !strings.Contains(b, "--listen-metrics-urls=http://127.0.0.1:2381") {
 		t.Errorf("b's settings = %s", b)
+	}
+}
+
+// TestSettingsFollowCAFiles: etcd reads its trusted CA files only when it
+// starts, so new contents there are a settings change (a rolling restart
+// under the lock); its own certificate and key it reads again at each
+// TLS handshake, so a renewal of those restarts nothing.
+func TestSettingsFollowCAFiles(t *testing.T) {
+	dir := t.TempDir()
+	ca := testpki.NewCA(t, "etcd-ca")
+	testpki.WriteFile(t, filepath.Join(dir, "ca.crt"), ca.CertPEM)
+	ca.Issue(t, "a", net.IPv4(127, 0, 0, 1)).Write(t, dir, "peer")
+	path := filepath.Join(dir, "spec.yaml")
+	testpki.WriteFile(t, path, []byte(`cluster: {name: c}
+members: [{name: a, peerURLs: [https://127.0.0.1:2380], clientURLs: [http://127.0.0.1:2379]}]
+tls:
+  peer: {certFile: peer.crt, keyFile: peer.key, trustedCAFile: ca.crt, clientCertAuth: true}
+`))
+	s, err := spec.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := Settings(s, s.Members[0])
+	ca.Issue(t, "a", net.IPv4(127, 0, 0, 1)).Write(t, dir, "peer")
+	if got := Settings(s, s.Members[0]); got != before {
+		t.Errorf("a renewed peer certificate changed the settings (etcd reloads it itself):\n%s\n%s", before, got)
+	}
+	// A CA bundle with the next CA added, as in a CA rotation.
+	next := testpki.NewCA(t, "etcd-ca-2")
+	testpki.WriteFile(t, filepath.Join(dir, "ca.crt"), append(append([]byte{}, ca.CertPEM...), next.CertPEM...))
+	if got := Settings(s, s.Members[0]); got == before {
+		t.Errorf("a changed CA file did not change the settings: %s", got)
 	}
 }
