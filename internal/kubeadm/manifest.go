@@ -25,6 +25,8 @@ type Manifest struct {
 	Env []string
 	// Mounts map container paths to host paths (hostPath volumes only).
 	Mounts []Mount
+	// Image is the etcd container's image, e.g. registry.k8s.io/etcd:3.6.4-0.
+	Image string
 
 	// last indexes Flags by name (the last one of each), so that a
 	// manifest with many flags imports in linear time; see indexed.
@@ -59,6 +61,7 @@ type pod struct {
 
 type container struct {
 	Name    string   `yaml:"name"`
+	Image   string   `yaml:"image"`
 	Command []string `yaml:"command"`
 	Args    []string `yaml:"args"`
 	Env     []struct {
@@ -179,7 +182,7 @@ func parsePod(n *yaml.Node) (Manifest, error) {
 	if err != nil {
 		return Manifest{}, fmt.Errorf("container %s: %w", c.Name, err)
 	}
-	m := Manifest{Flags: flags}
+	m := Manifest{Flags: flags, Image: c.Image}
 	if v, _ := m.Flag("name"); v == "" {
 		return Manifest{}, fmt.Errorf("container %s: no --name: import needs the member's name", c.Name)
 	}

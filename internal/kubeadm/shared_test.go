@@ -110,3 +110,23 @@ func TestMemberNamedByID(t *testing.T) {
 		t.Errorf("err = %v, want the ID and peer URL named", err)
 	}
 }
+
+// TestEtcdVersionChecked: the manifests' etcd image says which etcd runs
+// now; etcd moves one minor version at a time, so a 3.5 cluster is told
+// what must happen first.
+func TestEtcdVersionChecked(t *testing.T) {
+	d, err := ToSpec(loadManifests(t, []string{"cp1.yaml", "cp2.yaml", "cp3.yaml"}), KubeadmPKI(pkiDir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !anyContains(d.Warnings, "cp1, cp2, cp3 run etcd 3.5 (registry.k8s.io/etcd:3.5.16-0): etcdkeeper runs etcd v3.7, and etcd moves one minor version at a time: upgrade the cluster to etcd 3.6 first") {
+		t.Errorf("Warnings = %q", d.Warnings)
+	}
+	d, err = ToSpec(loadManifests(t, []string{"cp1-etcd36-extraargs.yaml"}), KubeadmPKI(pkiDir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if anyContains(d.Warnings, "run etcd 3.") {
+		t.Errorf("a 3.6 cluster warned: %q", d.Warnings)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"path"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -116,6 +117,7 @@ func ToSpec(ms []Manifest, pki PKI) (Document, error) {
 		"known when that host joined, so import the manifests of all control-plane hosts " +
 		"(--manifest cp1.yaml --manifest cp2.yaml ...)")
 	b.cluster()
+	b.version()
 	if err := b.members(); err != nil {
 		return Document{}, err
 	}
@@ -190,6 +192,29 @@ func (b *builder) cluster() {
 		"The token only matters when a cluster is first formed, and this one exists, so the name is " +
 		DefaultClusterName + ". It is also the prefix of etcdkeeper's keys in etcd " +
 		"(/etcdkeeper/" + DefaultClusterName + "/): never change it once agents run it."
+}
+
+// imageVersion is the etcd minor version of a kubeadm etcd image's tag
+// (registry.k8s.io/etcd:3.5.16-0 is "3.5"), "" when the tag says none.
+var imageVersion = regexp.MustCompile(`:v?(3\.\d+)\.\d+`)
+
+// version says what must happen first when the hosts run an etcd the
+// embedded one cannot take over from: etcd moves one minor version at a
+// time, and etcdkeeper runs v3.7.
+func (b *builder) version() {
+	by := map[string][]string{}
+	image := map[string]string{}
+	for _, m := range b.ms {
+		if v := imageVersion.FindStringSubmatch(m.Image); v != nil && v[1] != "3.6" && v[1] != "3.7" {
+			by[v[1]] = append(by[v[1]], m.Name())
+			image[v[1]] = m.Image
+		}
+	}
+	for _, v := range slices.Sorted(maps.Keys(by)) {
+		b.warn("%s run etcd %s (%s): etcdkeeper runs etcd %s, and etcd moves one minor version at a time: upgrade the cluster to etcd 3.6 first "+
+			"(README.md, \"kubeadm control-plane hosts\", Before you start), or set etcd.binary to an etcd 3.6 binary",
+			strings.Join(by[v], ", "), v, image[v], etcdVersion)
+	}
 }
 
 // dataDir keeps kubeadm's --data-dir: each member goes on in place, with
