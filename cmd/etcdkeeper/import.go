@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -62,13 +63,14 @@ README.md, "kubeadm control-plane hosts", describes the move, one host at a time
 		},
 	}
 	c.Flags().StringArrayVar(&manifests, "manifest", []string{"/etc/kubernetes/manifests/etcd.yaml"}, "a host's etcd static pod manifest; repeat it for each control-plane host")
-	c.Flags().StringVar(&pkiDir, "pki-dir", "/etc/kubernetes/pki/etcd", "kubeadm's etcd PKI dir: the agent uses its ca.crt and healthcheck-client.{crt,key}")
+	c.Flags().StringVar(&pkiDir, "pki-dir", "", "kubeadm's etcd PKI dir: the agent uses its ca.crt and healthcheck-client.{crt,key} (default: the directory of the manifest's --cert-file, usually /etc/kubernetes/pki/etcd)")
 	c.Flags().StringVarP(&output, "output", "o", "", "write the spec to this new file instead of stdout (only a valid spec; never over an existing file)")
 	return c
 }
 
 func importKubeadm(stdout, stderr io.Writer, files []string, pkiDir, output string) error {
 	var ms []kubeadm.Manifest
+	var err error
 	for _, f := range files {
 		data, err := safefile.Read(f, kubeadm.MaxManifestBytes)
 		if err != nil {
@@ -79,6 +81,11 @@ func importKubeadm(stdout, stderr io.Writer, files []string, pkiDir, output stri
 			return err
 		}
 		ms = append(ms, got...)
+	}
+	if pkiDir == "" {
+		pkiDir = kubeadm.PKIDirOf(ms)
+	} else if pkiDir, err = filepath.Abs(pkiDir); err != nil {
+		return fmt.Errorf("--pki-dir: %w", err)
 	}
 	doc, err := kubeadm.ToSpec(ms, kubeadm.KubeadmPKI(pkiDir))
 	if err != nil {
@@ -106,10 +113,24 @@ func importKubeadm(stdout, stderr io.Writer, files []string, pkiDir, output stri
 		return err
 	}
 	if output == "" {
-		_, err := stdout.Write(buf.Bytes())
-		return err
+		_, err = stdout.Write(buf.Bytes())
+	} else {
+		err = writeNewFile(output, buf.Bytes())
 	}
-	return writeNewFile(output, buf.Bytes())
+	if err == nil {
+		printDropIns(stderr, doc)
+	}
+	return err
+}
+
+// printDropIns prints each host's systemd drop-in: --name is the member's
+// name, kubeadm's node name, which on clouds is often not the host name
+// (the default of --name).
+func printDropIns(w io.Writer, doc kubeadm.Document) {
+	fmt.Fprintln(w, "drop-in for each host (systemctl edit etcdkeeper; README.md, \"kubeadm control-plane hosts\"):")
+	for _, m := range doc.Members {
+		fmt.Fprintf(w, "  on %s:\n    [Service]\n    User=root\n    Group=root\n    ExecStart=\n    ExecStart=/usr/bin/etcdkeeper run --config /etc/etcdkeeper/cluster.yaml --name %s\n", m.Name, m.Name)
+	}
 }
 
 // checkImported loads the spec like the agent does. Files this machine

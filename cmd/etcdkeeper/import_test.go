@@ -161,3 +161,30 @@ tls:
 		})
 	}
 }
+
+// TestImportAgentPKI: tls.agent comes from the manifest's own certificate
+// directory unless --pki-dir names one; a relative --pki-dir is made
+// absolute; each host's drop-in is printed with its --name.
+func TestImportAgentPKI(t *testing.T) {
+	manifest := filepath.Join("..", "..", "internal", "kubeadm", "testdata", "docker-desktop.yaml")
+	for _, tc := range []struct{ pkiDir, want string }{
+		{"", "certFile: /run/config/pki/etcd/healthcheck-client.crt"},
+		{"etcd-pki", "certFile: " + filepath.Join(must(os.Getwd()), "etcd-pki", "healthcheck-client.crt")},
+	} {
+		var stdout, stderr bytes.Buffer
+		_ = importKubeadm(&stdout, &stderr, []string{manifest}, tc.pkiDir, "")
+		if !strings.Contains(stdout.String(), tc.want) {
+			t.Errorf("--pki-dir %q: spec has no %q:\n%s\n%s", tc.pkiDir, tc.want, stdout.String(), stderr.String())
+		}
+		if !strings.Contains(stderr.String(), "ExecStart=/usr/bin/etcdkeeper run --config /etc/etcdkeeper/cluster.yaml --name docker-desktop") {
+			t.Errorf("no drop-in for docker-desktop:\n%s", stderr.String())
+		}
+	}
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}

@@ -80,6 +80,25 @@ func KubeadmPKI(dir string) PKI {
 	}
 }
 
+// DefaultPKIDir is kubeadm's etcd PKI dir.
+const DefaultPKIDir = "/etc/kubernetes/pki/etcd"
+
+// PKIDirOf is where the manifests keep etcd's certificates: the host
+// directory of the first one's --cert-file (sorted by member name), which
+// is where kubeadm also puts healthcheck-client.{crt,key}; DefaultPKIDir
+// when none sets it.
+func PKIDirOf(ms []Manifest) string {
+	ms = slices.Clone(ms)
+	slices.SortFunc(ms, func(a, b Manifest) int { return strings.Compare(a.Name(), b.Name()) })
+	for _, m := range ms {
+		if f, ok := m.Flag("cert-file"); ok && f != "" {
+			hp, _ := m.HostPath(f)
+			return path.Dir(hp)
+		}
+	}
+	return DefaultPKIDir
+}
+
 // DefaultClusterName is the cluster name when kubeadm set no
 // --initial-cluster-token (kubeadm never does).
 const DefaultClusterName = "kubernetes"
