@@ -77,7 +77,7 @@ type container struct {
 // `kubectl get pod -o yaml` list of a few control-plane hosts some 50 kB.
 const MaxManifestBytes = 4 << 20
 
-// ErrEmpty: the file holds no YAML document, or only null.
+// ErrEmpty is the error for a file that holds no YAML document, or only null.
 var ErrEmpty = errors.New("the file is empty: give kubeadm's etcd static pod, /etc/kubernetes/manifests/etcd.yaml")
 
 // ParseManifest reads one etcd static pod manifest, kubeadm's
