@@ -61,6 +61,7 @@ test-integration: build
 
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime 60s ./internal/spec/
+	$(GO) test -run '^$$' -fuzz FuzzImport -fuzztime 60s ./internal/kubeadm/
 
 clean:
 	rm -rf bin dist examples/data

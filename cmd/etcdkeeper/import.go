@@ -2,16 +2,18 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
 
-	"github.com/etcdkeeper/etcdkeeper/internal/atomicfile"
 	"github.com/etcdkeeper/etcdkeeper/internal/kubeadm"
+	"github.com/etcdkeeper/etcdkeeper/internal/safefile"
 	"github.com/etcdkeeper/etcdkeeper/internal/spec"
 )
 
@@ -28,7 +30,6 @@ func importCmd() *cobra.Command {
 func importKubeadmCmd() *cobra.Command {
 	var manifests []string
 	var pkiDir, output string
-	var force bool
 	c := &cobra.Command{
 		Use:   "kubeadm [--manifest FILE]... [--pki-dir DIR] [-o FILE]",
 		Short: "Write a spec from kubeadm's etcd static pod manifests",
@@ -40,40 +41,51 @@ Give the manifest of every control-plane host (copy them to one machine, then
 --manifest cp1.yaml --manifest cp2.yaml ...). kubeadm's --initial-cluster names
 only the members known when that host joined, and the agents REMOVE members the
 spec does not list: check the spec's members against 'etcdctl member list'.
+A file may hold several manifests (YAML documents), or kubectl's list of the
+etcd pods, every host at once:
+  kubectl -n kube-system get pod -l component=etcd -o yaml > etcd-pods.yaml
+Every pod in a file is read; anything that is not an etcd pod fails the import.
 
 What could not be taken as it is, and what to check before use, is written as
 comments in the spec and printed on stderr. The spec is then loaded the way the
 agent loads it. Problems with files this machine cannot read (the certificates,
 when the import runs on another machine or without root) are printed but do not
 fail the import: the agent checks them again on each host.
-Exit status: 0 when the spec is valid but for such files, 1 otherwise.
+Exit status: 0 when the spec is valid but for such files, 1 otherwise. Only a
+valid spec is written: to stdout, or to -o FILE, which must not exist (agents
+act on a changed spec at once: compare the new file with the one in use and
+move it into place yourself).
 
 README.md, "kubeadm control-plane hosts", describes the move, one host at a time.`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			return importKubeadm(c.OutOrStdout(), c.ErrOrStderr(), manifests, pkiDir, output, force)
+			return importKubeadm(c.OutOrStdout(), c.ErrOrStderr(), manifests, pkiDir, output)
 		},
 	}
 	c.Flags().StringArrayVar(&manifests, "manifest", []string{"/etc/kubernetes/manifests/etcd.yaml"}, "a host's etcd static pod manifest; repeat it for each control-plane host")
-	c.Flags().StringVar(&pkiDir, "pki-dir", "/etc/kubernetes/pki/etcd", "kubeadm's etcd PKI dir: the agent uses its ca.crt and healthcheck-client.{crt,key}")
-	c.Flags().StringVarP(&output, "output", "o", "", "write the spec to this file instead of stdout")
-	c.Flags().BoolVar(&force, "force", false, "replace the -o file if it exists")
+	c.Flags().StringVar(&pkiDir, "pki-dir", "", "kubeadm's etcd PKI dir: the agent uses its ca.crt and healthcheck-client.{crt,key} (default: the directory of the manifest's --cert-file, usually /etc/kubernetes/pki/etcd)")
+	c.Flags().StringVarP(&output, "output", "o", "", "write the spec to this new file instead of stdout (only a valid spec; never over an existing file)")
 	return c
 }
 
-func importKubeadm(stdout, stderr io.Writer, files []string, pkiDir, output string, force bool) error {
+func importKubeadm(stdout, stderr io.Writer, files []string, pkiDir, output string) error {
 	var ms []kubeadm.Manifest
+	var err error
 	for _, f := range files {
-		data, err := os.ReadFile(f)
+		data, err := safefile.Read(f, kubeadm.MaxManifestBytes)
 		if err != nil {
 			return fmt.Errorf("read manifest: %w", err)
 		}
-		m, err := kubeadm.ParseManifest(data)
+		got, err := kubeadm.ParseManifests(data, f)
 		if err != nil {
-			return fmt.Errorf("%s: %w", f, err)
+			return err
 		}
-		m.Source = f
-		ms = append(ms, m)
+		ms = append(ms, got...)
+	}
+	if pkiDir == "" {
+		pkiDir = kubeadm.PKIDirOf(ms)
+	} else if pkiDir, err = filepath.Abs(pkiDir); err != nil {
+		return fmt.Errorf("--pki-dir: %w", err)
 	}
 	doc, err := kubeadm.ToSpec(ms, kubeadm.KubeadmPKI(pkiDir))
 	if err != nil {
@@ -83,16 +95,11 @@ func importKubeadm(stdout, stderr io.Writer, files []string, pkiDir, output stri
 	if err := kubeadm.Render(&buf, doc); err != nil {
 		return err
 	}
-	where := "(stdout)"
-	if output == "" {
-		if _, err := stdout.Write(buf.Bytes()); err != nil {
-			return err
+	where := cmp.Or(output, "(stdout)")
+	if output != "" {
+		if _, err := os.Lstat(output); err == nil {
+			return fmt.Errorf("%s exists: write to a new file, compare it with the spec in use, and move it into place yourself (agents that read it act on the new spec at once)", output)
 		}
-	} else {
-		if err := writeNewFile(output, buf.Bytes(), force); err != nil {
-			return err
-		}
-		where = output
 	}
 	names := make([]string, len(doc.Members))
 	for i, m := range doc.Members {
@@ -102,14 +109,40 @@ func importKubeadm(stdout, stderr io.Writer, files []string, pkiDir, output stri
 	for _, w := range doc.Warnings {
 		fmt.Fprintln(stderr, "check:", w)
 	}
-	return checkImported(stderr, buf.Bytes(), where, doc)
+	if err := checkImported(stderr, buf.Bytes(), where, doc); err != nil {
+		return err
+	}
+	if output == "" {
+		_, err = stdout.Write(buf.Bytes())
+	} else {
+		err = writeNewFile(output, buf.Bytes())
+	}
+	if err == nil {
+		printDropIns(stderr, doc)
+	}
+	return err
+}
+
+// printDropIns prints each host's systemd drop-in: --name is the member's
+// name, kubeadm's node name, which on clouds is often not the host name
+// (the default of --name).
+func printDropIns(w io.Writer, doc kubeadm.Document) {
+	fmt.Fprintln(w, "drop-in for each host (systemctl edit etcdkeeper; README.md, \"kubeadm control-plane hosts\"):")
+	for _, m := range doc.Members {
+		fmt.Fprintf(w, "  on %s:\n    [Service]\n    User=root\n    Group=root\n    ExecStart=\n    ExecStart=/usr/bin/etcdkeeper run --config /etc/etcdkeeper/cluster.yaml --name %s\n", m.Name, m.Name)
+	}
 }
 
 // checkImported loads the spec like the agent does. Files this machine
 // cannot read are expected (another machine, no root): reported, not failed.
 func checkImported(stderr io.Writer, data []byte, where string, doc kubeadm.Document) error {
-	_, err := spec.Parse(data, where)
+	s, err := spec.Parse(data, where)
+	if err == nil && len(s.Warnings.Expired()) > 0 {
+		expired := s.Warnings.Expired()
+		err = &expired
+	}
 	if err == nil {
+		printWarnings(stderr, s.Warnings)
 		fmt.Fprintf(stderr, "%s: a valid spec\n", where)
 		return nil
 	}
@@ -125,8 +158,15 @@ func checkImported(stderr io.Writer, data []byte, where string, doc kubeadm.Docu
 		fmt.Fprintf(stderr, "%s: a valid spec but for those files\n", where)
 		return nil
 	}
-	fmt.Fprintln(stderr, &others)
-	err = fmt.Errorf("%s is not a valid spec: fix the problems above before any agent uses it", where)
+	// Nothing is written, so each problem comes with its line of the spec.
+	lines := strings.Split(string(data), "\n")
+	for _, e := range others {
+		fmt.Fprintln(stderr, e.Error())
+		if e.Line >= 1 && e.Line <= len(lines) {
+			fmt.Fprintf(stderr, "    %d | %s\n", e.Line, lines[e.Line-1])
+		}
+	}
+	err = fmt.Errorf("the imported spec is not valid, so nothing was written to %s (the lines above are the spec's it would have been): fix the manifests and import again", where)
 	fmt.Fprintln(stderr, "etcdkeeper:", err)
 	return &exitError{code: 1, err: err}
 }
@@ -143,15 +183,23 @@ func unreadable(files []string) []string {
 	return out
 }
 
-// writeNewFile writes data to path through a rename, so that an agent
-// watching path never reads half a spec; an existing file is replaced only
-// with force, since agents act on a changed spec at once.
-func writeNewFile(path string, data []byte, force bool) error {
-	if _, err := os.Stat(path); err == nil && !force {
-		return fmt.Errorf("%s exists: write to another file, or give --force to replace it (agents that read it act on the new spec at once)", path)
-	}
-	if err := atomicfile.WriteFile(path, data, 0o644); err != nil {
+// writeNewFile creates path with data; it never replaces a file (another
+// import's, or a spec agents run on). A failed write leaves no file.
+func writeNewFile(path string, data []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
 		return fmt.Errorf("write spec: %w", err)
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		_ = os.Remove(path)
+		return fmt.Errorf("write spec %s: %w", path, err)
 	}
 	return nil
 }

@@ -54,6 +54,9 @@ func runAgent(f runFlags) error {
 		fmt.Fprintln(os.Stderr, err)
 		return fmt.Errorf("cannot start: the spec %s is not valid", f.config)
 	}
+	for _, w := range s.Warnings {
+		lg.Warn("spec warning", zap.String("warning", w.Error()))
+	}
 	self, err := os.Executable()
 	if err != nil {
 		return fmt.Errorf("locate own binary for the embedded etcd: %w", err)

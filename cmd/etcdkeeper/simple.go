@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"runtime"
 
 	"github.com/spf13/cobra"
@@ -31,7 +32,11 @@ func validateCmd() *cobra.Command {
 		Use:   "validate --config FILE",
 		Short: "Check a spec file; print every problem as FILE:LINE: message",
 		Long: `validate loads the spec like the agent does and prints every problem it finds,
-one per line as FILE:LINE: message. It exits 0 when the spec is valid, 1 otherwise.`,
+one per line as FILE:LINE: message. It reads every file the spec names: each
+certificate must be readable, match its key, chain to the CA that checks it,
+cover the member's URLs and be valid now; one that expires within 30 days is
+a warning (FILE:LINE: warning: ...). It exits 0 when the spec is valid (with
+or without warnings), 1 otherwise.`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			s, err := spec.Load(path)
@@ -39,6 +44,11 @@ one per line as FILE:LINE: message. It exits 0 when the spec is valid, 1 otherwi
 				fmt.Fprintln(c.ErrOrStderr(), err)
 				return &exitError{code: 1, err: fmt.Errorf("%s is not valid", path)}
 			}
+			if expired := s.Warnings.Expired(); len(expired) > 0 {
+				fmt.Fprintln(c.ErrOrStderr(), &expired)
+				return &exitError{code: 1, err: fmt.Errorf("%s names certificates that are not valid now", path)}
+			}
+			printWarnings(c.ErrOrStderr(), s.Warnings)
 			fmt.Fprintf(c.OutOrStdout(), "%s: valid: cluster %q, %d members (%v)\n", path, s.Cluster.Name, len(s.Members), s.Names())
 			return nil
 		},
@@ -46,6 +56,13 @@ one per line as FILE:LINE: message. It exits 0 when the spec is valid, 1 otherwi
 	c.Flags().StringVarP(&path, "config", "c", "", "the spec file (required)")
 	_ = c.MarkFlagRequired("config")
 	return c
+}
+
+// printWarnings prints what is not wrong yet, as FILE:LINE: warning: ...
+func printWarnings(w io.Writer, warns spec.Errors) {
+	for _, e := range warns {
+		fmt.Fprintf(w, "%s:%d: warning: %s\n", e.File, e.Line, e.Msg)
+	}
 }
 
 // etcdCmd runs the etcd server built into this binary, so that one

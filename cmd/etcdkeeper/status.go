@@ -9,9 +9,11 @@ import (
 	"strings"
 	"sync"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/etcdkeeper/etcdkeeper/internal/certs"
 	"github.com/etcdkeeper/etcdkeeper/internal/cluster"
 	"github.com/etcdkeeper/etcdkeeper/internal/model"
 	"github.com/etcdkeeper/etcdkeeper/internal/reconcile"
@@ -27,6 +29,8 @@ func statusCmd() *cobra.Command {
 		Long: `status joins the spec with the live cluster: for each member its ID, health,
 role, raft term and index, db size and etcd version, and whether it is in the
 spec. Members that are down are shown as down; every call has a deadline.
+Below the table, the certificate that expires first among those the spec
+names, as this host's files say (on kubeadm hosts each host has its own).
 Exit status: 0 when every spec member is a healthy voter and nothing else is
 in the cluster, 2 when the cluster differs from the spec, 1 on error.`,
 		Args: cobra.NoArgs,
@@ -43,6 +47,9 @@ in the cluster, 2 when the cluster differs from the spec, 1 on error.`,
 			if !quiet {
 				if err := printRows(c.OutOrStdout(), rows, output); err != nil {
 					return err
+				}
+				if output == "table" {
+					fmt.Fprintln(c.OutOrStdout(), certSummary(memberCerts(s), time.Now()))
 				}
 			}
 			if !converged {
@@ -236,4 +243,61 @@ func dash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// memberCert is one certificate file of a member and its expiry.
+type memberCert struct {
+	Member string
+	certs.Expiry
+}
+
+// memberCerts reads the expiry of every certificate file the spec names,
+// per member ({name} paths differ), each path once.
+func memberCerts(s *spec.Spec) []memberCert {
+	var out []memberCert
+	seen := map[string]bool{}
+	for _, m := range s.Members {
+		for _, e := range certs.Expiries(m.TLS.CertFiles()) {
+			if !seen[e.Path] {
+				seen[e.Path] = true
+				out = append(out, memberCert{Member: m.Name, Expiry: e})
+			}
+		}
+	}
+	return out
+}
+
+// certSummary is status's line about certificates: the nearest expiry,
+// and how many files could not be read.
+func certSummary(mc []memberCert, now time.Time) string {
+	if len(mc) == 0 {
+		return "certificates: none (the spec names no TLS files)"
+	}
+	var best *memberCert
+	unreadable := 0
+	for i := range mc {
+		switch {
+		case mc[i].Err != nil:
+			unreadable++
+		case best == nil || mc[i].NotAfter.Before(best.NotAfter):
+			best = &mc[i]
+		}
+	}
+	line := "certificates: "
+	if best != nil {
+		when := fmt.Sprintf("in %d days", certs.Days(best.NotAfter, now))
+		if best.NotAfter.Before(now) {
+			when = fmt.Sprintf("EXPIRED %d days ago", -certs.Days(best.NotAfter, now))
+		} else if best.NotAfter.Sub(now) < certs.WarnBefore {
+			when = "RENEW: " + when
+		}
+		line += fmt.Sprintf("nearest expiry %s (%s): %s %s of %s", best.NotAfter.UTC().Format("2006-01-02"), when, best.Kind, best.Path, best.Member)
+	}
+	if unreadable > 0 {
+		if best != nil {
+			line += "; "
+		}
+		line += fmt.Sprintf("%d of %d files not readable here (etcdkeeper validate says why)", unreadable, len(mc))
+	}
+	return line
 }

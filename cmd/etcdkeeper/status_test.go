@@ -2,13 +2,16 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/etcdkeeper/etcdkeeper/internal/certs"
 	"github.com/etcdkeeper/etcdkeeper/internal/model"
 	"github.com/etcdkeeper/etcdkeeper/internal/reconcile"
 	"github.com/etcdkeeper/etcdkeeper/internal/spec"
@@ -49,6 +52,13 @@ func TestStatusTable(t *testing.T) {
 	if err := printRows(&out, rows, "table"); err != nil {
 		t.Fatal(err)
 	}
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	fmt.Fprintln(&out, certSummary([]memberCert{
+		{"node1", certs.Expiry{File: certs.File{Kind: "peer", Path: "/etc/etcd/node1-peer.crt"}, NotAfter: now.Add(200 * 24 * time.Hour)}},
+		{"node2", certs.Expiry{File: certs.File{Kind: "client", Path: "/etc/etcd/node2.crt"}, NotAfter: now.Add(12*24*time.Hour + time.Hour)}},
+		{"node1", certs.Expiry{File: certs.File{Kind: "ca", Path: "/etc/etcd/ca.crt"}, NotAfter: now.Add(3650 * 24 * time.Hour)}},
+		{"node3", certs.Expiry{File: certs.File{Kind: "client", Path: "/etc/etcd/node3.crt"}, Err: errors.New("permission denied")}},
+	}, now))
 	golden := filepath.Join("testdata", "status.golden")
 	if *update {
 		if err := os.WriteFile(golden, out.Bytes(), 0o644); err != nil {

@@ -149,6 +149,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		a.lg.Warn("stopped a leftover etcd of this member", zap.Int("pid", pid))
 	}
 	defer a.shutdown()
+	a.metrics.SetCertificates(self.Name, self.TLS.CertFiles())
 	go a.watchSpec(ctx)
 	defer a.startBackups(ctx)()
 	quick := 0

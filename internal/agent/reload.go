@@ -65,6 +65,7 @@ func (a *Agent) reload() {
 	a.mu.Lock()
 	a.spec, a.self, a.inSpec = s, self, inSpec
 	a.mu.Unlock()
+	a.metrics.SetCertificates(self.Name, self.TLS.CertFiles())
 	// The agent's record is updated in place by the next pass (its spec
 	// generation and members): revoking it would leave a moment in which
 	// no record of this agent exists, and another agent with an older

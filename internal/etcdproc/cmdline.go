@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/etcdkeeper/etcdkeeper/internal/certs"
 	"github.com/etcdkeeper/etcdkeeper/internal/model"
 	"github.com/etcdkeeper/etcdkeeper/internal/spec"
 )
@@ -114,8 +115,31 @@ func (b Bootstrap) flags(s *spec.Spec) []string {
 // its data dir holds a member. When the spec changes it, the member must
 // restart; a member added to the spec changes only the bootstrap flags and
 // restarts nobody.
+//
+// It ends with a fingerprint of the contents of etcd's trusted CA files
+// (--trusted-ca-file, --peer-trusted-ca-file): etcd reads them only when
+// it starts, so new contents there (a CA rotation) are a settings change
+// too, applied by the same restart, one member at a time under the lock.
+// etcd's own certificates and keys (--cert-file, --peer-cert-file, ...)
+// are not in it: etcd reads them again at every TLS handshake, on both
+// ports and for its connections to peers, so a renewal needs no restart.
 func Settings(s *spec.Spec, m spec.Member) string {
-	return strings.Join(slices.Concat(memberFlags(m), tlsFlags(m.TLS), extraFlags(s)), " ")
+	flags := slices.Concat(memberFlags(m), tlsFlags(m.TLS), extraFlags(s, m))
+	if cas := caFiles(m.TLS); len(cas) > 0 {
+		flags = append(flags, "(ca-files "+certs.Fingerprint(cas)+")")
+	}
+	return strings.Join(flags, " ")
+}
+
+// caFiles are the trusted CA files etcd reads at start, each once.
+func caFiles(t spec.TLS) []string {
+	var out []string
+	for _, f := range []string{t.Client.TrustedCAFile, t.Peer.TrustedCAFile} {
+		if f != "" && !slices.Contains(out, f) {
+			out = append(out, f)
+		}
+	}
+	return out
 }
 
 // CommandFor is the whole command that starts member m's etcd: the etcd

@@ -146,7 +146,11 @@ func tlsSpec(t *testing.T) (*spec.Spec, string) {
 	for i, name := range []string{"node1", "node2", "node3"} {
 		ip := net.IPv4(10, 0, 0, byte(i+1))
 		ca.Issue(t, name, ip).Write(t, pki, name)
-		ca.Issue(t, name, ip).Write(t, pki, name+"-peer")
+		cn := name
+		if name == "node2" {
+			cn = "node2.example" // its second peer URL's host
+		}
+		ca.Issue(t, cn, ip).Write(t, pki, name+"-peer")
 	}
 	ca.Issue(t, "root").Write(t, pki, "agent")
 	text := strings.ReplaceAll(threeMembers, "http://", "https://") + `tls:
@@ -225,5 +229,58 @@ etcd:
 	s2.Etcd.Flags = map[string]string{"snapshot-count": "5000"}
 	if Settings(s2, a2) == before {
 		t.Errorf("a changed etcd flag did not change the settings")
+	}
+}
+
+// TestMemberFlagsOverride: a member's own flags win over etcd.flags, for
+// that member only.
+func TestMemberFlagsOverride(t *testing.T) {
+	s, err := spec.Parse([]byte(`cluster: {name: c}
+members:
+  - {name: a, peerURLs: [http://10.0.0.1:2380], clientURLs: [http://10.0.0.1:2379], flags: {listen-metrics-urls: http://10.0.0.1:2381}}
+  - {name: b, peerURLs: [http://10.0.0.2:2380], clientURLs: [http://10.0.0.2:2379]}
+etcd: {flags: {listen-metrics-urls: http://127.0.0.1:2381}}
+`), "spec.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := Settings(s, s.Members[0]), Settings(s, s.Members[1])
+	if !strings.Contains(a, "--listen-metrics-urls=http://10.0.0.1:2381") || strings.Contains(a, "127.0.0.1:2381") {
+		t.Errorf("a's settings = %s", a)
+	}
+	if !strings.Contains(b, "--listen-metrics-urls=http://127.0.0.1:2381") {
+		t.Errorf("b's settings = %s", b)
+	}
+}
+
+// TestSettingsFollowCAFiles: etcd reads its trusted CA files only when it
+// starts, so new contents there are a settings change (a rolling restart
+// under the lock); its own certificate and key it reads again at each
+// TLS handshake, so a renewal of those restarts nothing.
+func TestSettingsFollowCAFiles(t *testing.T) {
+	dir := t.TempDir()
+	ca := testpki.NewCA(t, "etcd-ca")
+	testpki.WriteFile(t, filepath.Join(dir, "ca.crt"), ca.CertPEM)
+	ca.Issue(t, "a", net.IPv4(127, 0, 0, 1)).Write(t, dir, "peer")
+	path := filepath.Join(dir, "spec.yaml")
+	testpki.WriteFile(t, path, []byte(`cluster: {name: c}
+members: [{name: a, peerURLs: [https://127.0.0.1:2380], clientURLs: [http://127.0.0.1:2379]}]
+tls:
+  peer: {certFile: peer.crt, keyFile: peer.key, trustedCAFile: ca.crt, clientCertAuth: true}
+`))
+	s, err := spec.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := Settings(s, s.Members[0])
+	ca.Issue(t, "a", net.IPv4(127, 0, 0, 1)).Write(t, dir, "peer")
+	if got := Settings(s, s.Members[0]); got != before {
+		t.Errorf("a renewed peer certificate changed the settings (etcd reloads it itself):\n%s\n%s", before, got)
+	}
+	// A CA bundle with the next CA added, as in a CA rotation.
+	next := testpki.NewCA(t, "etcd-ca-2")
+	testpki.WriteFile(t, filepath.Join(dir, "ca.crt"), append(append([]byte{}, ca.CertPEM...), next.CertPEM...))
+	if got := Settings(s, s.Members[0]); got == before {
+		t.Errorf("a changed CA file did not change the settings: %s", got)
 	}
 }

@@ -23,7 +23,7 @@ var defaultFlags = map[string]string{
 // place that renders them (CommandFor adds the binary, Settings leaves out
 // the bootstrap flags).
 func Flags(s *spec.Spec, m spec.Member, b Bootstrap) []string {
-	return slices.Concat(memberFlags(m), b.flags(s), tlsFlags(m.TLS), extraFlags(s))
+	return slices.Concat(memberFlags(m), b.flags(s), tlsFlags(m.TLS), extraFlags(s, m))
 }
 
 // memberFlags name the member, its data dir and its URLs.
@@ -38,12 +38,15 @@ func memberFlags(m spec.Member) []string {
 	}
 }
 
-// extraFlags are the defaults overlaid with the spec's etcd.flags, sorted
-// by name so that the command line does not depend on map order.
-func extraFlags(s *spec.Spec) []string {
+// extraFlags are the defaults overlaid with the spec's etcd.flags, then
+// with the member's own flags, sorted by name so that the command line
+// does not depend on map order.
+func extraFlags(s *spec.Spec, m spec.Member) []string {
 	extra := maps.Clone(defaultFlags)
-	for k, v := range s.Etcd.Flags {
-		extra[strings.TrimLeft(k, "-")] = v
+	for _, flags := range []map[string]string{s.Etcd.Flags, m.Flags} {
+		for k, v := range flags {
+			extra[strings.TrimLeft(k, "-")] = v
+		}
 	}
 	var out []string
 	for _, k := range slices.Sorted(maps.Keys(extra)) {

@@ -29,6 +29,16 @@ var goldenCases = []struct {
 	{"all hosts, another order", "all-hosts", []string{"cp3.yaml", "cp1.yaml", "cp2.yaml"}},
 	// kubeadm with etcd 3.6, extraArgs, extraEnvs and the data on its own disk.
 	{"etcd 3.6, extraArgs", "etcd36-extraargs", []string{"cp1-etcd36-extraargs.yaml"}},
+	// kubectl -n kube-system get pod -l component=etcd -o yaml: every host.
+	{"kubectl List", "kubectl-list", []string{"kubectl-list.yaml"}},
+	// Two manifests in one file, as YAML documents.
+	{"two documents", "two-documents", []string{"two-documents.yaml"}},
+	// cp3's data on its own disk: its own dataDir.
+	{"data dir differs", "data-dir-differs", []string{"data-dir-differs.yaml"}},
+	// A node name longer than a DNS label (Kubernetes allows 253).
+	{"long node name", "long-node-name", []string{"cp1-long-node-name.yaml"}},
+	// Metrics on each host's own address: each member's own flag.
+	{"metrics on each host's address", "metrics-own-ip", []string{"metrics-own-ip.yaml"}},
 }
 
 func loadManifests(t *testing.T, files []string) []Manifest {
@@ -40,12 +50,12 @@ func loadManifests(t *testing.T, files []string) []Manifest {
 		if err != nil {
 			t.Fatal(err)
 		}
-		m, err := ParseManifest(data)
+		// f: as copied from its host to the machine that runs the import
+		got, err := ParseManifests(data, f)
 		if err != nil {
 			t.Fatalf("%s: %v", p, err)
 		}
-		m.Source = f // as copied from its host to the machine that runs the import
-		ms = append(ms, m)
+		ms = append(ms, got...)
 	}
 	return ms
 }

@@ -1,8 +1,10 @@
 package kubeadm
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"path"
 	"strings"
 
@@ -23,6 +25,12 @@ type Manifest struct {
 	Env []string
 	// Mounts map container paths to host paths (hostPath volumes only).
 	Mounts []Mount
+	// Image is the etcd container's image, e.g. registry.k8s.io/etcd:3.6.4-0.
+	Image string
+
+	// last indexes Flags by name (the last one of each), so that a
+	// manifest with many flags imports in linear time; see indexed.
+	last map[string]int
 }
 
 // Flag is one etcd command-line flag, name without dashes.
@@ -53,6 +61,7 @@ type pod struct {
 
 type container struct {
 	Name    string   `yaml:"name"`
+	Image   string   `yaml:"image"`
 	Command []string `yaml:"command"`
 	Args    []string `yaml:"args"`
 	Env     []struct {
@@ -64,15 +73,106 @@ type container struct {
 	} `yaml:"volumeMounts"`
 }
 
-// ParseManifest reads kubeadm's etcd static pod manifest. It fails when the
-// data is not a Pod with an etcd container whose flags name the member.
+// MaxManifestBytes bounds a manifest file: kubeadm's is 2 kB, a
+// `kubectl get pod -o yaml` list of a few control-plane hosts some 50 kB.
+const MaxManifestBytes = 4 << 20
+
+// ErrEmpty is the error for a file that holds no YAML document, or only null.
+var ErrEmpty = errors.New("the file is empty: give kubeadm's etcd static pod, /etc/kubernetes/manifests/etcd.yaml")
+
+// ParseManifest reads one etcd static pod manifest, kubeadm's
+// /etc/kubernetes/manifests/etcd.yaml. Data that holds several manifests
+// is refused: ParseManifests reads them all.
 func ParseManifest(data []byte) (Manifest, error) {
+	ms, err := ParseManifests(data, "")
+	if err != nil {
+		return Manifest{}, err
+	}
+	if len(ms) != 1 {
+		return Manifest{}, fmt.Errorf("%d manifests in one file: read them with ParseManifests", len(ms))
+	}
+	return ms[0], nil
+}
+
+// ParseManifests reads every etcd pod in data: each YAML document is a Pod
+// (kubeadm's static pod) or a List of Pods (what `kubectl -n kube-system get
+// pod -l component=etcd -o yaml` prints). Every pod must be an etcd pod
+// whose flags name its member; anything else is an error, so that no host
+// in the file is silently left out. source names the file: each
+// manifest's Source is source, with the document's line when the file
+// holds more than one, and errors start with source:LINE.
+func ParseManifests(data []byte, source string) ([]Manifest, error) {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	type found struct {
+		n    *yaml.Node
+		line int
+	}
+	var pods []found
+	for {
+		var doc yaml.Node
+		if err := dec.Decode(&doc); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			return nil, at(source, 0, fmt.Errorf("not a pod manifest: %w", err))
+		}
+		if isEmpty(&doc) {
+			continue
+		}
+		root := doc.Content[0]
+		var head struct {
+			Kind  string      `yaml:"kind"`
+			Items []yaml.Node `yaml:"items"`
+		}
+		if err := root.Decode(&head); err != nil {
+			return nil, at(source, root.Line, fmt.Errorf("not a pod manifest: %w", err))
+		}
+		switch head.Kind {
+		case "List", "PodList":
+			for i := range head.Items {
+				pods = append(pods, found{&head.Items[i], head.Items[i].Line})
+			}
+		default:
+			pods = append(pods, found{root, root.Line})
+		}
+	}
+	if len(pods) == 0 {
+		return nil, at(source, 0, ErrEmpty)
+	}
+	ms := make([]Manifest, 0, len(pods))
+	for _, p := range pods {
+		m, err := parsePod(p.n)
+		if err != nil {
+			return nil, at(source, p.line, err)
+		}
+		m.Source = source
+		if len(pods) > 1 && source != "" {
+			m.Source = fmt.Sprintf("%s:%d", source, p.line)
+		}
+		ms = append(ms, m)
+	}
+	return ms, nil
+}
+
+// at puts source:line (or source alone) before err.
+func at(source string, line int, err error) error {
+	switch {
+	case source == "":
+		return err
+	case line == 0:
+		return fmt.Errorf("%s: %w", source, err)
+	}
+	return fmt.Errorf("%s:%d: %w", source, line, err)
+}
+
+// parsePod reads one Pod: it fails unless it has an etcd container whose
+// flags name the member.
+func parsePod(n *yaml.Node) (Manifest, error) {
 	var p pod
-	if err := yaml.Unmarshal(data, &p); err != nil {
+	if err := n.Decode(&p); err != nil {
 		return Manifest{}, fmt.Errorf("not a pod manifest: %w", err)
 	}
 	if p.Kind != "Pod" {
-		return Manifest{}, fmt.Errorf("kind is %q, want Pod: give kubeadm's etcd static pod, /etc/kubernetes/manifests/etcd.yaml", p.Kind)
+		return Manifest{}, fmt.Errorf("kind is %q, want Pod (or a List of them): give kubeadm's etcd static pod, /etc/kubernetes/manifests/etcd.yaml", p.Kind)
 	}
 	c, err := etcdContainer(p.Spec.Containers)
 	if err != nil {
@@ -82,7 +182,7 @@ func ParseManifest(data []byte) (Manifest, error) {
 	if err != nil {
 		return Manifest{}, fmt.Errorf("container %s: %w", c.Name, err)
 	}
-	m := Manifest{Flags: flags}
+	m := Manifest{Flags: flags, Image: c.Image}
 	if v, _ := m.Flag("name"); v == "" {
 		return Manifest{}, fmt.Errorf("container %s: no --name: import needs the member's name", c.Name)
 	}
@@ -103,6 +203,14 @@ func ParseManifest(data []byte) (Manifest, error) {
 		}
 	}
 	return m, nil
+}
+
+// isEmpty: no document, or a document that is null.
+func isEmpty(n *yaml.Node) bool {
+	if n.Kind == yaml.DocumentNode && len(n.Content) == 1 {
+		n = n.Content[0]
+	}
+	return n.Kind == 0 || n.Kind == yaml.DocumentNode || n.Kind == yaml.ScalarNode && n.Tag == "!!null"
 }
 
 // etcdContainer is the container named etcd (kubeadm's name), or else the
@@ -161,6 +269,13 @@ func parseArgs(args []string) ([]Flag, error) {
 // Flag returns the value of flag name. etcd, like Go's flag package, takes
 // the last one when a flag is given twice.
 func (m Manifest) Flag(name string) (string, bool) {
+	if m.last != nil {
+		i, ok := m.last[name]
+		if !ok {
+			return "", false
+		}
+		return m.Flags[i].Value, true
+	}
 	value, found := "", false
 	for _, f := range m.Flags {
 		if f.Name == name {
@@ -168,6 +283,16 @@ func (m Manifest) Flag(name string) (string, bool) {
 		}
 	}
 	return value, found
+}
+
+// indexed is m with its flags indexed by name: Flag then takes constant
+// time. ToSpec looks flags up by name for every flag of every manifest.
+func (m Manifest) indexed() Manifest {
+	m.last = make(map[string]int, len(m.Flags))
+	for i, f := range m.Flags {
+		m.last[f.Name] = i
+	}
+	return m
 }
 
 // Name is the member's name, etcd's --name.

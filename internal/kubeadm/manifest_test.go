@@ -149,3 +149,23 @@ func TestHostPath(t *testing.T) {
 		}
 	}
 }
+
+// TestParseManifestsRefuses: a document or list item that is not an etcd
+// pod fails the whole file, at its line: no host is silently left out.
+func TestParseManifestsRefuses(t *testing.T) {
+	pod := "apiVersion: v1\nkind: Pod\nspec:\n  containers:\n  - name: etcd\n    command: [etcd, --name=cp1]\n"
+	tests := []struct{ yaml, want string }{
+		{pod + "---\napiVersion: apps/v1\nkind: Deployment\n", `m.yaml:8: kind is "Deployment"`},
+		{"kind: List\nitems:\n- kind: Pod\n  spec: {containers: [{name: etcd, command: [etcd, --name=a]}]}\n- kind: Pod\n  spec: {containers: [{name: api, command: [kube-apiserver]}]}\n",
+			"m.yaml:5: no etcd container"},
+		{"kind: List\nitems: []\n", "m.yaml: the file is empty"},
+	}
+	for _, tc := range tests {
+		if _, err := ParseManifests([]byte(tc.yaml), "m.yaml"); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("ParseManifests(%q) = %v, want an error with %q", tc.yaml, err, tc.want)
+		}
+	}
+	if _, err := ParseManifest([]byte(pod + "---\n" + pod)); err == nil {
+		t.Error("ParseManifest read one of two manifests")
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"regexp"
 	"sort"
 	"strings"
 )
@@ -31,6 +32,9 @@ func (b *builder) members() error {
 		}
 		lists = append(lists, peerList{from: m, peers: peers})
 	}
+	if err := byPeerURL(own, lists); err != nil {
+		return err
+	}
 	var derived []string
 	for _, name := range memberNames(own, lists) {
 		if m, ok := own[name]; ok {
@@ -48,6 +52,46 @@ func (b *builder) members() error {
 		b.warn("no manifest of %s: their clientURLs and listenClientURLs are derived (see the members); "+
 			"import every control-plane host's manifest, or check them against each host's /etc/kubernetes/manifests/etcd.yaml",
 			strings.Join(derived, ", "))
+	}
+	return nil
+}
+
+// memberID matches the name kubeadm writes in --initial-cluster for a
+// member that had not started yet (etcd knew no name for it): its member
+// ID in hex.
+var memberID = regexp.MustCompile(`^[0-9a-f]{1,16}$`)
+
+// byPeerURL renames the --initial-cluster entries named by a member ID to
+// the member with the same peer URLs, known by name from a manifest or
+// another --initial-cluster. One that matches none is an error: its name
+// is unknown, and the agents must not run a member under a made-up one.
+func byPeerURL(own map[string]Manifest, lists []peerList) error {
+	named := map[string]string{} // peer URLs -> name
+	for _, l := range lists {
+		for name, urls := range l.peers {
+			if _, ok := own[name]; ok || !memberID.MatchString(name) {
+				named[strings.Join(urls, ",")] = name
+			}
+		}
+	}
+	for name, m := range own {
+		named[strings.Join(flagList(m, "initial-advertise-peer-urls"), ",")] = name
+	}
+	for _, l := range lists {
+		for id, urls := range l.peers {
+			if _, ok := own[id]; ok || !memberID.MatchString(id) {
+				continue
+			}
+			name, ok := named[strings.Join(urls, ",")]
+			if !ok {
+				return fmt.Errorf("%s: --initial-cluster names a member %s=%s: a member ID, as kubeadm writes for a member that had not started yet; "+
+					"no manifest names the member at %s: import the manifest of that host too", l.from.label(), id, strings.Join(urls, ","), strings.Join(urls, ","))
+			}
+			delete(l.peers, id)
+			if _, dup := l.peers[name]; !dup {
+				l.peers[name] = urls
+			}
+		}
 	}
 	return nil
 }

@@ -104,8 +104,23 @@ func (r *renderer) members(d Document) {
 		r.list(4, "clientURLs", m.ClientURLs)
 		r.list(4, "listenPeerURLs", m.ListenPeerURLs)
 		r.list(4, "listenClientURLs", m.ListenClientURLs)
+		if m.DataDir != "" {
+			r.line(4, "dataDir: "+scalar(m.DataDir))
+		}
+		if len(m.Flags) > 0 {
+			r.line(4, "flags:")
+			r.flags(6, m.Flags)
+		}
 	}
 	r.line(0, "")
+}
+
+// flags writes flag: value lines, each after its note.
+func (r *renderer) flags(indent int, flags []NotedFlag) {
+	for _, f := range flags {
+		r.comment(indent, f.Note)
+		r.line(indent, scalar(f.Name)+": "+scalar(f.Value))
+	}
 }
 
 // list writes a flow list, [a, b], like examples/cluster.yaml; nothing for
@@ -130,10 +145,7 @@ func (r *renderer) etcd(d Document) {
 	} else {
 		r.line(2, "flags:")
 	}
-	for _, f := range d.Flags {
-		r.comment(4, f.Note)
-		r.line(4, scalar(f.Name)+": "+scalar(f.Value))
-	}
+	r.flags(4, d.Flags)
 	if len(d.Dropped) > 0 {
 		r.comment(2, "Not carried over from the manifests:")
 		for _, why := range d.Dropped {

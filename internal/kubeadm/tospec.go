@@ -3,7 +3,9 @@ package kubeadm
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"path"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -45,6 +47,11 @@ type Member struct {
 	ClientURLs       []string
 	ListenPeerURLs   []string
 	ListenClientURLs []string
+	// DataDir is set when this member's differs from etcd.dataDir.
+	DataDir string
+	// Flags are the member's own etcd flags, sorted by name: those that
+	// differ between hosts or name the host's own address.
+	Flags []NotedFlag
 	// Note says where the member comes from.
 	Note string
 }
@@ -73,6 +80,25 @@ func KubeadmPKI(dir string) PKI {
 	}
 }
 
+// DefaultPKIDir is kubeadm's etcd PKI dir.
+const DefaultPKIDir = "/etc/kubernetes/pki/etcd"
+
+// PKIDirOf is where the manifests keep etcd's certificates: the host
+// directory of the first one's --cert-file (sorted by member name), which
+// is where kubeadm also puts healthcheck-client.{crt,key}; DefaultPKIDir
+// when none sets it.
+func PKIDirOf(ms []Manifest) string {
+	ms = slices.Clone(ms)
+	slices.SortFunc(ms, func(a, b Manifest) int { return strings.Compare(a.Name(), b.Name()) })
+	for _, m := range ms {
+		if f, ok := m.Flag("cert-file"); ok && f != "" {
+			hp, _ := m.HostPath(f)
+			return path.Dir(hp)
+		}
+	}
+	return DefaultPKIDir
+}
+
 // DefaultClusterName is the cluster name when kubeadm set no
 // --initial-cluster-token (kubeadm never does).
 const DefaultClusterName = "kubernetes"
@@ -97,6 +123,9 @@ func ToSpec(ms []Manifest, pki PKI) (Document, error) {
 	// Sorted by name, so that the same hosts give the same spec whatever
 	// order their manifests come in, including which one "first" is.
 	ms = slices.Clone(ms)
+	for i := range ms {
+		ms[i] = ms[i].indexed()
+	}
 	slices.SortFunc(ms, func(a, b Manifest) int { return strings.Compare(a.Name(), b.Name()) })
 	b := &builder{ms: ms}
 	for _, m := range ms {
@@ -107,13 +136,16 @@ func ToSpec(ms []Manifest, pki PKI) (Document, error) {
 		"known when that host joined, so import the manifests of all control-plane hosts " +
 		"(--manifest cp1.yaml --manifest cp2.yaml ...)")
 	b.cluster()
+	b.version()
 	if err := b.members(); err != nil {
 		return Document{}, err
 	}
 	if err := b.dataDir(); err != nil {
 		return Document{}, err
 	}
-	b.flags()
+	if err := b.flags(); err != nil {
+		return Document{}, err
+	}
 	b.tls(pki)
 	b.env()
 	return b.doc, nil
@@ -181,24 +213,66 @@ func (b *builder) cluster() {
 		"(/etcdkeeper/" + DefaultClusterName + "/): never change it once agents run it."
 }
 
+// imageVersion is the etcd minor version of a kubeadm etcd image's tag
+// (registry.k8s.io/etcd:3.5.16-0 is "3.5"), "" when the tag says none.
+var imageVersion = regexp.MustCompile(`:v?(3\.\d+)\.\d+`)
+
+// version says what must happen first when the hosts run an etcd the
+// embedded one cannot take over from: etcd moves one minor version at a
+// time, and etcdkeeper runs v3.7.
+func (b *builder) version() {
+	by := map[string][]string{}
+	image := map[string]string{}
+	for _, m := range b.ms {
+		if v := imageVersion.FindStringSubmatch(m.Image); v != nil && v[1] != "3.6" && v[1] != "3.7" {
+			by[v[1]] = append(by[v[1]], m.Name())
+			image[v[1]] = m.Image
+		}
+	}
+	for _, v := range slices.Sorted(maps.Keys(by)) {
+		b.warn("%s run etcd %s (%s): etcdkeeper runs etcd %s, and etcd moves one minor version at a time: upgrade the cluster to etcd 3.6 first "+
+			"(README.md, \"kubeadm control-plane hosts\", Before you start), or set etcd.binary to an etcd 3.6 binary",
+			strings.Join(by[v], ", "), v, image[v], etcdVersion)
+	}
+}
+
 // dataDir keeps kubeadm's --data-dir: each member goes on in place, with
 // its data and member ID. The spec accepts one path on several members when
-// their peer URLs name different hosts.
+// their peer URLs name different hosts. etcd.dataDir is the first host's;
+// a host whose data dir differs gets its own members[].dataDir.
 func (b *builder) dataDir() error {
-	dir, _, ok := b.shared("data-dir", "etcd.dataDir", b.hostPath("data-dir"))
-	if !ok || dir == "" {
-		return errors.New("no manifest sets --data-dir: import needs the data dir to keep the members' data")
+	toHost := b.hostPath("data-dir")
+	dirs := map[string]bool{}
+	for _, m := range b.ms {
+		raw, _ := m.Flag("data-dir")
+		if raw == "" {
+			return fmt.Errorf("%s: no --data-dir: import needs the data dir to keep the member's data", m.label())
+		}
+		dir := toHost(m, raw)
+		dirs[dir] = true
+		if b.doc.DataDir == "" {
+			b.doc.DataDir = dir
+		} else if dir != b.doc.DataDir {
+			b.member(m.Name()).DataDir = dir
+		}
 	}
-	b.doc.DataDir = dir
+	dir := b.doc.DataDir
 	b.doc.DataDirNote = fmt.Sprintf("kubeadm's --data-dir=%s, kept as it is: on each host the member goes on "+
-		"in place, with its data and member ID; nothing is moved. Every member has this path, each on its own host.\n"+
-		"agent.backupDir is left empty: repair moves a broken member's data into %s, on the data disk.",
-		dir, path.Join(dir, spec.BackupSubdir))
+		"in place, with its data and member ID; nothing is moved. Every member has this path, each on its own host",
+		dir)
+	backups := path.Join(dir, spec.BackupSubdir)
+	if len(dirs) > 1 {
+		b.doc.DataDirNote += ", but for the members with their own dataDir (their --data-dir differs)"
+		backups = path.Join("<dataDir>", spec.BackupSubdir)
+	}
+	b.doc.DataDirNote += fmt.Sprintf(".\nagent.backupDir is left empty: repair moves a broken member's data into %s, on the data disk.", backups)
 	// The packaged unit makes only its StateDirectory= /var/lib/etcd
 	// writable (ProtectSystem=strict).
-	if dir != "/var/lib/etcd" && !strings.HasPrefix(dir, "/var/lib/etcd/") {
-		b.warn("the packaged systemd unit can write only under /var/lib/etcd: add ReadWritePaths=%s in a drop-in "+
-			"(README.md, \"kubeadm control-plane hosts\")", dir)
+	for _, d := range slices.Sorted(maps.Keys(dirs)) {
+		if d != "/var/lib/etcd" && !strings.HasPrefix(d, "/var/lib/etcd/") {
+			b.warn("the packaged systemd unit can write only under /var/lib/etcd: add ReadWritePaths=%s in a drop-in "+
+				"(README.md, \"kubeadm control-plane hosts\")", d)
+		}
 	}
 	return nil
 }

@@ -114,17 +114,23 @@ func TestToSpec(t *testing.T) {
 			},
 		},
 		{
-			name: "hosts that disagree on a shared flag: the first host's value and a warning",
+			name: "hosts that disagree on a flag: each member's own value, none in etcd.flags",
 			ms: []Manifest{
 				host("cp2", "10.0.0.12", "--snapshot-count=5000"),
 				host("cp1", "10.0.0.11", "--snapshot-count=10000", "--quota-backend-bytes=1"),
 			},
 			check: func(t *testing.T, d Document) {
-				if v, _ := flagOf(d, "snapshot-count"); v != "10000" {
-					t.Errorf("snapshot-count = %q, want cp1's", v)
+				if v, ok := flagOf(d, "snapshot-count"); ok {
+					t.Errorf("etcd.flags snapshot-count = %q, want none", v)
 				}
-				if !anyContains(d.Warnings, "--snapshot-count differs between hosts (cp2 has 5000)") ||
-					!anyContains(d.Warnings, "--quota-backend-bytes differs between hosts (cp2 sets none)") {
+				if !reflect.DeepEqual(d.Members[0].Flags, []NotedFlag{{Flag{"quota-backend-bytes", "1"}, "--quota-backend-bytes differs between hosts: this member's own."},
+					{Flag{"snapshot-count", "10000"}, "--snapshot-count differs between hosts: this member's own."}}) {
+					t.Errorf("cp1 flags = %v", d.Members[0].Flags)
+				}
+				if !reflect.DeepEqual(d.Members[1].Flags, []NotedFlag{{Flag{"snapshot-count", "5000"}, "--snapshot-count differs between hosts: this member's own."}}) {
+					t.Errorf("cp2 flags = %v", d.Members[1].Flags)
+				}
+				if !anyContains(d.Warnings, "--quota-backend-bytes differs between hosts: it is in the flags of member cp1 only; cp2 have none") {
 					t.Errorf("Warnings = %q", d.Warnings)
 				}
 			},
@@ -316,7 +322,7 @@ func TestToSpecErrors(t *testing.T) {
 		{"no manifest", nil, "no manifest"},
 		{"one host twice", []Manifest{host("cp1", "10.0.0.11"), host("cp1", "10.0.0.11")}, "member cp1: two manifests"},
 		{"a broken --initial-cluster", []Manifest{host("cp1", "10.0.0.11", "--initial-cluster=cp1")}, `--initial-cluster: "cp1" is not name=peerURL`},
-		{"no --data-dir", []Manifest{host("cp1", "10.0.0.11", "--data-dir=")}, "no manifest sets --data-dir"},
+		{"no --data-dir", []Manifest{host("cp1", "10.0.0.11", "--data-dir=")}, "cp1's manifest cp1.yaml: no --data-dir"},
 		{"no peer URL at all", []Manifest{host("cp1", "10.0.0.11", "--initial-advertise-peer-urls=", "--initial-cluster=")}, "import needs the member's peer URLs"},
 	}
 	for _, tc := range tests {

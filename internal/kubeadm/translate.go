@@ -5,11 +5,16 @@ import (
 	"net/url"
 	"sort"
 	"strings"
+
+	"github.com/etcdkeeper/etcdkeeper/internal/spec"
 )
 
 // flags fills etcd.flags with the manifests' flags that etcdkeeper does not
-// own, translated to what the embedded etcd accepts.
-func (b *builder) flags() {
+// own, translated to what the embedded etcd accepts. A flag every host sets
+// to the same value goes to etcd.flags; one that differs between hosts, or
+// names the host's own address, goes to the members' own flags. A flag
+// that would lose data or fork the cluster fails the import.
+func (b *builder) flags() error {
 	gates := map[string]bool{}
 	for name, on := range keeperGates {
 		gates[name] = on
@@ -19,21 +24,31 @@ func (b *builder) flags() {
 		if memberFlags[name] || tlsFlags[name] {
 			continue
 		}
-		v, m, _ := b.shared(name, "etcd.flags", raw)
+		u := b.uniform(name)
+		if why, bad := spec.DangerousFlag(name); bad {
+			return fmt.Errorf("%s: --%s: %s. Remove it from the manifest (README.md, \"kubeadm control-plane hosts\"), then import again",
+				strings.Join(u.setBy, ", "), name, why)
+		}
 		switch {
 		case refusedFlags[name] != "":
-			b.drop(name, v, refusedFlags[name])
-			b.warn("--%s=%s (%s): %s", name, v, m.label(), refusedFlags[name])
-		case name == "feature-gates":
-			explicitGates = v
-		case gateFlags[name] != "":
-			b.dropGateFlag(name, v, gates)
+			b.drop(name, u.value, refusedFlags[name])
+			b.warn("--%s=%s (%s): %s", name, u.value, strings.Join(u.setBy, ", "), refusedFlags[name])
+		case name == "feature-gates" || gateFlags[name] != "":
+			if !u.same {
+				return fmt.Errorf("--%s differs between hosts (%s): etcd's feature gates are set once, in etcd.flags: make it the same in every manifest, or remove it and set feature-gates in the spec by hand",
+					name, strings.Join(u.setBy, ", "))
+			}
+			if name == "feature-gates" {
+				explicitGates = u.value
+			} else {
+				b.dropGateFlag(name, u.value, gates)
+			}
 		case isRenamed(name):
-			b.renamed(name, v, m)
+			b.renamed(name, u)
 		case !etcdFlags()[name]:
-			b.dropUnknown(name, v)
+			b.dropUnknown(name, u.value)
 		default:
-			b.keep(NotedFlag{Flag: Flag{Name: name, Value: v}}, m)
+			b.keep(name, name, u)
 		}
 	}
 	for name, on := range parseGates(explicitGates) {
@@ -41,20 +56,109 @@ func (b *builder) flags() {
 	}
 	b.featureGates(explicitGates, gates)
 	sort.Slice(b.doc.Flags, func(i, j int) bool { return b.doc.Flags[i].Name < b.doc.Flags[j].Name })
+	return nil
+}
+
+// flagUse is how the manifests set one flag.
+type flagUse struct {
+	// value is the first manifest's that sets it.
+	value string
+	// same: every manifest sets it, to value.
+	same bool
+	// setBy labels the manifests that set it: "cp1's manifest cp1.yaml (=v)".
+	setBy []string
+	// by are the manifests that set it, with their values.
+	by []Manifest
+}
+
+func (b *builder) uniform(name string) flagUse {
+	u := flagUse{same: true}
+	for _, m := range b.ms {
+		v, ok := m.Flag(name)
+		if !ok {
+			u.same = false
+			continue
+		}
+		if len(u.by) == 0 {
+			u.value = v
+		} else if v != u.value {
+			u.same = false
+		}
+		u.by = append(u.by, m)
+		u.setBy = append(u.setBy, fmt.Sprintf("%s (=%s)", m.label(), v))
+	}
+	return u
 }
 
 func (b *builder) drop(name, value, why string) {
 	b.doc.Dropped = append(b.doc.Dropped, fmt.Sprintf("--%s=%s: %s", name, value, why))
 }
 
-// keep adds a flag, warning when its value names the host it came from:
-// etcd.flags is the same on every member.
-func (b *builder) keep(f NotedFlag, from Manifest) {
-	if addr := hostAddress(from); addr != "" && strings.Contains(f.Value, addr) {
-		b.warn("etcd.flags %s=%s names %s's own address %s, but etcd.flags is the same on every member: use an address every host has (127.0.0.1, 0.0.0.0)",
-			f.Name, f.Value, from.Name(), addr)
+// keep adds the manifests' flag from (to when renamed, else from) to
+// etcd.flags when every host sets it alike and it names no host's own
+// address; else to each member whose manifest sets it.
+func (b *builder) keep(from, to string, u flagUse) {
+	note := ""
+	if to != from {
+		note = "was --" + from
 	}
-	b.doc.Flags = append(b.doc.Flags, f)
+	own := false
+	for _, m := range u.by {
+		if addr := hostAddress(m); addr != "" && strings.Contains(flagValue(m, from), addr) {
+			own = true
+		}
+	}
+	if u.same && !own {
+		b.doc.Flags = append(b.doc.Flags, NotedFlag{Flag: Flag{Name: to, Value: u.value}, Note: note})
+		return
+	}
+	why := "differs between hosts"
+	if own {
+		why = "names its host's own address"
+	}
+	for _, m := range u.by {
+		mb := b.member(m.Name())
+		mb.Flags = append(mb.Flags, NotedFlag{Flag: Flag{Name: to, Value: flagValue(m, from)},
+			Note: strings.TrimSpace(note + " --" + from + " " + why + ": this member's own.")})
+		sort.Slice(mb.Flags, func(i, j int) bool { return mb.Flags[i].Name < mb.Flags[j].Name })
+	}
+	if without := b.membersWithout(u.by); len(without) > 0 {
+		b.warn("--%s %s: it is in the flags of member %s only; %s have none: add theirs where needed",
+			from, why, names(u.by), strings.Join(without, ", "))
+	}
+}
+
+// member is the document's member called name.
+func (b *builder) member(name string) *Member {
+	for i := range b.doc.Members {
+		if b.doc.Members[i].Name == name {
+			return &b.doc.Members[i]
+		}
+	}
+	panic("kubeadm: no member " + name)
+}
+
+// membersWithout names the members whose manifest is not among ms.
+func (b *builder) membersWithout(ms []Manifest) []string {
+	set := map[string]bool{}
+	for _, m := range ms {
+		set[m.Name()] = true
+	}
+	var out []string
+	for _, mb := range b.doc.Members {
+		if !set[mb.Name] {
+			out = append(out, mb.Name)
+		}
+	}
+	return out
+}
+
+func names(ms []Manifest) string {
+	out := make([]string, len(ms))
+	for i, m := range ms {
+		out[i] = m.Name()
+	}
+	return strings.Join(out, ", ")
 }
 
 // hostAddress is the host of the member's peer URL: the address that is
@@ -85,13 +189,13 @@ func isRenamed(name string) bool {
 	return ok
 }
 
-func (b *builder) renamed(name, value string, from Manifest) {
+func (b *builder) renamed(name string, u flagUse) {
 	to, _ := renamedFlag(name)
 	if b.anySets(to) {
-		b.drop(name, value, fmt.Sprintf("every --experimental-* flag is gone in etcd %s; the manifest also sets its replacement --%s, which is kept", etcdVersion, to))
+		b.drop(name, u.value, fmt.Sprintf("every --experimental-* flag is gone in etcd %s; the manifest also sets its replacement --%s, which is kept", etcdVersion, to))
 		return
 	}
-	b.keep(NotedFlag{Flag: Flag{Name: to, Value: value}, Note: "was --" + name}, from)
+	b.keep(name, to, u)
 }
 
 func (b *builder) anySets(name string) bool {

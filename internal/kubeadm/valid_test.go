@@ -1,6 +1,7 @@
 package kubeadm
 
 import (
+	"cmp"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -9,6 +10,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"math/big"
+	"net"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -48,9 +50,16 @@ func TestImportedSpecsAreValid(t *testing.T) {
 					(want.ListenPeerURLs != nil && !reflect.DeepEqual(m.ListenPeerURLs, want.ListenPeerURLs)) {
 					t.Errorf("member %d = %+v, want %+v", i, m, want)
 				}
-				// kubeadm's data dir as it is, on every member.
-				if m.DataDir != d.DataDir || m.BackupDir != filepath.Join(d.DataDir, spec.BackupSubdir) {
-					t.Errorf("member %s: data dir %s, backup dir %s, want %s and %s inside it", m.Name, m.DataDir, m.BackupDir, d.DataDir, spec.BackupSubdir)
+				// kubeadm's data dir as it is, on every member: its own
+				// when it differs from the others'.
+				dir := cmp.Or(want.DataDir, d.DataDir)
+				if m.DataDir != dir || m.BackupDir != filepath.Join(dir, spec.BackupSubdir) {
+					t.Errorf("member %s: data dir %s, backup dir %s, want %s and %s inside it", m.Name, m.DataDir, m.BackupDir, dir, spec.BackupSubdir)
+				}
+				for _, f := range want.Flags {
+					if m.Flags[f.Name] != f.Value {
+						t.Errorf("member %s: flags %s = %q, want %q", m.Name, f.Name, m.Flags[f.Name], f.Value)
+					}
 				}
 			}
 			for _, f := range d.Flags {
@@ -120,7 +129,8 @@ func TestKeeperGatesAreEtcdprocDefaults(t *testing.T) {
 }
 
 // writeCert writes a self-signed certificate, usable as CA, server and
-// client certificate, and its key.
+// client certificate, and its key: cp1's, valid for a year, as kubeadm
+// issues them (on each host the shared path is that host's certificate).
 func writeCert(t *testing.T) (certFile, keyFile string) {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
@@ -131,7 +141,8 @@ func writeCert(t *testing.T) (certFile, keyFile string) {
 		SerialNumber:          big.NewInt(1),
 		Subject:               pkix.Name{CommonName: "etcd-ca"},
 		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(time.Hour),
+		NotAfter:              time.Now().Add(365 * 24 * time.Hour),
+		IPAddresses:           []net.IP{net.ParseIP("10.0.0.11"), net.ParseIP("127.0.0.1")},
 		IsCA:                  true,
 		BasicConstraintsValid: true,
 		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,

@@ -9,6 +9,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/etcdkeeper/etcdkeeper/internal/certs"
 )
 
 // Metrics are one agent's metrics, registered in their own registry.
@@ -32,6 +34,7 @@ type Metrics struct {
 	mu        sync.Mutex
 	lastGood  time.Time
 	createdAt time.Time
+	certs     *certCollector
 }
 
 // New creates and registers the metrics.
@@ -49,9 +52,13 @@ func New() *Metrics {
 	m.ClusterVoters = prometheus.NewGauge(prometheus.GaugeOpts{Name: "etcdkeeper_cluster_voters", Help: "Voting members in the cluster, as last observed."})
 	m.ClusterHealthy = prometheus.NewGauge(prometheus.GaugeOpts{Name: "etcdkeeper_cluster_healthy_voters", Help: "Healthy voting members in the cluster, as last observed."})
 	m.LastReconcile = prometheus.NewGauge(prometheus.GaugeOpts{Name: "etcdkeeper_last_successful_reconcile_timestamp_seconds", Help: "Unix time of the last reconcile pass without error."})
+	m.certs = &certCollector{desc: prometheus.NewDesc("etcdkeeper_certificate_expiry_timestamp_seconds",
+		"Unix time at which a certificate the member uses expires (the first to expire in a file that holds several), "+
+			"read from its file at each scrape, by member, kind (client, peer, agent, ca) and path.",
+		[]string{"member", "kind", "path"}, nil)}
 	since := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "etcdkeeper_seconds_since_last_reconcile", Help: "Seconds since the last reconcile pass without error."}, m.sinceLastGood)
 	m.Registry.MustRegister(m.ReconcilePasses, m.ReconcileErrors, m.MembershipChanges, m.Repairs, m.EtcdRestarts, m.AlarmsDisarmed,
-		m.ConfigReloads, m.MemberHealthy, m.MemberRole, m.ClusterVoters, m.ClusterHealthy, m.LastReconcile, since,
+		m.ConfigReloads, m.MemberHealthy, m.MemberRole, m.ClusterVoters, m.ClusterHealthy, m.LastReconcile, since, m.certs,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.Backup = newBackup()
 	m.Registry.MustRegister(m.Backup.collectors()...)
@@ -100,5 +107,37 @@ func (m *Metrics) SetRole(role string) {
 			v = 1
 		}
 		m.MemberRole.WithLabelValues(r).Set(v)
+	}
+}
+
+// SetCertificates sets the certificate files of member whose expiry
+// etcdkeeper_certificate_expiry_timestamp_seconds reports: the agent calls
+// it at start and when a reloaded spec is applied. The files are read at
+// each scrape, so a renewed certificate shows at once; one that cannot be
+// read has no series (validate says why).
+func (m *Metrics) SetCertificates(member string, files []certs.File) {
+	m.certs.mu.Lock()
+	defer m.certs.mu.Unlock()
+	m.certs.member, m.certs.files = member, files
+}
+
+// certCollector reads the certificates' expiry when scraped.
+type certCollector struct {
+	desc   *prometheus.Desc
+	mu     sync.Mutex
+	member string
+	files  []certs.File
+}
+
+func (c *certCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c *certCollector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	member, files := c.member, c.files
+	c.mu.Unlock()
+	for _, e := range certs.Expiries(files) {
+		if e.Err == nil {
+			ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(e.NotAfter.Unix()), member, e.Kind, e.Path)
+		}
 	}
 }

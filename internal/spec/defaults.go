@@ -101,6 +101,9 @@ func fillMember(s *Spec, m *Member, base string) {
 	}
 	m.AgentAddr = expand(orDefault(m.AgentAddr, s.Agent.Addr), m.Name)
 	m.TLS = expandTLS(s.TLS, m.Name)
+	if m.Flags == nil {
+		m.Flags = map[string]string{}
+	}
 	if len(m.ListenPeerURLs) == 0 {
 		m.ListenPeerURLs = listenURLs(m.PeerURLs)
 	}

@@ -16,6 +16,8 @@ type doc struct {
 	// reported, so that later checks do not pile onto the same mistake.
 	broken map[string]bool
 	errs   Errors
+	// warns are problems that do not make the spec invalid (yet).
+	warns Errors
 }
 
 func newDoc(file string) *doc {

@@ -12,6 +12,11 @@ type Error struct {
 	File string
 	Line int
 	Msg  string
+	// Expired marks a warning about a certificate that is not valid now
+	// (expired, or not yet valid). The agent still loads the spec, runs
+	// and reports it (the expiry metric, status): refusing to start would
+	// only take the member down; validate and import refuse it.
+	Expired bool
 }
 
 func (e Error) Error() string {

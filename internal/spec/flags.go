@@ -4,6 +4,7 @@ package spec
 
 import (
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"strconv"
@@ -109,18 +110,29 @@ func (d *doc) flag(path string, k, v *yaml.Node, dst map[string]string) {
 // for the etcd built into etcdkeeper: an external etcd.binary may be
 // another version, with other flags (it refuses unknown ones at start,
 // which the agent classifies as misconfiguration and never repairs).
-func (d *doc) checkFlags(e Etcd) {
-	names := make([]string, 0, len(e.Flags))
-	for name := range e.Flags {
-		names = append(names, name)
+func (d *doc) checkFlags(s *Spec) {
+	d.checkFlagMap("etcd.flags", s.Etcd.Flags, s.Etcd.Binary == "")
+	for i, m := range s.Members {
+		d.checkFlagMap(memberPath(i)+".flags", m.Flags, s.Etcd.Binary == "")
 	}
-	slices.Sort(names)
-	for _, name := range names {
-		p := join("etcd.flags", name)
-		if msg := flagProblem(name, e.Flags[name], e.Binary == ""); msg != "" {
+}
+
+// checkFlagMap checks one flags mapping, etcd.flags or a member's.
+func (d *doc) checkFlagMap(path string, flags map[string]string, builtin bool) {
+	for _, name := range slices.Sorted(maps.Keys(flags)) {
+		p := join(path, name)
+		if msg := flagProblem(name, flags[name], builtin); msg != "" {
 			d.errorf(d.line(p), "%s: %s", p, msg)
 		}
 	}
+}
+
+// DangerousFlag says why etcd flag name (without dashes) must never be
+// in a spec, and what to do, for the flags that lose data or fork the
+// cluster; ok is false for other flags.
+func DangerousFlag(name string) (why string, ok bool) {
+	why, ok = dangerousFlags[name]
+	return why, ok
 }
 
 // flagProblem says what is wrong with flag name=value and what to do, or

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -16,7 +15,13 @@ import (
 	"unicode/utf8"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/etcdkeeper/etcdkeeper/internal/safefile"
 )
+
+// MaxFileBytes bounds a spec file: a real one is a few kB; /dev/zero or a
+// huge file is refused before it is read.
+const MaxFileBytes = 1 << 20
 
 // Load reads, defaults and validates the spec file at path. Relative paths
 // in the file (dataDir, stateDir, backupDir) are taken relative to the
@@ -25,9 +30,10 @@ import (
 //
 // Problems in the file come back as *Errors, all of them at once. A file
 // that cannot be read comes back as a wrapped os error (errors.Is(err,
-// fs.ErrNotExist) works): it is not a problem in the spec.
+// fs.ErrNotExist) works): it is not a problem in the spec. Only a regular
+// file of at most MaxFileBytes is read.
 func Load(path string) (*Spec, error) {
-	data, err := os.ReadFile(path)
+	data, err := safefile.Read(path, MaxFileBytes)
 	if err != nil {
 		return nil, fmt.Errorf("read spec: %w", err)
 	}
@@ -55,6 +61,8 @@ func Parse(data []byte, path string) (*Spec, error) {
 	}
 	s.Path = path
 	s.Generation = generation(data)
+	d.warns.sortByLine()
+	s.Warnings = d.warns
 	return s, nil
 }
 

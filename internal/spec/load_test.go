@@ -63,6 +63,7 @@ repair:
 			StateDir:         "/srv/state/n1",
 			BackupDir:        filepath.Join(dir, "data/n1/.etcdkeeper-backups"),
 			SnapshotDir:      "/srv/state/n1/backups",
+			Flags:            map[string]string{},
 			Line:             3,
 		}, {
 			Name:             "n2",
@@ -75,6 +76,7 @@ repair:
 			StateDir:         "/srv/state/n2",
 			BackupDir:        filepath.Join(dir, "n2data/.etcdkeeper-backups"),
 			SnapshotDir:      "/srv/state/n2/backups",
+			Flags:            map[string]string{},
 			Line:             6,
 		}},
 		Etcd: Etcd{
@@ -339,5 +341,24 @@ func TestDuration(t *testing.T) {
 	err = yaml.Unmarshal([]byte("\nd: soon"), &d)
 	if err == nil || !strings.Contains(err.Error(), "line 2") {
 		t.Fatalf("Unmarshal(soon) = %v, want an error naming line 2", err)
+	}
+}
+
+// TestLoadHostileFile: a spec is a regular file of a sane size; /dev/zero
+// or a huge file is refused before it is read.
+func TestLoadHostileFile(t *testing.T) {
+	dir := t.TempDir()
+	big := filepath.Join(dir, "big.yaml")
+	if err := os.WriteFile(big, make([]byte, MaxFileBytes+1), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for path, want := range map[string]string{
+		"/dev/zero": "/dev/zero: not a regular file",
+		dir:         "not a regular file",
+		big:         "larger than",
+	} {
+		if _, err := Load(path); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Load(%s) = %v, want an error with %q", path, err, want)
+		}
 	}
 }

@@ -25,6 +25,9 @@ type Spec struct {
 	// Generation is a short hex digest of the file's bytes; it changes
 	// whenever the content changes.
 	Generation string `yaml:"-"`
+	// Warnings are what is not wrong yet but needs the operator, such as a
+	// certificate that expires within 30 days; validate prints them.
+	Warnings Errors `yaml:"-"`
 }
 
 // Cluster names the cluster.
@@ -49,6 +52,10 @@ type Member struct {
 	ListenClientURLs []string `yaml:"listenClientURLs"`
 	DataDir          string   `yaml:"dataDir"`
 	AgentAddr        string   `yaml:"agentAddr"`
+	// Flags are this member's own etcd flags, over etcd.flags: for a
+	// setting that differs between hosts, such as --listen-metrics-urls on
+	// each host's own address. The same rules as etcd.flags apply.
+	Flags map[string]string `yaml:"flags"`
 
 	// StateDir is agent.stateDir with {name} expanded (not a YAML field).
 	StateDir string `yaml:"-"`

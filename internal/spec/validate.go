@@ -9,8 +9,10 @@ import (
 // both end up in paths, flags and etcd keys.
 var validName = regexp.MustCompile(`^[A-Za-z0-9._-]+$`)
 
-// maxNameLen keeps a member name usable as a DNS label and a host name.
-const maxNameLen = 63
+// maxNameLen is Kubernetes' limit for a node name (a DNS subdomain), which
+// kubeadm makes the member's name; it keeps {name} within one path element
+// (255 bytes).
+const maxNameLen = 253
 
 var placeholder = regexp.MustCompile(`\{[^{}]*\}`)
 
@@ -19,7 +21,7 @@ func (d *doc) checkFields(s *Spec) {
 	d.checkCluster(s.Cluster)
 	d.checkMemberFields(s)
 	d.checkPath("etcd.dataDir", s.Etcd.DataDir)
-	d.checkFlags(s.Etcd)
+	d.checkFlags(s)
 	d.checkAgent(s.Agent)
 	d.checkRepair(s.Repair)
 	d.checkBackup(s.Backup)

@@ -61,8 +61,8 @@ func TestValidationErrors(t *testing.T) {
 			"spec.yaml:5: members[2]", "missing name"},
 		{"bad member name", twoMembers + "  - {name: node 3, peerURLs: [http://10.0.0.3:2380], clientURLs: [http://10.0.0.3:2379]}\n",
 			"spec.yaml:5: members[2].name", "use only letters"},
-		{"long member name", twoMembers + "  - {name: " + strings.Repeat("x", 64) + ", peerURLs: [http://10.0.0.3:2380], clientURLs: [http://10.0.0.3:2379]}\n",
-			"spec.yaml:5: members[2].name", "longer than 63"},
+		{"long member name", twoMembers + "  - {name: " + strings.Repeat("x", 254) + ", peerURLs: [http://10.0.0.3:2380], clientURLs: [http://10.0.0.3:2379]}\n",
+			"spec.yaml:5: members[2].name", "longer than 253"},
 		{"dot-dot member name", twoMembers + "  - {name: .., peerURLs: [http://10.0.0.3:2380], clientURLs: [http://10.0.0.3:2379]}\n",
 			"spec.yaml:5: members[2].name", "path element"},
 		{"duplicate name", twoMembers + "  - {name: a, peerURLs: [http://10.0.0.3:2380], clientURLs: [http://10.0.0.3:2379]}\n",
@@ -287,7 +287,7 @@ agent: {interval: 0s}
 		`spec.yaml:4: members[0].peerURLs[0]: "htp://x:2380": scheme must be http or https, e.g. http://10.0.0.1:2380`,
 		`spec.yaml:5: members[0].clientURLs: empty: list at least one URL, e.g. [http://10.0.0.1:2379]`,
 		`spec.yaml:6: members[1].name: "n1": already used by member n1 (line 3): each member needs its own`,
-		`spec.yaml:9: members[1].color: unknown key: remove it or use one of agentAddr, clientURLs, dataDir, listenClientURLs, listenPeerURLs, name, peerURLs`,
+		`spec.yaml:9: members[1].color: unknown key: remove it or use one of agentAddr, clientURLs, dataDir, flags, listenClientURLs, listenPeerURLs, name, peerURLs`,
 		`spec.yaml:10: agent.interval: 0s: must be more than 0, e.g. 2s`,
 	}
 	if got := (&errs).Error(); got != strings.Join(want, "\n") {
@@ -314,5 +314,22 @@ agent:
 	local := strings.NewReplacer("10.0.0.1", "127.0.0.1", "10.0.0.2", "127.0.0.2", "http://127.0.0.1:2379, ", "").Replace(kubeadmLike)
 	if _, err := Parse([]byte(local), "spec.yaml"); err == nil || !strings.Contains(err.Error(), "data dir /var/lib/etcd is also member a's") {
 		t.Fatalf("members on one machine sharing a data dir: got %v", err)
+	}
+}
+
+// TestMemberFlags: a member's own flags obey etcd.flags' rules, at their
+// line, and override etcd.flags for that member only.
+func TestMemberFlags(t *testing.T) {
+	_, err := Parse([]byte(`cluster: {name: c}
+members:
+  - name: a
+    peerURLs: [http://10.0.0.1:2380]
+    clientURLs: [http://10.0.0.1:2379]
+    flags:
+      listen-metrics-urls: http://10.0.0.1:2381
+      force-new-cluster: true
+`), "spec.yaml")
+	if err == nil || !strings.Contains(err.Error(), "spec.yaml:8: members[0].flags.force-new-cluster: remove it") {
+		t.Fatalf("err = %v, want members[0].flags.force-new-cluster refused at line 8", err)
 	}
 }

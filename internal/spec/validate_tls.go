@@ -111,6 +111,7 @@ func (d *doc) checkTLSFiles(s *Spec) {
 		}
 		d.checkTLSFilesOf(s.TLS, m, reported)
 	}
+	d.checkSharedSANs(s, reported)
 }
 
 func (d *doc) checkTLSFilesOf(template TLS, m Member, reported map[string]bool) {
@@ -118,12 +119,14 @@ func (d *doc) checkTLSFilesOf(template TLS, m Member, reported map[string]bool) 
 	tf, mf := template.files(), t.files()
 	data := map[string][]byte{}
 	labels := map[string]string{}
+	shared := map[string]bool{}
 	for j, f := range mf {
 		if *f.p == "" {
 			continue
 		}
 		labels[f.key] = strconv.Quote(*f.p)
-		if *f.p != *tf[j].p {
+		shared[f.key] = *f.p == *tf[j].p
+		if !shared[f.key] {
 			labels[f.key] += " (member " + m.Name + ")"
 		}
 		b, err := os.ReadFile(*f.p)
@@ -137,6 +140,7 @@ func (d *doc) checkTLSFilesOf(template TLS, m Member, reported map[string]bool) 
 		d.checkKeyPair(reported, side, data, labels)
 		d.checkCA(reported, side+".trustedCAFile", data, labels)
 	}
+	d.checkCerts(reported, m, shared, data, labels)
 }
 
 // checkKeyPair: etcd fails at start, and only then, when the key is not

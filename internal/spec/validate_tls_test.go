@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/etcdkeeper/etcdkeeper/internal/testpki"
 )
@@ -45,6 +46,7 @@ func pkiDir(t *testing.T, dir string) {
 	t.Helper()
 	pki := filepath.Join(dir, "pki")
 	ca := testpki.NewCA(t, "test CA")
+	testCA = ca
 	testpki.WriteFile(t, filepath.Join(pki, "ca.crt"), ca.CertPEM)
 	for i, name := range []string{"a", "b"} {
 		ip := net.IPv4(127, 0, 0, byte(i+1))
@@ -56,6 +58,10 @@ func pkiDir(t *testing.T, dir string) {
 	testpki.WriteFile(t, filepath.Join(pki, "garbage"), []byte("not a certificate\n"))
 	testpki.WriteFile(t, filepath.Join(pki, "credentials"), []byte("root:s3cret:with:colons\n"))
 }
+
+// testCA is the CA of the pki dir last made, for prepare functions that
+// issue certificates of their own.
+var testCA *testpki.CA
 
 // loadTLS writes text as dir/spec.yaml next to a fresh pki dir and loads it.
 func loadTLS(t *testing.T, text string, prepare func(dir string)) (*Spec, string, error) {
@@ -180,6 +186,19 @@ func TestTLSValidationErrors(t *testing.T) {
 			21, "auth.credentialsFile", "the password after ':' is empty"},
 		{"credentials file per member", replace("pki/credentials", "pki/{name}.credentials"), nil,
 			21, "auth.credentialsFile", "{name} is not expanded here"},
+		{"peer certificate of another CA", tlsSpec, func(dir string) {
+			testpki.NewCA(t, "other").Issue(t, "b", net.IPv4(127, 0, 0, 2)).Write(t, filepath.Join(dir, "pki"), "b-peer")
+		}, 12, "tls.peer.certFile", "(member b): not signed by tls.peer.trustedCAFile"},
+		{"agent certificate of another CA", replace("certFile: pki/agent.crt\n    keyFile: pki/agent.key", "certFile: pki/other.crt\n    keyFile: pki/other.key"), nil,
+			17, "tls.agent.certFile", "not signed by tls.client.trustedCAFile"},
+		{"server certificate for another address", tlsSpec, func(dir string) {
+			testCA.Issue(t, "b", net.IPv4(127, 0, 0, 9)).Write(t, filepath.Join(dir, "pki"), "b")
+		}, 7, "tls.client.certFile", `(member b): does not cover https://127.0.0.2:2379 (it covers DNS b, IP 127.0.0.9)`},
+		{"shared server certificate of no member", replace("certFile: pki/{name}.crt\n    keyFile: pki/{name}.key", "certFile: pki/agent.crt\n    keyFile: pki/agent.key"), nil,
+			7, "tls.client.certFile", "covers no member's URLs (it covers DNS root; the members' are https://127.0.0.1:2379, https://127.0.0.2:2379)"},
+		{"peer certificate for another address", tlsSpec, func(dir string) {
+			testCA.Issue(t, "a").Write(t, filepath.Join(dir, "pki"), "a-peer")
+		}, 12, "tls.peer.certFile", `(member a): does not cover https://127.0.0.1:2380`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -198,6 +217,61 @@ func TestTLSValidationErrors(t *testing.T) {
 			}
 			t.Errorf("no error at line %d starts with %q and contains %q; got:\n%v", tt.line, tt.field, tt.msg, errs)
 		})
+	}
+}
+
+// TestCertificateNotValidNow: an expired or not yet valid certificate is
+// a warning marked Expired: the agent still runs (and reports it);
+// validate and import refuse it.
+func TestCertificateNotValidNow(t *testing.T) {
+	tests := []struct {
+		name    string
+		prepare func(dir string)
+		line    int
+		field   string
+		msg     string
+	}{
+		{"expired peer certificate", func(dir string) {
+			testCA.IssueValid(t, "a", time.Now().Add(-400*24*time.Hour), time.Now().Add(-35*24*time.Hour), net.IPv4(127, 0, 0, 1)).Write(t, filepath.Join(dir, "pki"), "a-peer")
+		}, 12, "tls.peer.certFile", "/pki/a-peer.crt\" (member a): expired on "},
+		{"not yet valid", func(dir string) {
+			testCA.IssueValid(t, "a", time.Now().Add(24*time.Hour), time.Now().Add(400*24*time.Hour), net.IPv4(127, 0, 0, 1)).Write(t, filepath.Join(dir, "pki"), "a")
+		}, 7, "tls.client.certFile", "not valid before "},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, _, err := loadTLS(t, tlsSpec, tt.prepare)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range s.Warnings.Expired() {
+				if e.Line == tt.line && strings.HasPrefix(e.Msg, tt.field+":") && strings.Contains(e.Msg, tt.msg) {
+					return
+				}
+			}
+			t.Errorf("no expired warning at line %d starts with %q and contains %q; got:\n%v", tt.line, tt.field, tt.msg, &s.Warnings)
+		})
+	}
+}
+
+// TestCertificateExpiresSoon: a certificate that expires within 30 days is
+// a warning, not an error: the spec loads, and validate says what to do.
+func TestCertificateExpiresSoon(t *testing.T) {
+	s, _, err := loadTLS(t, tlsSpec, func(dir string) {
+		testCA.IssueValid(t, "b", time.Now().Add(-time.Hour), time.Now().Add(10*24*time.Hour), net.IPv4(127, 0, 0, 2)).Write(t, filepath.Join(dir, "pki"), "b-peer")
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `tls.peer.certFile: "` + ``
+	found := false
+	for _, w := range s.Warnings {
+		if w.Line == 12 && strings.HasPrefix(w.Msg, want) && strings.Contains(w.Msg, `b-peer.crt" (member b): expires on `) && strings.Contains(w.Msg, "in 9 days") {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("warnings = %v, want one at line 12 that b's peer certificate expires in 9 days", s.Warnings)
 	}
 }
 

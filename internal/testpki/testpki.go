@@ -34,7 +34,7 @@ type Pair struct {
 
 var serial atomic.Int64
 
-// NewCA makes a self-signed CA valid for a day.
+// NewCA makes a self-signed CA valid for ten years, as kubeadm's.
 func NewCA(t testing.TB, name string) *CA {
 	t.Helper()
 	key := newKey(t)
@@ -42,7 +42,7 @@ func NewCA(t testing.TB, name string) *CA {
 		SerialNumber:          nextSerial(),
 		Subject:               pkix.Name{CommonName: name},
 		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(24 * time.Hour),
+		NotAfter:              time.Now().Add(10 * 365 * 24 * time.Hour),
 		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
 		BasicConstraintsValid: true,
 		IsCA:                  true,
@@ -58,17 +58,24 @@ func NewCA(t testing.TB, name string) *CA {
 	return &CA{cert: cert, key: key, CertPEM: pemBlock("CERTIFICATE", der)}
 }
 
-// Issue signs a certificate for cn, valid for servers and clients (etcd
-// members use their peer certificate both ways), with ips as its IP SANs
-// and cn as its DNS SAN.
+// Issue signs a certificate for cn, valid for a year (kubeadm's default)
+// for servers and clients (etcd members use their peer certificate both
+// ways), with ips as its IP SANs and cn as its DNS SAN.
 func (ca *CA) Issue(t testing.TB, cn string, ips ...net.IP) Pair {
+	t.Helper()
+	return ca.IssueValid(t, cn, time.Now().Add(-time.Hour), time.Now().Add(365*24*time.Hour), ips...)
+}
+
+// IssueValid is Issue with the validity notBefore to notAfter: an expired
+// certificate, or one that expires soon.
+func (ca *CA) IssueValid(t testing.TB, cn string, notBefore, notAfter time.Time, ips ...net.IP) Pair {
 	t.Helper()
 	key := newKey(t)
 	tmpl := &x509.Certificate{
 		SerialNumber: nextSerial(),
 		Subject:      pkix.Name{CommonName: cn},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(24 * time.Hour),
+		NotBefore:    notBefore,
+		NotAfter:     notAfter,
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
 		DNSNames:     []string{cn},

@@ -23,6 +23,7 @@ var agentMetrics = []string{
 	"etcdkeeper_backup_last_success_timestamp_seconds",
 	"etcdkeeper_backup_interval_seconds",
 	"etcdkeeper_backup_restore_checks_total",
+	"etcdkeeper_certificate_expiry_timestamp_seconds",
 }
 
 var wantAlerts = []string{
@@ -35,6 +36,7 @@ var wantAlerts = []string{
 	"EtcdkeeperEtcdCrashLooping",
 	"EtcdkeeperBackupStale",
 	"EtcdkeeperBackupRestoreCheckFailed",
+	"EtcdkeeperCertificateExpiresSoon",
 }
 
 type ruleFile struct {
