@@ -22,6 +22,13 @@ func (a *Agent) act(ctx context.Context, act reconcile.Action, in reconcile.Inpu
 	said, again, err := a.step(ctx, act, in)
 	if act.ReleaseLock {
 		a.releaseLock(ctx)
+	} else if a.lock != nil && act.Kind != reconcile.DoRejoin && act.Kind != reconcile.DoTakeLock && time.Since(a.lockSince) > a.maxLockHold() {
+		// A step that took the lock and never finished (a restarted etcd
+		// that crash-loops, a member that stays silent) must not keep
+		// every other agent from acting.
+		a.lg.Warn("giving the cluster lock back: held too long without finishing", zap.Duration("held", time.Since(a.lockSince).Round(time.Second)))
+		a.releaseLock(ctx)
+		a.lockReturned = time.Now()
 	}
 	a.setPhase(phaseOf(act, in))
 	return said, again, err
@@ -73,6 +80,13 @@ func (a *Agent) step(ctx context.Context, act reconcile.Action, in reconcile.Inp
 	return act.Reason, false, nil
 }
 
+// maxLockHold is how long the lock may stay with this agent while its
+// step does not finish: agent.learnerTimeout.
+func (a *Agent) maxLockHold() time.Duration {
+	s, _ := a.Spec()
+	return s.Agent.LearnerTimeout.Duration
+}
+
 // needsLock: the steps that change the membership, taken only while this
 // agent holds the cluster lock.
 func needsLock(k reconcile.ActionKind) bool {
@@ -108,6 +122,7 @@ func (a *Agent) launch(b etcdproc.Bootstrap) error {
 	}
 	a.data = nil
 	a.settling = true
+	a.updateStatus(func(st *Status) { st.MemberID, st.Healthy = "", false })
 	a.settings = etcdproc.Settings(s, self)
 	a.lg.Info("etcd started", zap.Int("pid", p.PID()), zap.Stringer("bootstrap", b))
 	a.updateStatus(func(st *Status) { st.EtcdPID = p.PID() })
@@ -180,6 +195,14 @@ func (a *Agent) finishRejoin(id uint64) (string, bool, error) {
 	j, closed, err := a.rejoiner().Finish(id)
 	if err != nil {
 		return "closing the rejoin journal", false, err
+	}
+	if closed && j.NewMemberID != id {
+		// The member runs as another ID than the rejoin added (it was
+		// started as it was before the rejoin got that far): the rejoin
+		// was abandoned, not done.
+		a.lg.Warn("rejoin abandoned: the member runs as it was", zap.String("id", j.ID),
+			zap.String("member-id", fmt.Sprintf("%x", id)), zap.String("added", fmt.Sprintf("%x", j.NewMemberID)))
+		return fmt.Sprintf("rejoin abandoned: member %x runs as it was", id), true, nil
 	}
 	if closed && j.Class == "repair" {
 		a.metrics.Repairs.WithLabelValues("done").Inc()

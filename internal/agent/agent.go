@@ -83,7 +83,9 @@ type Agent struct {
 	// silentSince is when the running etcd stopped answering (zero while
 	// it answers).
 	silentSince time.Time
-	// silentBytes is the data dir's size when silentSince was set.
+	// silentFirst is when the running etcd first went silent, silentBytes
+	// the snap dir's size when silentSince was last set.
+	silentFirst time.Time
 	silentBytes int64
 	// settling: etcd was just started and is not a healthy voter yet;
 	// the loop looks again quickly instead of waiting a whole interval.

@@ -65,10 +65,12 @@ func (a *Agent) observe(ctx context.Context) (reconcile.Input, error) {
 	s, self := a.Spec()
 	in := reconcile.Input{Self: self, InSpec: a.inSpecNow(), Desired: s.Members, Generation: s.Generation,
 		LearnerTimeout: s.Agent.LearnerTimeout.Duration}
+	// Reap first: an exited etcd must be noted even when the client
+	// cannot be made (its Done channel would wake the loop at once).
+	a.reapExit()
 	if err := a.ensureClient(); err != nil {
 		return in, err
 	}
-	a.reapExit()
 	l := &in.Local
 	l.LockHeld = a.lock != nil && a.lock.Held()
 	if !a.lockReturned.IsZero() {
@@ -97,11 +99,16 @@ func (a *Agent) observeRunning(ctx context.Context, in *reconcile.Input) {
 	if err != nil {
 		a.updateStatus(func(s *Status) { s.Healthy = false })
 		a.metrics.MemberHealthy.Set(0)
-		// Silent is not stuck while data arrives: a new member receiving a
-		// large snapshot answers nothing for minutes.
-		bytes := dataBytes(self.DataDir)
-		if a.silentSince.IsZero() || a.silentSince.Before(a.etcd.Process().Started()) || bytes != a.silentBytes {
-			a.silentSince, a.silentBytes = time.Now(), bytes
+		// Silent is not stuck while a snapshot arrives: a new member
+		// receiving a large one answers nothing for minutes. Only the snap
+		// dir counts (WAL segments also grow on a member that is stuck),
+		// and never for longer than ten deadlines in all.
+		started := a.etcd.Process().Started()
+		if a.silentFirst.IsZero() || a.silentFirst.Before(started) {
+			a.silentFirst, a.silentSince, a.silentBytes = time.Now(), time.Now(), snapBytes(self.DataDir)
+		}
+		if b := snapBytes(self.DataDir); b != a.silentBytes && time.Since(a.silentFirst) < 10*reconcile.ReadyDeadline {
+			a.silentSince, a.silentBytes = time.Now(), b
 		}
 		l.SilentFor = time.Since(a.silentSince)
 		if l.SilentFor >= reconcile.ReadyDeadline {
@@ -109,7 +116,7 @@ func (a *Agent) observeRunning(ctx context.Context, in *reconcile.Input) {
 		}
 		return
 	}
-	a.silentSince = time.Time{}
+	a.silentSince, a.silentFirst = time.Time{}, time.Time{}
 	l.Answer = &model.Answer{MemberID: st.Header.MemberId, ClusterID: st.Header.ClusterId, Leader: st.Leader, IsLearner: st.IsLearner, Applied: st.RaftAppliedIndex}
 	if len(st.Errors) > 0 {
 		// The status lists the active alarms as text; AlarmList says,
@@ -223,6 +230,16 @@ func (a *Agent) reapExit() {
 func (a *Agent) noteExit(exit string, uptime time.Duration, v repair.Verdict, onPurpose bool) {
 	a.data = nil
 	a.lastExit = &model.Exit{Text: exit, Class: v.Class.String(), Reason: v.Reason, Corrupt: v.Class == repair.ClassCorrupt}
+	if v.Class == repair.ClassCorrupt && !onPurpose {
+		// etcd's verdict, kept on disk: an agent restarted before the repair
+		// moved the data must not start it as it is (the offline check may
+		// not see what etcd saw).
+		if m, err := a.loadMarker(); err == nil && m != nil {
+			if err := a.saveSuspect(suspect{MemberID: m.MemberID, Reason: v.Reason}); err != nil {
+				a.lg.Error("recording etcd's corruption verdict", zap.Error(err))
+			}
+		}
+	}
 	now := onPurpose || v.Class == repair.ClassCorrupt || v.Class == repair.ClassRemoved
 	delay := a.etcd.ScheduleRestart(now)
 	a.metrics.EtcdRestarts.WithLabelValues(v.Class.String()).Inc()
@@ -283,6 +300,10 @@ func (a *Agent) inSpecNow() bool {
 // dataBytes is how many bytes the member's data dir holds: while a
 // snapshot arrives, it grows.
 func dataBytes(dir string) int64 { return dirBytes(filepath.Join(dir, "member")) }
+
+// snapBytes is how many bytes the member's snap dir holds: it grows while
+// a snapshot from the leader arrives.
+func snapBytes(dir string) int64 { return dirBytes(filepath.Join(dir, "member", "snap")) }
 
 // dirBytes is the size of the files under dir.
 func dirBytes(dir string) int64 {

@@ -149,6 +149,9 @@ func (a *Agent) memberID() uint64 {
 // progress is the evidence that the local member catches up: its data
 // dir's size (a snapshot arriving) and its applied raft index.
 func (a *Agent) progress(st Status) string {
+	if st.Healthy && !st.IsLearner {
+		return "" // a voter is not catching up: nothing to report, nothing to rewrite every pass
+	}
 	_, self := a.Spec()
 	return fmt.Sprintf("data %d bytes, applied %d", dataBytes(self.DataDir), st.Applied)
 }

@@ -73,6 +73,7 @@ func (a *Agent) reload() {
 	// change in how to reach the cluster needs a new client, and so a new
 	// record under a new lease.
 	if dialKey(cur, curSelf) != dialKey(s, self) {
+		a.releaseLock(context.Background()) // while the old client still reaches the cluster
 		if a.presence != nil {
 			_ = a.presence.Close()
 			a.presence = nil

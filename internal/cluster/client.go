@@ -149,7 +149,9 @@ func (c *Client) AddLearner(ctx context.Context, peerURLs []string) (model.Membe
 // Remove removes member id from cluster clusterID. A member that is
 // already gone is success — but only when the member list of that same
 // cluster confirms it: "member not found" from another cluster at the
-// same URLs proves nothing.
+// same URLs proves nothing. (A remove answered by another cluster is
+// reported after the fact; member IDs are random 64-bit values, so that
+// cluster would have to list the same ID for the remove to touch it.)
 func (c *Client) Remove(ctx context.Context, clusterID, id uint64) error {
 	rctx, cancel := c.ctx(ctx)
 	defer cancel()

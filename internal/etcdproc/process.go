@@ -170,6 +170,9 @@ func (p *Process) pipeLog(lg *zap.Logger, r io.Reader) {
 		p.tail.add(line)
 		passThrough(lg, line)
 	}
+	// A line too long for the scanner ends the scan: keep draining, or
+	// etcd blocks writing to a full pipe and never exits.
+	_, _ = io.Copy(io.Discard, r)
 }
 
 // ChildEnv is the agent's environment without the variables through which

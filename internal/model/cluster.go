@@ -46,7 +46,8 @@ func Healthy(id, answeredAs, leader uint64, alarms []Alarm) bool {
 	return answeredAs == id && leader != 0 && !Alarmed(alarms, id, AlarmCorrupt)
 }
 
-// Alarmed reports whether alarms hold an alarm of type kind naming id.
+// Alarmed reports whether alarms hold an alarm of type kind naming id
+// (id 0: etcd's alarm for the whole cluster).
 func Alarmed(alarms []Alarm, id uint64, kind string) bool {
 	for _, a := range alarms {
 		if a.MemberID == id && a.Type == kind {

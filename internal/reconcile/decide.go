@@ -180,10 +180,10 @@ func stopForRepair(in Input) Action {
 	id := in.Local.Answer.MemberID
 	why := fmt.Sprintf("etcd raised a CORRUPT alarm on member %x", id)
 	if in.Cluster == nil {
-		return wait("corrupt-no-view", "%s; cannot observe the cluster to stop it safely", why)
+		return giveBack(wait("corrupt-no-view", "%s; cannot observe the cluster to stop it safely", why))
 	}
 	if ok, detail := in.Cluster.QuorumWithout(id); !ok {
-		return wait("corrupt-no-quorum", "%s; not stopping it while the others have %s", why, detail)
+		return giveBack(wait("corrupt-no-quorum", "%s; not stopping it while the others have %s", why, detail))
 	}
 	return Action{Kind: DoStopForRepair, Reason: why, Key: "stop-for-repair"}
 }
@@ -239,10 +239,10 @@ func othersHaveQuorum(in Input) bool {
 // and only when the other voters form a healthy quorum without it.
 func restartForSettings(in Input) (Action, bool) {
 	if in.Cluster == nil {
-		return wait("settings-no-view", "etcd settings changed; cannot observe the cluster to restart safely"), true
+		return giveBack(wait("settings-no-view", "etcd settings changed; cannot observe the cluster to restart safely")), true
 	}
 	if ok, detail := in.Cluster.QuorumWithout(in.Local.Answer.MemberID); !ok && len(in.Cluster.Members) > 1 {
-		return wait("settings-no-quorum", "etcd settings changed; not restarting while the others have %s", detail), true
+		return giveBack(wait("settings-no-quorum", "etcd settings changed; not restarting while the others have %s", detail)), true
 	}
 	if !in.Local.LockHeld {
 		return Action{Kind: DoTakeLock, Reason: "etcd settings changed: taking the cluster lock to restart", Key: "lock/settings"}, true
@@ -259,9 +259,13 @@ func converge(in Input) Action {
 		return Action{Kind: DoNothing, Reason: self, Key: "healthy-voter", ReleaseLock: true}
 	}
 	if len(in.Cluster.Foreign) > 0 {
-		act := wait("foreign", "the cluster's endpoints disagree on its ID (%s): no membership change", strings.Join(in.Cluster.Foreign, "; "))
-		act.ReleaseLock = true
-		return act
+		return giveBack(wait("foreign", "the cluster's endpoints disagree on its ID (%s): no membership change", strings.Join(in.Cluster.Foreign, "; ")))
+	}
+	if model.Alarmed(in.Cluster.Alarms, 0, model.AlarmCorrupt) {
+		// etcd's hash check found a mismatch but no majority to tell who
+		// diverged: the whole cluster is suspect. Disarming it would let
+		// writes go on over diverged data.
+		return giveBack(wait("corrupt-cluster", "etcd raised a CORRUPT alarm for the whole cluster (member 0: no majority agreed on a hash), so the whole cluster is suspect: no change; compare the members' data (etcdctl endpoint hashkv) and disarm it by hand"))
 	}
 	if gone := alarmsOfGone(*in.Cluster); len(gone) > 0 {
 		return disarm(gone, fmt.Sprintf("disarm %s alarm of member %x, which is no longer in the cluster", gone[0].Type, gone[0].MemberID))
@@ -291,7 +295,8 @@ func converge(in Input) Action {
 func alarmsOfGone(c model.Cluster) []model.Alarm {
 	var out []model.Alarm
 	for _, a := range c.Alarms {
-		if !c.Listed(a.MemberID) {
+		// Member 0 is etcd's "the whole cluster", never a member gone.
+		if a.MemberID != 0 && !c.Listed(a.MemberID) {
 			out = append(out, a)
 		}
 	}
@@ -342,6 +347,14 @@ func specsDiffer(in Input, step Step) string {
 		}
 	}
 	return ""
+}
+
+// giveBack marks a wait of a voter that may hold the cluster lock (taken
+// to restart or stop it) to give the lock back: what it waits for may be
+// another agent's step, which needs the lock.
+func giveBack(a Action) Action {
+	a.ReleaseLock = true
+	return a
 }
 
 func wait(key, format string, args ...any) Action {

@@ -79,13 +79,27 @@ func TestDecide(t *testing.T) {
 		// node2 would leave node1 alone. It keeps running (reads are served).
 		{name: "CORRUPT alarm on this member, a peer is down",
 			in:   Input{Local: model.Local{Running: true, Answer: &model.Answer{MemberID: 2, Leader: 1, Alarms: []model.Alarm{{MemberID: 2, Type: "CORRUPT"}}}}, Cluster: corruptOn(2, []uint64{3})},
-			want: DoWait, reason: "not stopping it while the others have 1 of 2 voters healthy"},
+			want: DoWait, reason: "not stopping it while the others have 1 of 2 voters healthy", lock: true},
 		{name: "CORRUPT alarm on this member, cluster not observed",
 			in:   Input{Local: model.Local{Running: true, Answer: &model.Answer{MemberID: 2, Leader: 1, Alarms: []model.Alarm{{MemberID: 2, Type: "CORRUPT"}}}}},
-			want: DoWait, reason: "cannot observe the cluster"},
+			want: DoWait, reason: "cannot observe the cluster", lock: true},
 		{name: "an endpoint answers for another cluster: no change",
 			in:   Input{Local: model.Local{Running: true, Answer: voter, LockHeld: true}, Cluster: foreignCluster(), Agents: []model.AgentRecord{}},
 			want: DoWait, reason: "disagree on its ID", lock: true},
+		// etcd raises CORRUPT for member 0 when its hash check found a
+		// mismatch but no majority: the whole cluster is suspect. Never
+		// disarm that, and change nothing.
+		{name: "a CORRUPT alarm names member 0: wait for a human",
+			in:   Input{Local: model.Local{Running: true, Answer: voter, LockHeld: true}, Cluster: alarmOnGone(0)},
+			want: DoWait, reason: "the whole cluster is suspect", lock: true},
+		// A voter that took the lock to restart, then found a peer down,
+		// gives the lock back: the peer's repair may need it.
+		{name: "settings changed, lock held, a peer down: give the lock back",
+			in:   Input{Local: model.Local{Running: true, Answer: voter, SettingsChanged: true, LockHeld: true}, Cluster: downCluster()},
+			want: DoWait, reason: "not restarting while the others have", lock: true},
+		{name: "CORRUPT alarm on this member, a peer is down, lock held: give it back",
+			in:   Input{Local: model.Local{Running: true, LockHeld: true, Answer: &model.Answer{MemberID: 2, Leader: 1, Alarms: []model.Alarm{{MemberID: 2, Type: "CORRUPT"}}}}, Cluster: corruptOn(2, []uint64{3})},
+			want: DoWait, reason: "not stopping it while the others have", lock: true},
 		{name: "an alarm names a member that is gone: disarm it",
 			in:   Input{Local: model.Local{Running: true, Answer: voter}, Cluster: alarmOnGone(0x77)},
 			want: DoDisarm, reason: "disarm CORRUPT alarm of member 77, which is no longer in the cluster", lock: true},
@@ -122,7 +136,7 @@ func TestDecide(t *testing.T) {
 			want: DoRestartSettings, reason: "spec g2"},
 		{name: "settings changed, the others have no quorum",
 			in:   Input{Local: model.Local{Running: true, Answer: voter, SettingsChanged: true}, Cluster: downCluster()},
-			want: DoWait, reason: "not restarting while the others have 1 of 2 voters healthy"},
+			want: DoWait, reason: "not restarting while the others have 1 of 2 voters healthy", lock: true},
 		{name: "membership matches",
 			in:   Input{Local: model.Local{Running: true, Answer: voter}, Cluster: healthyCluster("node1", "node2", "node3")},
 			want: DoNothing, reason: "node2 is a healthy voter", lock: true},

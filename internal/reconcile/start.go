@@ -134,6 +134,18 @@ func otherCluster(in StartInput) string {
 }
 
 func decideNotInSpec(in StartInput) StartDecision {
+	d := decideNotInSpecData(in)
+	if d.MoveData && in.RepairBlocked != "" {
+		// Moving a dropped host's data is a data move like a repair's:
+		// the same guards hold it back.
+		w := startWait("%s; not moving its data aside: %s", d.Reason, in.RepairBlocked)
+		w.RepairRefused = true
+		return w
+	}
+	return d
+}
+
+func decideNotInSpecData(in StartInput) StartDecision {
 	// Corrupt as DecideStart judges it for a member the spec lists.
 	corrupt, why := in.Data.Kind == model.DataCorrupt, in.Data.Reason
 	if in.Data.Kind == model.DataHealthy && in.ExitCorrupt {

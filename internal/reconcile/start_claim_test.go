@@ -114,3 +114,18 @@ func TestUnmounted(t *testing.T) {
 		}
 	}
 }
+
+// TestNotInSpecMoveHonoursRepairGuards: moving the data of a host the spec
+// no longer lists is a data move like a repair's: repair.enabled: false
+// and the rate limit hold it back too.
+func TestNotInSpecMoveHonoursRepairGuards(t *testing.T) {
+	for _, data := range []model.Data{
+		{Kind: model.DataCorrupt, ClusterID: 0xc1, MemberID: 2, Reason: "walpb: crc mismatch"},
+		{Kind: model.DataHealthy, ClusterID: 0xc1, MemberID: 2},
+	} {
+		in := StartInput{Self: self, InSpec: false, SpecSize: 3, Data: data, Cluster: live(), RepairBlocked: "repair is disabled in the spec"}
+		if d := DecideStart(in); d.MoveData || d.Action != ActWait || !strings.Contains(d.Reason, "repair is disabled") {
+			t.Errorf("%s data: DecideStart = %s move=%v %q, want a wait that moves nothing", data.Kind, d.Action, d.MoveData, d.Reason)
+		}
+	}
+}
