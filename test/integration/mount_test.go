@@ -3,6 +3,7 @@ package integration
 import (
 	"os"
 	"os/exec"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -41,6 +42,14 @@ func TestUnmountedDataDir(t *testing.T) {
 	startAll(c)
 	ids := c.WaitVoters(converge, c.AllNames()...)
 	putKeys(t, c, "mnt", 10)
+	// node2's agent records its member (and the data dir's filesystem)
+	// once its etcd answers it: a few passes after the cluster serves.
+	testbed.Eventually(t, converge, "node2's agent to record its member", func() string {
+		if _, err := os.Stat(filepath.Join(c.StateDir("node2"), "member.json")); err != nil {
+			return err.Error()
+		}
+		return ""
+	})
 
 	if err := c.Stop("node2"); err != nil {
 		t.Fatal(err)
