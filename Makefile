@@ -127,4 +127,4 @@ chaos: chaos-bin
 	bin/chaos -bin $(BIN) -duration $(CHAOS_DURATION) $(CHAOS_FLAGS)
 
 chaos-smoke: chaos-bin
-	timeout -k 30 900 bin/chaos -bin $(BIN) -duration 90s -min-faults $(CHAOS_SMOKE_MIN) $(CHAOS_FLAGS)
+	timeout -k 30 900 bin/chaos -bin $(BIN) -duration 90s -big-mb 0 -min-faults $(CHAOS_SMOKE_MIN) $(CHAOS_FLAGS)
