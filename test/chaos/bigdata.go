@@ -27,18 +27,18 @@ const (
 )
 
 type bigData struct {
-	mb       int
-	fault    int // the big-data fault, -1 before it
-	cancel   context.CancelFunc
-	wg       sync.WaitGroup
-	loaded   atomic.Int64 // keys in
-	done     atomic.Bool
-	err      atomic.Value // string: why the load stopped short
-	doneAt   time.Time    // when tend saw the load finished
-	dbSize   int64        // the largest member db right after the load
-	repair   int          // the repair started on the loaded cluster, -1 before it
-	nextTry  time.Time
-	joins    []string // joins finished with the data in: name and time
+	mb      int
+	fault   int // the big-data fault, -1 before it
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	loaded  atomic.Int64 // keys in
+	done    atomic.Bool
+	err     atomic.Value // string: why the load stopped short
+	doneAt  time.Time    // when tend saw the load finished
+	dbSize  int64        // the largest member db right after the load
+	repair  int          // the repair started on the loaded cluster, -1 before it
+	nextTry time.Time
+	joins   []string // joins finished with the data in: name and time
 }
 
 func newBigData(mb int) *bigData {

@@ -86,7 +86,7 @@ type nemesis struct {
 	lasting     []*lasting // faults not healed yet
 	deliveries  []delivery // spec files due on hosts
 	cpu         map[string]*testbed.CPULimit
-	big         *bigData // nil or -big-mb 0: no big data
+	big         *bigData             // nil or -big-mb 0: no big data
 	joining     map[string]time.Time // members a spec edit added, until healthy
 	healErrors  []string
 	minSize     int
