@@ -90,8 +90,9 @@ test-packaging:
 # End-to-end test bed on real systemd hosts (README.md, "End-to-end test
 # bed"): three Debian 12 containers (systemd-nspawn, systemd as PID 1)
 # install $(DEB) and run the cluster as the packaged service through
-# start, kill, WAL corruption, reload, watchdog, power cycle and
-# remove/reinstall. Needs root and the Debian packages systemd-container,
+# start, kill, WAL corruption, reload, watchdog, power cycle,
+# remove/reinstall and a host cut off the network for a minute (each host
+# in its own network namespace on a bridge of the run). Needs root and the Debian packages systemd-container,
 # debootstrap, curl and jq. The Debian root is cached in
 # /var/cache/etcdkeeper-e2e/ (built on the first run, ~1 min).
 .PHONY: e2e
@@ -128,4 +129,4 @@ chaos: chaos-bin
 	bin/chaos -bin $(BIN) -duration $(CHAOS_DURATION) $(CHAOS_FLAGS)
 
 chaos-smoke: chaos-bin
-	timeout -k 30 900 bin/chaos -bin $(BIN) -duration 90s -min-faults $(CHAOS_SMOKE_MIN) $(CHAOS_FLAGS)
+	timeout -k 30 900 bin/chaos -bin $(BIN) -duration 90s -big-mb 0 -min-faults $(CHAOS_SMOKE_MIN) $(CHAOS_FLAGS)

@@ -47,6 +47,7 @@ type config struct {
 	faults       string
 	minFaults    string
 	minAnswered  float64
+	bigMB        int
 }
 
 func main() {
@@ -64,9 +65,10 @@ func main() {
 	flag.IntVar(&cfg.maxOps, "max-ops", 60000, "bound of the history; clients stop issuing operations beyond it")
 	flag.DurationVar(&cfg.checkTimeout, "check-timeout", 3*time.Minute, "bound of the linearizability check")
 	flag.Uint64Var(&cfg.seed, "seed", 0, "random seed (0: from the clock; printed)")
-	flag.StringVar(&cfg.faults, "faults", "all", "fault kinds to inject, comma-separated: kill-etcd, kill-agent, corrupt-wal, spec-edit, spec-skew, partition, slow-link, slow-host, alarm-corrupt, impostor (all: every kind the test bed can inject; partition and slow-link need -net ns)")
+	flag.StringVar(&cfg.faults, "faults", "all", "fault kinds to inject, comma-separated: kill-etcd, kill-agent, corrupt-wal, spec-edit, spec-skew, partition, slow-link, slow-host, alarm-corrupt, impostor, big-data (all: every kind the test bed can inject; partition and slow-link need -net ns)")
 	flag.StringVar(&cfg.minFaults, "min-faults", "1", "the run fails unless at least this many faults of each enabled kind were injected: a number for every kind, or kind=n,... (kinds not named: 0)")
 	flag.Float64Var(&cfg.minAnswered, "min-answered", 0.5, "the run fails when fewer than this share of the operations begun while a fault acted got an answer")
+	flag.IntVar(&cfg.bigMB, "big-mb", 100, "megabytes of 100 KB values the big-data fault loads once (then a member is repaired with them; they stay); 0: no big data")
 	flag.StringVar(&cfg.net, "net", "auto", "where the members run: ns (each in its own network namespace on a bridge: partitions and slow links possible; needs root), loopback (127.0.x.y, no network faults), auto (ns when possible)")
 	flag.Parse()
 	if cfg.seed == 0 {
@@ -217,6 +219,7 @@ func (ch *chaos) run() {
 		ch.r.Fatalf("%v", err)
 	}
 	ch.nem = nem
+	nem.big = newBigData(cfg.bigMB)
 	nem.spec = initial
 	nem.initial = initial
 	nem.specText = c.SpecText(initial...)
@@ -443,8 +446,9 @@ func (ch *chaos) summary() string {
 			fmt.Sprintf("partition %d (%s)", cnt["partition"], strings.Join(parts, ", ")),
 			fmt.Sprintf("slow link %d", cnt["slow-link"]),
 			fmt.Sprintf("slow host %d", cnt["slow-host"]),
-			fmt.Sprintf("CORRUPT alarm %d", cnt["alarm-corrupt"]),
+			fmt.Sprintf("alarm CORRUPT %d", cnt["alarm-corrupt"]),
 			fmt.Sprintf("impostor %d", cnt["impostor"]),
+			fmt.Sprintf("big data %d (repairs begun right after the load: %d)", cnt["big-data"], cnt["big-repair"]),
 		}
 		fmt.Fprintf(&b, "faults injected: %d: %s\n", total, strings.Join(kinds, ", "))
 		var skipped []string
@@ -457,6 +461,9 @@ func (ch *chaos) summary() string {
 		}
 		fmt.Fprintf(&b, "faults not injected when due (unsafe for quorum at that moment, or the last spec edit not converged yet): %s\n", strings.Join(skipped, ", "))
 		fmt.Fprintf(&b, "spec sizes: %v\n", ch.nem.SpecHistory)
+		if big := ch.nem.bigSummary(); big != "" {
+			fmt.Fprintf(&b, "%s\n", big)
+		}
 	}
 	for _, f := range ch.facts {
 		fmt.Fprintf(&b, "ok: %s\n", f)
@@ -495,6 +502,8 @@ func (ch *chaos) enable(nem *nemesis) error {
 	for _, k := range faultKinds {
 		switch {
 		case !want[k.name]:
+		case k.name == "big-data" && ch.cfg.bigMB <= 0:
+			ch.notes = append(ch.notes, "big-data not injected: -big-mb 0")
 		case k.net && !ch.c.OnNet():
 			ch.notes = append(ch.notes, k.name+" not injected: the members run on loopback (-net loopback, or no root): a partition or a slow link needs each member in its own network namespace")
 		default:

@@ -86,6 +86,7 @@ type nemesis struct {
 	lasting     []*lasting // faults not healed yet
 	deliveries  []delivery // spec files due on hosts
 	cpu         map[string]*testbed.CPULimit
+	big         *bigData             // nil or -big-mb 0: no big data
 	joining     map[string]time.Time // members a spec edit added, until healthy
 	healErrors  []string
 	minSize     int
@@ -119,13 +120,15 @@ type faultKind struct {
 	name   string
 	weight int
 	net    bool // needs the network test bed
+	once   bool // injected once per run at most
 }
 
 var faultKinds = []faultKind{
-	{"kill-etcd", 20, false}, {"kill-agent", 12, false}, {"corrupt-wal", 15, false},
-	{"spec-edit", 8, false}, {"spec-skew", 12, false},
-	{"partition", 25, true}, {"slow-link", 8, true}, {"slow-host", 8, false},
-	{"alarm-corrupt", 6, false}, {"impostor", 6, false},
+	{"kill-etcd", 20, false, false}, {"kill-agent", 12, false, false}, {"corrupt-wal", 15, false, false},
+	{"spec-edit", 8, false, false}, {"spec-skew", 12, false, false},
+	{"partition", 25, true, false}, {"slow-link", 8, true, false}, {"slow-host", 8, false, false},
+	{"alarm-corrupt", 6, false, false}, {"impostor", 6, false, false},
+	{"big-data", 6, false, true},
 }
 
 func newNemesis(c *testbed.Cluster, mon *monitor, seed uint64, dir string, logf func(string, ...any)) (*nemesis, error) {
@@ -190,6 +193,7 @@ func (n *nemesis) run(end time.Time, gap time.Duration) {
 func (n *nemesis) tend() {
 	n.tendLasting(false)
 	n.deliver(false)
+	n.tendBig()
 	s, ok := n.mon.latest()
 	for name, id := range n.active {
 		f := n.Faults[id]
@@ -207,6 +211,9 @@ func (n *nemesis) tend() {
 	}
 	for name, since := range n.joining {
 		if ok && s.Start.After(since) && s.HealthyVoter(name) || !slices.Contains(n.spec, name) {
+			if slices.Contains(n.spec, name) {
+				n.bigJoined(name, since)
+			}
 			delete(n.joining, name)
 		}
 	}
@@ -243,6 +250,7 @@ func (n *nemesis) specPending(name string) bool {
 // heal stops injecting, heals every lasting fault, delivers the current
 // spec to every host and starts every spec member's agent now.
 func (n *nemesis) heal() {
+	n.stopBig()
 	n.tendLasting(true)
 	n.deliver(true)
 	for _, l := range n.cpu {
@@ -269,7 +277,7 @@ func (n *nemesis) pickKind() string {
 		short = short || n.enabled[k.name] && n.Counts[k.name] < n.min[k.name]
 	}
 	pickable := func(k faultKind) bool {
-		return n.enabled[k.name] && (!short || n.Counts[k.name] < n.min[k.name])
+		return n.enabled[k.name] && (!short || n.Counts[k.name] < n.min[k.name]) && !(k.once && n.Counts[k.name] > 0)
 	}
 	total := 0
 	for _, k := range faultKinds {
@@ -316,6 +324,8 @@ func (n *nemesis) inject() bool {
 		why = n.alarmCorrupt()
 	case "impostor":
 		why = n.impostor()
+	case "big-data":
+		why = n.bigLoad()
 	}
 	if why != "" {
 		n.Skipped[kind]++

@@ -3,15 +3,22 @@
 # End-to-end test bed: three Debian 12 "hosts" (systemd-nspawn containers,
 # systemd as PID 1) install etcdkeeper from its .deb, run it as the packaged
 # systemd service and go through what real hosts go through: start, kill,
-# corrupt WAL, spec reload, watchdog, power cycle, package remove/reinstall.
+# corrupt WAL, spec reload, watchdog, power cycle, package remove/reinstall,
+# a host cut off from the network for a minute.
 #
 #   test/e2e/run.sh dist/etcdkeeper_<version>_<arch>.deb     (make e2e)
 #
-# Needs root, systemd-container (systemd-nspawn), debootstrap, curl, jq.
-# The hosts share this machine's network namespace and each uses its own
-# loopback address: 127.0.3.11, .12, .13 (ports 2378-2380). Their Debian
-# root is built once and cached (test/e2e/rootfs.sh); each host boots from
-# an overlay of it, so a run starts from clean hosts in seconds.
+# Needs root, systemd-container (systemd-nspawn), debootstrap, curl, jq,
+# iproute2. The run lives in network and mount namespaces of its own: there
+# it makes the bridge e2ebr0 (198.18.3.1/15, the benchmarking range of RFC
+# 2544; no route out), and each host has its own network namespace joined
+# to it by a veth pair (systemd-nspawn --network-bridge: vb-<host> on the
+# bridge, host0 inside, configured by the host's systemd-networkd) with the
+# address 198.18.3.11, .12, .13 (ports 2378-2380). The test's curl reaches
+# the hosts through the bridge, as a client on another machine would. Their
+# Debian root is built once and cached (test/e2e/rootfs.sh, run in the
+# network namespace run.sh was started in, for the mirror); each host boots
+# from an overlay of it, so a run starts from clean hosts in seconds.
 #
 #   E2E_WORKDIR  where the hosts' overlays live (default /var/tmp/etcdkeeper-e2e)
 #   E2E_KEEP=1   keep the hosts' files (not the containers) after a passing run
@@ -29,11 +36,14 @@ deb=${1:-}
 [[ -n $deb && -f $deb ]] || { echo "usage: $0 path/to/etcdkeeper_<version>_<arch>.deb" >&2; exit 1; }
 deb=$(realpath "$deb")
 
-# Run in a mount namespace of our own: the overlay mounts exist only there
-# and vanish with the run even if it is killed with SIGKILL.
+# Run in mount and network namespaces of our own: the overlay mounts and
+# the bridge exist only there and vanish with the run even if it is killed
+# with SIGKILL. Descriptor 7 keeps the network namespace we were started in
+# (debootstrap needs the mirror).
 if [[ -z ${E2E_PRIVATE_MOUNTS:-} ]]; then
 	export E2E_PRIVATE_MOUNTS=1
-	exec unshare --mount --propagation private -- "$0" "$deb"
+	exec 7</proc/self/ns/net
+	exec unshare --mount --net --propagation private -- "$0" "$deb"
 fi
 
 WORKBASE=${E2E_WORKDIR:-/var/tmp/etcdkeeper-e2e}
@@ -45,7 +55,11 @@ SPEC=/etc/etcdkeeper/cluster.yaml
 # (the host name).
 HOST=(e2e-a e2e-b e2e-c-host)
 MEMBER=(e2e-a e2e-b e2e-c)
-IP=(127.0.3.11 127.0.3.12 127.0.3.13)
+IP=(198.18.3.11 198.18.3.12 198.18.3.13)
+# The bridge (in the run's own network namespace) and its address.
+BRIDGE=e2ebr0
+BRIDGE_IP=198.18.3.1
+NETMASK=15
 T0=$EPOCHREALTIME
 
 # ---------------------------------------------------------------- output
@@ -163,6 +177,7 @@ idx() {
 	return 1
 }
 member() { echo "${MEMBER[$(idx "$1")]}"; }
+# ip HOST: HOST's address (the iproute2 command is `command ip`).
 ip() { echo "${IP[$(idx "$1")]}"; }
 
 nspawn_pid() { cat "$(hdir "$1")/nspawn.pid" 2>/dev/null; }
@@ -339,6 +354,13 @@ etcd_has_flag() {
 	done
 }
 others_see_down() { agent_status "$1" | jq -e '.healthyVoters == 2' >/dev/null; }
+# reachable HOST: a TCP connect to a port nobody listens on is refused at
+# once when HOST's address is reachable, and times out when it is cut off.
+reachable() {
+	local out
+	out=$(timeout 2 bash -c "exec 3<>/dev/tcp/$(ip "$1")/1" 2>&1) && return 0
+	[[ $out == *"Connection refused"* ]]
+}
 exited() { ! kill -0 "$1" 2>/dev/null; }
 
 b64() { printf '%s' "$1" | base64 -w0; }
@@ -356,6 +378,17 @@ etcd_get() {
 etcd_count() {
 	curl -sf --max-time 5 -X POST "http://$1:2379/v3/kv/range" \
 		-d "{\"key\":\"$(b64 e2e/)\",\"range_end\":\"$(b64 e2e0)\",\"count_only\":true,\"serializable\":true}" |
+		jq -r '.count // "0"'
+}
+# etcd_read IP KEY: a linearizable read through that member succeeds.
+etcd_read() {
+	curl -sf --max-time 5 -X POST "http://$1:2379/v3/kv/range" -d "{\"key\":\"$(b64 "$2")\"}" >/dev/null
+}
+# etcd_count_range IP KEY END: how many keys in [KEY, END) that member
+# holds (serializable: its own copy, not the leader's).
+etcd_count_range() {
+	curl -sf --max-time 5 -X POST "http://$1:2379/v3/kv/range" \
+		-d "{\"key\":\"$(b64 "$2")\",\"range_end\":\"$(b64 "$3")\",\"count_only\":true,\"serializable\":true}" |
 		jq -r '.count // "0"'
 }
 NKEYS=100
@@ -433,6 +466,42 @@ make_host() {
 	printf '127.0.0.1\tlocalhost\n127.0.1.1\t%s\n::1\tlocalhost ip6-localhost ip6-loopback\n' "$h" >"$d/root/etc/hosts"
 	tr -d '-' </proc/sys/kernel/random/uuid >"$d/root/etc/machine-id"
 	cp "$deb" "$d/root/root/$(basename "$deb")"
+	# The host's end of its veth (host0) gets its address from the host's
+	# own systemd-networkd at every boot, before network-online.target
+	# (which etcdkeeper.service waits for). No gateway: nothing routed out.
+	# The address stays when the link loses its carrier.
+	mkdir -p "$d/root/etc/systemd/network"
+	cat >"$d/root/etc/systemd/network/10-e2e-host0.network" <<EOF
+[Match]
+Name=host0
+
+[Network]
+Address=$(ip "$h")/$NETMASK
+LinkLocalAddressing=no
+IPv6AcceptRA=no
+ConfigureWithoutCarrier=yes
+IgnoreCarrierLoss=yes
+EOF
+	local u
+	for u in multi-user.target.wants/systemd-networkd.service sockets.target.wants/systemd-networkd.socket \
+		network-online.target.wants/systemd-networkd-wait-online.service; do
+		mkdir -p "$d/root/etc/systemd/system/$(dirname "$u")"
+		ln -sf "/lib/systemd/system/$(basename "$u")" "$d/root/etc/systemd/system/$u"
+	done
+	ln -sf /lib/systemd/system/systemd-networkd.service "$d/root/etc/systemd/system/dbus-org.freedesktop.network1.service"
+}
+
+# veth HOST: the bridge's end of HOST's veth pair (nspawn names it
+# vb-<machine>, cut to 15 characters).
+veth() { local v="vb-$1"; echo "${v:0:15}"; }
+
+# make_bridge: the bridge in the run's network namespace, with the test's
+# own address on it.
+make_bridge() {
+	command ip link set lo up
+	command ip link add "$BRIDGE" type bridge
+	command ip addr add "$BRIDGE_IP/$NETMASK" dev "$BRIDGE"
+	command ip link set "$BRIDGE" up
 }
 
 # boot HOST: boots the container (again) and waits until its systemd says
@@ -451,14 +520,20 @@ boot() {
 			echo "$BASHPID" >"$cg/etcdkeeper-e2e/$h/cgroup.procs"
 		done
 		# --register=no --keep-unit: this machine has no systemd (or
-		# machined) of its own to register with; no --private-network: the
-		# hosts share this network namespace and use their own 127.0.3.x.
-		# 8>&-: the container must not hold the run's lock.
+		# machined) of its own to register with. --network-bridge: a
+		# network namespace of its own, joined to the run's bridge by a
+		# veth pair. 8>&-: the container must not hold the run's lock
+		# (7>&-: nor the outer network namespace).
 		exec systemd-nspawn --quiet --register=no --keep-unit --link-journal=no \
-			--console=read-only --machine="$h" --directory="$d/root" --boot 8>&-
+			--network-bridge="$BRIDGE" \
+			--console=read-only --machine="$h" --directory="$d/root" --boot 7>&- 8>&-
 	) >>"$d/console.log" 2>&1 </dev/null &
 	echo $! >"$d/nspawn.pid"
 	wait_for 30 "$h: container PID 1" pid1 "$h" >/dev/null || fail -h "$h" "$h: systemd-nspawn did not start (console: $d/console.log)"
+	# systemctl talks to systemd through its private socket: it is there
+	# a moment after PID 1 starts ("Failed to connect to bus" before).
+	wait_for 30 "$h: systemd's private socket" on "$h" test -S /run/systemd/private >/dev/null ||
+		fail -h "$h" "$h: systemd made no /run/systemd/private"
 	local state
 	state=$(E2E_CMD_TIMEOUT=90 on "$h" systemctl is-system-running --wait) || true
 	if [[ $state != running ]]; then
@@ -469,6 +544,11 @@ boot() {
 	# systemd's debug log shows each sd_notify message a unit sends and
 	# each state change: the checks read READY/RELOADING from it.
 	on "$h" systemd-analyze log-level debug
+	local addr
+	addr=$(nsenter -t "$(pid1 "$h")" -n ip -4 -o addr show dev host0 | awk '{print $4}')
+	[[ $addr == "$(ip "$h")/$NETMASK" ]] || fail -h "$h" "$h: host0 has the address '$addr', want $(ip "$h")/$NETMASK"
+	reachable "$h" || fail -h "$h" "$h: $(ip "$h") cannot be reached through the bridge"
+	log "$h: host0 $addr, on the bridge as $(veth "$h")"
 	log "$h: booted (nspawn pid $(nspawn_pid "$h"), PID 1 = $(pid1 "$h")): $state"
 }
 
@@ -574,25 +654,28 @@ on_exit() {
 # ================================================================ the steps
 
 s_preflight() {
-	local c
 	local c pkg
 	for c in systemd-nspawn:systemd-container debootstrap:debootstrap journalctl:systemd curl:curl jq:jq \
-		ps:procps ss:iproute2 nsenter:util-linux unshare:util-linux flock:util-linux cmp:diffutils timeout:coreutils; do
+		ps:procps ip:iproute2 nsenter:util-linux unshare:util-linux flock:util-linux cmp:diffutils timeout:coreutils; do
 		pkg=${c#*:}
 		c=${c%%:*}
-		command -v "$c" >/dev/null || fail "$c is not installed: apt-get install $pkg (the e2e needs systemd-container debootstrap curl jq procps iproute2)"
+		type -P "$c" >/dev/null || fail "$c is not installed: apt-get install $pkg (the e2e needs systemd-container debootstrap curl jq procps iproute2)"
 	done
-	# The hosts bind 127.0.3.11-13:2378-2380 in this network namespace.
-	local busy
-	busy=$(ss -Htln | awk '{print $4}' | grep -E '^(127\.0\.3\.1[123]|0\.0\.0\.0|\*|\[::\]):23(78|79|80)$' || true)
-	[[ -z $busy ]] || fail "ports the hosts need are taken here: $busy"
+	# The run's own network namespace holds only its loopback and bridge.
+	local links
+	links=$(command ip -o link show | awk -F': ' '{print $2}' | sed 's/@.*//' | tr '\n' ' ')
+	[[ $links == "lo $BRIDGE " ]] || fail "the run's network namespace holds more than lo and $BRIDGE: $links"
+	[[ -z $(command ip route show default) ]] || fail "the run's network namespace has a default route"
+	log "network: $BRIDGE $BRIDGE_IP/$NETMASK in the run's own network namespace, no route out; hosts ${IP[*]}"
 	log "deb: $deb ($(du -h "$deb" | cut -f1))"
 	log "cgroups: $(cgroup_roots | tr '\n' ' ')"
 }
 
 s_root() {
 	local r
-	r=$("$here/rootfs.sh") || fail "could not build or find the Debian root (see above)"
+	# In the network namespace run.sh was started in: building the root
+	# needs the Debian mirror.
+	r=$(nsenter --net=/proc/self/fd/7 -- "$here/rootfs.sh") || fail "could not build or find the Debian root (see above)"
 	echo "$r" >"$WORK/rootfs"
 }
 
@@ -973,6 +1056,111 @@ s_reinstall() {
 	converged "${HOST[0]}" | sed 's/^/      /'
 }
 
+# 9. One host cut off from the others and from the test for a minute (its
+# veth taken off the bridge, the link itself stays up, as when a switch
+# port or an uplink fails): the other two keep serving (every write through
+# them succeeds), nobody is removed, repaired or restarted; after the cut
+# heals the cut-off host is a healthy voter with its old member ID and has
+# the writes made meanwhile. The cut host is the leader at the time: the
+# others must elect a new one.
+CUT_SECS=${E2E_CUT_SECS:-60}
+holds_cut_writes() {
+	local got
+	got=$(etcd_count_range "$(ip "$1")" e2e-cut/k e2e-cut/l) || { echo "$1: range failed"; return 1; }
+	[[ $got == "$2" ]] || { echo "$1 holds $got of the $2 writes"; return 1; }
+}
+s_cut() {
+	local h o id leader=
+	for h in "${HOST[@]}"; do
+		[[ $(agent_field "$h" role) == leader ]] && leader=$h
+	done
+	[[ -n $leader ]] || fail "no agent says its member is the leader"
+	h=$leader
+	id=$(get "id-$h")
+	local others=() c=() p0=()
+	for o in "${HOST[@]}"; do
+		[[ $o == "$h" ]] || others+=("$o")
+	done
+	for o in "${HOST[@]}"; do
+		c+=("$(cursor "$o")")
+		p0+=("$(etcd_pid "$o")")
+	done
+	local ids_before
+	ids_before=$(agent_status "${others[0]}" | jq -c '[.members[].id] | sort')
+
+	command ip link set "$(veth "$h")" nomaster
+	local t0=$SECONDS
+	log "$h (member $id, the leader) cut off: $(veth "$h") taken off $BRIDGE for ${CUT_SECS}s"
+	! reachable "$h" || fail -h "$h" "$h is still reachable after the cut"
+	wait_for 30 "a write through ${others[*]} succeeds (a new leader elected)" etcd_put "$(ip "${others[0]}")" e2e-cut/first x ||
+		fail "the two hosts left did not accept a write within 30s of the cut"
+	log "the others serve again $((SECONDS - t0))s after the cut"
+	local n=0 failed=0 via st
+	while ((SECONDS - t0 < CUT_SECS)); do
+		orphan_guard
+		via=${others[$((n % 2))]}
+		n=$((n + 1))
+		if ! etcd_put "$(ip "$via")" "$(printf 'e2e-cut/k%03d' "$n")" "written during the cut through $via"; then
+			failed=$((failed + 1))
+			log "put $n through $via FAILED"
+		fi
+		for o in "${others[@]}"; do
+			st=$(agent_status "$o") || fail -h "$o" "$o: agent does not answer during the cut"
+			jq -e --arg id "$id" '[.members[].id] | index($id)' <<<"$st" >/dev/null ||
+				fail -h "$o" "$o: member $id of the cut-off host $h is no longer in the member list"
+		done
+		sleep 1
+	done
+	((failed == 0)) || fail "$failed of $n writes through ${others[*]} failed during the cut"
+	log "$n writes through ${others[*]} during the cut, none failed; $h's member $id stayed in the member list"
+	for o in "${others[@]}"; do
+		log "$o's agent during the cut: $(prop "$o" StatusText)"
+	done
+
+	command ip link set "$(veth "$h")" master "$BRIDGE"
+	t0=$SECONDS
+	log "$h back on $BRIDGE"
+	wait_for 60 "$h: member $id (the old ID) a healthy voter again" member_healthy "$h" "$id" ||
+		fail -h "$h" "$h: not a healthy voter with its old member ID $id within 60s of the heal"
+	log "$h: member $id healthy again $((SECONDS - t0))s after the heal"
+	wait_all_healthy 60 || fail "cluster not healthy after the cut healed"
+	local cnt
+	# The cut host may be a "healthy voter" (it answers, knows the leader)
+	# well before it has the writes: the leader keeps sending its log on
+	# the connection from before the cut, whose lost packets TCP
+	# retransmits with a backoff that has grown to ~50 s during the cut;
+	# the new connections carry only heartbeats meanwhile. So up to 150 s.
+	wait_for 150 "$h holds the $n writes made during the cut" holds_cut_writes "$h" "$n" ||
+		fail -h "$h" "$h does not hold the $n writes made during the cut 150s after the heal"
+	log "$h holds the writes made during the cut $((SECONDS - t0))s after the heal"
+	wait_for 30 "a linearizable read through $h" etcd_read "$(ip "$h")" e2e-cut/first ||
+		fail -h "$h" "$h does not serve a linearizable read"
+	cnt=$(etcd_count_range "$(ip "$h")" e2e-cut/k e2e-cut/l)
+	log "$h holds all $cnt writes made during the cut"
+	[[ $(agent_status "${others[0]}" | jq -c '[.members[].id] | sort') == "$ids_before" ]] ||
+		fail "the member IDs changed: $ids_before before the cut, $(agent_status "${others[0]}" | jq -c '[.members[].id] | sort') after"
+
+	# Nobody removed, repaired or restarted a member: no agent logged a
+	# membership change or a rejoin, and the etcd processes of the two
+	# hosts that stayed are the ones from before the cut.
+	local i j bad
+	for i in "${!HOST[@]}"; do
+		o=${HOST[$i]}
+		j=$(journal_since "$o" "${c[$i]}" -u etcdkeeper -o cat)
+		bad=$(grep -E '"msg":"(membership change|rejoin started|rejoin step|stopping etcd[^"]*)"' <<<"$j" || true)
+		[[ -z $bad ]] || fail -h "$o" "$o's agent acted on the cluster during or after the cut: $bad"
+		if [[ $o != "$h" ]]; then
+			[[ $(etcd_pid "$o") == "${p0[$i]}" ]] || fail -h "$o" "$o: etcd restarted (pid ${p0[$i]} -> $(etcd_pid "$o")) during the cut of $h"
+		else
+			log "$h: etcd pid ${p0[$i]} -> $(etcd_pid "$o") (the cut-off host's own etcd)"
+			# What its agent decided meanwhile (each decision is logged
+			# when it changes).
+			grep -F '"msg":"decision"' <<<"$j" | jq -r .decision 2>/dev/null | sort | uniq -c | sed "s/^/      $h agent decided: /" || true
+		fi
+	done
+	log "member IDs unchanged ($ids_before); no agent removed, repaired or restarted a member"
+}
+
 # ================================================================ main
 
 mkdir -p "$WORKBASE"
@@ -993,6 +1181,7 @@ mkdir -p "$WORK/hosts" "$WORK/state"
 trap on_exit EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
+make_bridge
 
 step "preflight (tools, free ports)" s_preflight
 step "Debian root (debootstrap, cached)" s_root
@@ -1007,4 +1196,6 @@ step "5. spec edit + systemctl reload: notified, applied" s_reload
 step "6. watchdog: frozen agent killed and restarted" s_watchdog
 step "7. power off + boot: same member" s_powercycle
 step "8. apt-get remove keeps data; reinstall resumes" s_reinstall
+step "9. one host cut off for 60s: the others serve" s_cut
 [[ -z $FAILED ]]
+
