@@ -11,8 +11,8 @@ import (
 // passThrough re-emits one of etcd's log lines through the agent's logger
 // so that the host has one structured stream. etcd logs zap JSON; its
 // level, msg and fields are kept. Other lines (a panic's stack) are passed
-// as they are.
-func passThrough(lg *zap.Logger, line string) {
+// as they are. Lines below min are dropped.
+func passThrough(lg *zap.Logger, line string, min zapcore.Level) {
 	var rec map[string]any
 	if err := json.Unmarshal([]byte(line), &rec); err != nil || rec == nil {
 		lg.Warn("etcd output", zap.String("line", line))
@@ -23,6 +23,9 @@ func passThrough(lg *zap.Logger, line string) {
 		if err := level.UnmarshalText([]byte(s)); err != nil {
 			level = zapcore.InfoLevel
 		}
+	}
+	if level < min {
+		return
 	}
 	// etcd's fatal and panic lines must not end the agent.
 	if level > zapcore.ErrorLevel {
