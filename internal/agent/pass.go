@@ -90,7 +90,9 @@ func (a *Agent) observe(ctx context.Context) (reconcile.Input, error) {
 func (a *Agent) observeRunning(ctx context.Context, in *reconcile.Input) {
 	s, self := a.Spec()
 	l := &in.Local
-	st, err := a.client.Status(ctx, self.ClientURLs[0])
+	sctx, cancel := a.statusContext(ctx)
+	st, err := a.client.Status(sctx, self.ClientURLs[0])
+	cancel()
 	if err != nil {
 		a.updateStatus(func(s *Status) { s.Healthy = false })
 		a.metrics.MemberHealthy.Set(0)
@@ -104,9 +106,10 @@ func (a *Agent) observeRunning(ctx context.Context, in *reconcile.Input) {
 		if l.SilentFor >= reconcile.ReadyDeadline {
 			in.Cluster = a.observeCluster(ctx)
 		}
+		a.observeStall(ctx, l)
 		return
 	}
-	a.silentSince = time.Time{}
+	a.silentSince, a.stallRestarts = time.Time{}, 0
 	l.Answer = &model.Answer{MemberID: st.Header.MemberId, ClusterID: st.Header.ClusterId, Leader: st.Leader, IsLearner: st.IsLearner, Applied: st.RaftAppliedIndex}
 	if len(st.Errors) > 0 {
 		// The status lists the active alarms as text; AlarmList says,

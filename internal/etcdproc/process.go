@@ -127,6 +127,10 @@ func (p *Process) Running() bool {
 // published itself since (docs/etcd-publish-stall.md).
 func (p *Process) LostPublishRace() bool { return p.publish.Stalled(time.Now()) }
 
+// PublishStalled is closed when etcd is found in its publish stall, at
+// most StallAfter after it applied the snapshot (see LostPublishRace).
+func (p *Process) PublishStalled() <-chan struct{} { return p.publish.stalled }
+
 // Exit is the exit status; valid once Done is closed.
 func (p *Process) Exit() Exit {
 	p.mu.Lock()

@@ -30,6 +30,9 @@ const (
 type publishWatch struct {
 	after   time.Duration
 	onStall func()
+	// stalled is closed when the stall is first seen by the timer.
+	stalled chan struct{}
+	once    sync.Once
 
 	mu        sync.Mutex
 	snapshot  time.Time // when the last "applied snapshot" was seen; zero: none
@@ -38,7 +41,7 @@ type publishWatch struct {
 }
 
 func newPublishWatch(after time.Duration, onStall func()) *publishWatch {
-	return &publishWatch{after: after, onStall: onStall}
+	return &publishWatch{after: after, onStall: onStall, stalled: make(chan struct{})}
 }
 
 // line takes one log line, at time now.
@@ -58,14 +61,18 @@ func (w *publishWatch) line(line string, now time.Time) {
 			return // a member that serves already: no publish is pending
 		}
 		w.snapshot = now
-		if w.onStall != nil && w.timer == nil {
+		if w.timer == nil {
 			w.timer = time.AfterFunc(w.after, w.fire)
 		}
 	}
 }
 
 func (w *publishWatch) fire() {
-	if w.Stalled(time.Now()) {
+	if !w.Stalled(time.Now()) {
+		return
+	}
+	w.once.Do(func() { close(w.stalled) })
+	if w.onStall != nil {
 		w.onStall()
 	}
 }

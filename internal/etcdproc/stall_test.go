@@ -97,6 +97,7 @@ func TestPublishWatchSignals(t *testing.T) {
 				if !p.LostPublishRace() {
 					t.Error("signalled, but LostPublishRace is false")
 				}
+				<-p.PublishStalled()
 				// Restart: the same command again, a new process whose
 				// watcher starts over.
 				_, p2, err := s.Restart(filepath.Join(dir, "data"))
