@@ -90,9 +90,7 @@ func (a *Agent) observe(ctx context.Context) (reconcile.Input, error) {
 func (a *Agent) observeRunning(ctx context.Context, in *reconcile.Input) {
 	s, self := a.Spec()
 	l := &in.Local
-	sctx, cancel := a.statusContext(ctx)
-	st, err := a.client.Status(sctx, self.ClientURLs[0])
-	cancel()
+	st, err := a.localStatus(ctx, self.ClientURLs[0])
 	if err != nil {
 		a.updateStatus(func(s *Status) { s.Healthy = false })
 		a.metrics.MemberHealthy.Set(0)

@@ -33,6 +33,9 @@ type config struct {
 	out     string
 	smoke   bool
 	only    string
+	// stallRuns: joins and repairs with the publish-stall restart on, and
+	// as many with it off.
+	stallRuns int
 }
 
 func main() {
@@ -46,10 +49,11 @@ func main() {
 	flag.DurationVar(&cfg.idle, "idle", 30*time.Second, "how long the agents' idle CPU and RSS are sampled")
 	flag.StringVar(&cfg.out, "out", "", "also write the table to this file")
 	flag.BoolVar(&cfg.smoke, "smoke", false, "one run each, no 100 MB case, 10 s idle: proves the bench runs (CI)")
-	flag.StringVar(&cfg.only, "only", "", "comma-separated subset of: bootstrap,repair,scale,idle")
+	flag.IntVar(&cfg.stallRuns, "stall-runs", 20, "joins and repairs with agent.restartPublishStall on, and as many with it off (the stall table)")
+	flag.StringVar(&cfg.only, "only", "", "comma-separated subset of: bootstrap,repair,scale,stall,idle")
 	flag.Parse()
 	if cfg.smoke {
-		cfg.runs, cfg.bigRuns, cfg.big, cfg.gb, cfg.idle = 1, 1, false, false, 10*time.Second
+		cfg.runs, cfg.bigRuns, cfg.big, cfg.gb, cfg.idle, cfg.stallRuns = 1, 1, false, false, 10*time.Second, 1
 	}
 	os.Exit(run(cfg))
 }
@@ -64,7 +68,7 @@ func run(cfg config) int {
 	cfg.prog.OnInterrupt(b.closeAll)
 	err = testbed.Catch(b.all)
 	b.closeAll()
-	table := b.table()
+	table := b.table() + b.stallTable()
 	fmt.Println(table)
 	if cfg.out != "" {
 		if werr := os.WriteFile(cfg.out, []byte(table+"\n"), 0o644); werr != nil {
@@ -86,6 +90,7 @@ type bench struct {
 	mu      sync.Mutex
 	runners []*testbed.Runner
 	rows    []row
+	stall   []stallRow
 }
 
 // scenario runs f with a runner of its own: its clusters are stopped as
@@ -155,6 +160,9 @@ func (b *bench) all() {
 	}
 	if b.want("scale") {
 		b.scale()
+	}
+	if b.want("stall") && b.cfg.stallRuns > 0 {
+		b.stallRuns()
 	}
 	if b.want("idle") {
 		b.idle()

@@ -126,13 +126,21 @@ func unstalled(evs []event) []event {
 // median of the others.
 func stallNote(evs []event) string {
 	ok := unstalled(evs)
+	restarts := 0
+	for _, e := range evs {
+		restarts += e.Averted
+	}
+	note := ""
+	if restarts > 0 {
+		note = fmt.Sprintf("; the agent restarted %d stalled etcd", restarts)
+	}
 	if len(ok) == len(evs) {
-		return ""
+		return note
 	}
 	if len(ok) == 0 {
-		return fmt.Sprintf("; all %d runs hit etcd's publish stall", len(evs))
+		return fmt.Sprintf("; all %d runs hit etcd's publish stall", len(evs)) + note
 	}
-	return fmt.Sprintf("; %d hit etcd's 7 s publish stall, the other %d: %s", len(evs)-len(ok), len(ok), ms(median(ok)))
+	return fmt.Sprintf("; %d hit etcd's 7 s publish stall, the other %d: %s", len(evs)-len(ok), len(ok), ms(median(ok))) + note
 }
 
 func yesNo(ok bool) string {
