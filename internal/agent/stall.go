@@ -100,4 +100,3 @@ func (a *Agent) restartStalled(reason string) (string, bool, error) {
 	a.updateStatus(func(st *Status) { st.EtcdPID = p.PID() })
 	return reason, true, nil
 }
-
