@@ -68,7 +68,7 @@ func run(cfg config) int {
 	cfg.prog.OnInterrupt(b.closeAll)
 	err = testbed.Catch(b.all)
 	b.closeAll()
-	table := b.table() + b.stallTable()
+	table := b.table() + b.stepsTable() + b.stallTable()
 	fmt.Println(table)
 	if cfg.out != "" {
 		if werr := os.WriteFile(cfg.out, []byte(table+"\n"), 0o644); werr != nil {
@@ -91,6 +91,7 @@ type bench struct {
 	runners []*testbed.Runner
 	rows    []row
 	stall   []stallRow
+	steps   []repairBreakdown
 }
 
 // scenario runs f with a runner of its own: its clusters are stopped as
@@ -227,9 +228,18 @@ func (b *bench) repair(size string, bytes int64, valueSize, runs int, target flo
 				m()
 				a()
 			}
-			b.say("repair %s run %d: agent %s (its log: took %s), scripted %s", size, i+1, ms(agent[i].D), ms(agent[i].Took), ms(manual[i].D))
+			b.say("repair %s run %d: agent %s (its log: took %s; %s), scripted %s", size, i+1, ms(agent[i].D), ms(agent[i].Took), fmtSteps(agent[i].Steps), ms(manual[i].D))
 		}
 	})
+	bd := repairBreakdown{size: size, script: manual}
+	for _, e := range agent {
+		if !e.Stalled && e.Averted == 0 && e.Steps != nil {
+			bd.runs = append(bd.runs, e.Steps)
+		}
+	}
+	b.mu.Lock()
+	b.steps = append(b.steps, bd)
+	b.mu.Unlock()
 	b.add(row{what: fmt.Sprintf("corrupt WAL → healthy promoted voter, %s (db %d MB)", size, dbSize>>20),
 		keeper: agent, base: manual, baseName: "scripted manual repair (field notes §2)", target: target, zeroFailed: true})
 }

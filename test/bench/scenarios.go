@@ -36,6 +36,8 @@ type event struct {
 	// Stalled: a member that joined during the event hit etcd's publish
 	// stall (see stalls).
 	Stalled bool
+	// Steps are the marks of an agent's repair in its log (repairSteps).
+	Steps map[string]time.Duration
 	// Averted is how many times an agent restarted a member's etcd that
 	// had lost the publish race (see averted) during the event.
 	Averted int
@@ -275,7 +277,8 @@ func agentRepair(r testbed.TB, c *testbed.Cluster, w *writer, name string, membe
 		_, why := o.ExactVoters(members...)
 		return why
 	})
-	return event{Stalled: stalls(c) > s0, Averted: averted(c) - a0, D: end.Sub(t0), W: w.window(t0, end), Took: lastTook(c.LogPath(name))}
+	return event{Stalled: stalls(c) > s0, Averted: averted(c) - a0, D: end.Sub(t0), W: w.window(t0, end), Took: lastTook(c.LogPath(name)),
+		Steps: repairSteps(c.LogPath(name))}
 }
 
 // scriptedRepair does the same with the operator's procedure and no agent
