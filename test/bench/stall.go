@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"time"
 
@@ -119,14 +118,10 @@ type stallRow struct {
 
 // quantile is the q-quantile of the events' durations (nearest rank).
 func quantile(evs []event, q float64) time.Duration {
-	if len(evs) == 0 {
+	ds := durations(evs)
+	if len(ds) == 0 {
 		return 0
 	}
-	ds := make([]time.Duration, len(evs))
-	for i, e := range evs {
-		ds[i] = e.D
-	}
-	sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
 	k := int(q*float64(len(ds))+0.999999) - 1
 	return ds[min(max(k, 0), len(ds)-1)]
 }

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"sort"
 	"strings"
 	"time"
 )
@@ -106,17 +105,6 @@ type repairBreakdown struct {
 	size   string
 	runs   []map[string]time.Duration
 	script []event
-}
-
-func medianD(ds []time.Duration) time.Duration {
-	if len(ds) == 0 {
-		return 0
-	}
-	sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
-	if len(ds)%2 == 1 {
-		return ds[len(ds)/2]
-	}
-	return (ds[len(ds)/2-1] + ds[len(ds)/2]) / 2
 }
 
 // fmtSteps is one run's marks for the progress log.

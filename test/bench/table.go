@@ -23,13 +23,22 @@ type row struct {
 	cells []string
 }
 
-func median(evs []event) time.Duration {
-	if len(evs) == 0 {
-		return 0
-	}
+func median(evs []event) time.Duration { return medianD(durations(evs)) }
+
+// durations are the events' durations, sorted.
+func durations(evs []event) []time.Duration {
 	ds := make([]time.Duration, len(evs))
 	for i, e := range evs {
 		ds[i] = e.D
+	}
+	sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
+	return ds
+}
+
+// medianD is the median of ds (sorted here).
+func medianD(ds []time.Duration) time.Duration {
+	if len(ds) == 0 {
+		return 0
 	}
 	sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
 	if len(ds)%2 == 1 {
