@@ -249,6 +249,9 @@ func (b *bench) scale() {
 	b.scenario("scale", func(r *testbed.Runner) {
 		c := newCluster(r, 5)
 		three := []string{"node1", "node2", "node3"}
+		// Every add counts toward repair.maxPerHour (3 by default): each
+		// run adds node4 and node5 again.
+		c.Extra = repairSpec
 		c.WriteSpec(three...)
 		startAll(c, three...)
 		wait(r, c.Client(three...), "3 healthy voters", healthy(three...))
