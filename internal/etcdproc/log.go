@@ -3,6 +3,7 @@ package etcdproc
 import (
 	"encoding/json"
 	"sort"
+	"strings"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -13,6 +14,9 @@ import (
 // level, msg and fields are kept. Other lines (a panic's stack) are passed
 // as they are. Lines below min are dropped.
 func passThrough(lg *zap.Logger, line string, min zapcore.Level) {
+	if quickLevel(line) < min {
+		return // dropped without parsing: etcd runs at info for the publish watch
+	}
 	var rec map[string]any
 	if err := json.Unmarshal([]byte(line), &rec); err != nil || rec == nil {
 		lg.Warn("etcd output", zap.String("line", line))
@@ -50,4 +54,21 @@ func passThrough(lg *zap.Logger, line string, min zapcore.Level) {
 		fields = append(fields, zap.Any(k, rec[k]))
 	}
 	ce.Write(fields...)
+}
+
+// quickLevel is the level of one of etcd's zap JSON lines, read from its
+// first field without parsing the line; zapcore.FatalLevel (never
+// dropped) when it is not there.
+func quickLevel(line string) zapcore.Level {
+	const prefix = `{"level":"`
+	if !strings.HasPrefix(line, prefix) {
+		return zapcore.FatalLevel
+	}
+	rest := line[len(prefix):]
+	end := strings.IndexByte(rest, '"')
+	var l zapcore.Level
+	if end < 0 || l.UnmarshalText([]byte(rest[:end])) != nil {
+		return zapcore.FatalLevel
+	}
+	return l
 }
