@@ -72,6 +72,8 @@ func (a *Agent) step(ctx context.Context, act reconcile.Action, in reconcile.Inp
 		return a.stop(act.Reason, nil)
 	case reconcile.DoRestartSettings:
 		return a.restartForSettings()
+	case reconcile.DoRestartStalled:
+		return a.restartStalled(act.Reason)
 	case reconcile.DoChangeMembership:
 		return a.changeMembership(ctx, act.Step, in)
 	case reconcile.DoDisarm:

@@ -87,6 +87,10 @@ type Agent struct {
 	// the snap dir's size when silentSince was last set.
 	silentFirst time.Time
 	silentBytes int64
+	// stalled is the last etcd process seen stalled in its publish, and
+	// stallRestarts the restarts for it since etcd last answered.
+	stalled       *etcdproc.Process
+	stallRestarts int
 	// settling: etcd was just started and is not a healthy voter yet;
 	// the loop looks again quickly instead of waiting a whole interval.
 	settling    bool
@@ -113,6 +117,7 @@ func New(cfg Config) (*Agent, error) {
 	lg := cfg.Logger.With(zap.String("member", cfg.Name), zap.String("cluster", cfg.Spec.Cluster.Name))
 	a := &Agent{cfg: cfg, lg: lg, wake: make(chan struct{}, 1), spec: cfg.Spec, self: self, inSpec: true, pending: model.Pending{}, down: model.Down{}}
 	a.etcd = etcdproc.NewSupervisor(lg.Named("etcd"), filepath.Join(self.StateDir, "etcd.pid"), cfg.Spec.Agent.StopTimeout.Duration)
+	a.etcd.OnPublishStall = a.Wake
 	a.notify = notify.New(lg)
 	a.metrics = metrics.New()
 	return a, nil

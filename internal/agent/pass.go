@@ -95,7 +95,7 @@ func (a *Agent) observe(ctx context.Context) (reconcile.Input, error) {
 func (a *Agent) observeRunning(ctx context.Context, in *reconcile.Input) {
 	s, self := a.Spec()
 	l := &in.Local
-	st, err := a.client.Status(ctx, self.ClientURLs[0])
+	st, err := a.localStatus(ctx, self.ClientURLs[0])
 	if err != nil {
 		a.updateStatus(func(s *Status) { s.Healthy = false })
 		a.metrics.MemberHealthy.Set(0)
@@ -114,9 +114,10 @@ func (a *Agent) observeRunning(ctx context.Context, in *reconcile.Input) {
 		if l.SilentFor >= reconcile.ReadyDeadline {
 			in.Cluster = a.observeCluster(ctx)
 		}
+		a.observeStall(ctx, l)
 		return
 	}
-	a.silentSince, a.silentFirst = time.Time{}, time.Time{}
+	a.silentSince, a.silentFirst, a.stallRestarts = time.Time{}, time.Time{}, 0
 	l.Answer = &model.Answer{MemberID: st.Header.MemberId, ClusterID: st.Header.ClusterId, Leader: st.Leader, IsLearner: st.IsLearner, Applied: st.RaftAppliedIndex}
 	if len(st.Errors) > 0 {
 		// The status lists the active alarms as text; AlarmList says,

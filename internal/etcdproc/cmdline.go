@@ -148,6 +148,7 @@ func caFiles(t spec.TLS) []string {
 // environment; the child gets it without systemd's variables (ChildEnv).
 func CommandFor(s *spec.Spec, m spec.Member, b Bootstrap, self string, env []string) Command {
 	cmd := Command{Path: self, Args: append([]string{"etcd"}, Flags(s, m, b)...), Env: ChildEnv(env)}
+	cmd.PassLevel, _ = passLevel(s)
 	if s.Etcd.Binary != "" {
 		cmd.Path, cmd.Args = s.Etcd.Binary, cmd.Args[1:]
 	}

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 
+	"go.uber.org/zap/zapcore"
+
 	"github.com/etcdkeeper/etcdkeeper/internal/spec"
 )
 
@@ -48,11 +50,32 @@ func extraFlags(s *spec.Spec, m spec.Member) []string {
 			extra[strings.TrimLeft(k, "-")] = v
 		}
 	}
+	if _, quieter := passLevel(s); quieter {
+		// The agent reads etcd's info lines (publishWatch) and passes on
+		// only those at the spec's level.
+		extra["log-level"] = "info"
+	}
 	var out []string
 	for _, k := range slices.Sorted(maps.Keys(extra)) {
 		out = append(out, fmt.Sprintf("--%s=%s", k, extra[k]))
 	}
 	return out
+}
+
+// passLevel is the level of etcd's lines the agent passes through to its
+// own log: the spec's etcd log-level (info by default). quieter is true
+// when that is above info: etcd then still runs at info, since the agent
+// watches etcd's info lines for the publish stall (see publishWatch), and
+// the agent drops the lines below the spec's level.
+func passLevel(s *spec.Spec) (level zapcore.Level, quieter bool) {
+	v, ok := s.Etcd.Flags["log-level"]
+	if !ok {
+		v, ok = s.Etcd.Flags["--log-level"]
+	}
+	if !ok || level.UnmarshalText([]byte(v)) != nil {
+		return zapcore.InfoLevel, false
+	}
+	return level, level > zapcore.InfoLevel
 }
 
 // tlsFlags are etcd's TLS flags for the member's certificates, only those

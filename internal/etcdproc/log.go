@@ -3,6 +3,7 @@ package etcdproc
 import (
 	"encoding/json"
 	"sort"
+	"strings"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -11,8 +12,11 @@ import (
 // passThrough re-emits one of etcd's log lines through the agent's logger
 // so that the host has one structured stream. etcd logs zap JSON; its
 // level, msg and fields are kept. Other lines (a panic's stack) are passed
-// as they are.
-func passThrough(lg *zap.Logger, line string) {
+// as they are. Lines below min are dropped.
+func passThrough(lg *zap.Logger, line string, min zapcore.Level) {
+	if quickLevel(line) < min {
+		return // dropped without parsing: etcd runs at info for the publish watch
+	}
 	var rec map[string]any
 	if err := json.Unmarshal([]byte(line), &rec); err != nil || rec == nil {
 		lg.Warn("etcd output", zap.String("line", line))
@@ -23,6 +27,9 @@ func passThrough(lg *zap.Logger, line string) {
 		if err := level.UnmarshalText([]byte(s)); err != nil {
 			level = zapcore.InfoLevel
 		}
+	}
+	if level < min {
+		return
 	}
 	// etcd's fatal and panic lines must not end the agent.
 	if level > zapcore.ErrorLevel {
@@ -47,4 +54,21 @@ func passThrough(lg *zap.Logger, line string) {
 		fields = append(fields, zap.Any(k, rec[k]))
 	}
 	ce.Write(fields...)
+}
+
+// quickLevel is the level of one of etcd's zap JSON lines, read from its
+// first field without parsing the line; zapcore.FatalLevel (never
+// dropped) when it is not there.
+func quickLevel(line string) zapcore.Level {
+	const prefix = `{"level":"`
+	if !strings.HasPrefix(line, prefix) {
+		return zapcore.FatalLevel
+	}
+	rest := line[len(prefix):]
+	end := strings.IndexByte(rest, '"')
+	var l zapcore.Level
+	if end < 0 || l.UnmarshalText([]byte(rest[:end])) != nil {
+		return zapcore.FatalLevel
+	}
+	return l
 }

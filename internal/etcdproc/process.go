@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 )
 
 // TailLines is how many of etcd's last log lines are kept for
@@ -49,6 +50,10 @@ type Command struct {
 	// Env is the child's environment. Build it with ChildEnv so that etcd
 	// never talks to systemd itself.
 	Env []string
+	// PassLevel: etcd's log lines below it are not passed through to the
+	// agent's log (the zero value, info, passes what etcd's default level
+	// logs). See passLevel.
+	PassLevel zapcore.Level
 }
 
 // Process is one running etcd child.
@@ -58,6 +63,8 @@ type Process struct {
 	done    chan struct{}
 	tail    *tail
 	logDone chan struct{}
+	pass    zapcore.Level
+	publish *publishWatch
 
 	mu   sync.Mutex
 	exit Exit
@@ -67,7 +74,12 @@ type Process struct {
 // terminal reaches the agent, which then stops etcd in order) and is killed
 // by the kernel if the agent dies (Pdeathsig), so a kill -9 of the agent
 // leaves no unsupervised etcd behind.
-func Start(lg *zap.Logger, c Command) (*Process, error) {
+func Start(lg *zap.Logger, c Command) (*Process, error) { return start(lg, c, nil) }
+
+// start is Start with a callback for etcd's publish stall: onStall is
+// called (from another goroutine) once etcd has applied a snapshot from
+// the leader and has not published itself within StallAfter.
+func start(lg *zap.Logger, c Command, onStall func()) (*Process, error) {
 	cmd := exec.Command(c.Path, c.Args...)
 	cmd.Env = c.Env
 	cmd.Stdout = nil
@@ -80,7 +92,8 @@ func Start(lg *zap.Logger, c Command) (*Process, error) {
 		return nil, fmt.Errorf("etcd stderr pipe: %w", err)
 	}
 	cmd.Stdout = cmd.Stderr
-	p := &Process{cmd: cmd, done: make(chan struct{}), tail: newTail(TailLines), logDone: make(chan struct{})}
+	p := &Process{cmd: cmd, done: make(chan struct{}), tail: newTail(TailLines), logDone: make(chan struct{}),
+		pass: c.PassLevel, publish: newPublishWatch(StallAfter, onStall)}
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", c.Path, err)
 	}
@@ -109,6 +122,15 @@ func (p *Process) Running() bool {
 	}
 }
 
+// LostPublishRace reports whether etcd is in its publish stall: it
+// applied a snapshot from the leader more than StallAfter ago and has not
+// published itself since (docs/etcd-publish-stall.md).
+func (p *Process) LostPublishRace() bool { return p.publish.Stalled(time.Now()) }
+
+// PublishStalled is closed when etcd is found in its publish stall, at
+// most StallAfter after it applied the snapshot (see LostPublishRace).
+func (p *Process) PublishStalled() <-chan struct{} { return p.publish.stalled }
+
 // Exit is the exit status; valid once Done is closed.
 func (p *Process) Exit() Exit {
 	p.mu.Lock()
@@ -122,6 +144,7 @@ func (p *Process) wait() {
 	// is classified by — would be lost.
 	<-p.logDone
 	err := p.cmd.Wait()
+	p.publish.stop()
 	e := Exit{At: time.Now(), Tail: p.tail.lines(), Uptime: time.Since(p.started)}
 	e.Code, e.Signal = exitCode(p.cmd.ProcessState, err)
 	p.mu.Lock()
@@ -168,7 +191,8 @@ func (p *Process) pipeLog(lg *zap.Logger, r io.Reader) {
 	for sc.Scan() {
 		line := sc.Text()
 		p.tail.add(line)
-		passThrough(lg, line)
+		p.publish.line(line, time.Now())
+		passThrough(lg, line, p.pass)
 	}
 	// A line too long for the scanner ends the scan: keep draining, or
 	// etcd blocks writing to a full pipe and never exits.

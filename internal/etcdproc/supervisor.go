@@ -26,6 +26,13 @@ type Supervisor struct {
 	proc      *Process
 	backoff   Backoff
 	nextStart time.Time
+	// last is the command the running (or last) etcd was started with.
+	last Command
+
+	// OnPublishStall, when set, is called once per process when etcd
+	// stalls in its publish (see Process.LostPublishRace); set it before
+	// the first Start.
+	OnPublishStall func()
 }
 
 // NewSupervisor supervises the etcd whose PID is kept in pidFile; stop is
@@ -45,11 +52,11 @@ func (s *Supervisor) Start(c Command, dataDir string) (*Process, error) {
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("data dir: %w", err)
 	}
-	p, err := Start(s.lg, c)
+	p, err := start(s.lg, c, s.OnPublishStall)
 	if err != nil {
 		return nil, err
 	}
-	s.proc = p
+	s.proc, s.last = p, c
 	if err := os.MkdirAll(filepath.Dir(s.pidFile), 0o700); err == nil {
 		if err := WritePIDFile(s.pidFile, p.PID()); err != nil {
 			s.lg.Warn("pid file", zap.Error(err))
@@ -121,6 +128,24 @@ func (s *Supervisor) Stop() (Exit, error) {
 	s.proc = nil
 	s.nextStart = time.Time{}
 	return e, nil
+}
+
+// Restart stops the running etcd gracefully and starts it again with the
+// very command it was started with. It is how a member stalled in its
+// publish is unstuck: etcd stops at once before it is ready, and the
+// snapshot it applied is on disk, so the new process starts from it and
+// publishes again (docs/etcd-publish-stall.md).
+func (s *Supervisor) Restart(dataDir string) (Exit, *Process, error) {
+	if s.proc == nil {
+		return Exit{}, nil, fmt.Errorf("restart: etcd is not running")
+	}
+	c := s.last
+	e, err := s.Stop()
+	if err != nil {
+		return e, nil, err
+	}
+	p, err := s.Start(c, dataDir)
+	return e, p, err
 }
 
 // Backoff is an exponential restart delay with jitter, reset after etcd

@@ -22,6 +22,7 @@ type Metrics struct {
 	MembershipChanges *prometheus.CounterVec // kind
 	Repairs           *prometheus.CounterVec // outcome: done, failed, refused
 	EtcdRestarts      *prometheus.CounterVec // cause: the exit class
+	PublishStalls     *prometheus.CounterVec // action: restarted, waited
 	ConfigReloads     *prometheus.CounterVec // result: ok, failed
 	AlarmsDisarmed    *prometheus.CounterVec // alarm: NOSPACE, CORRUPT
 	MemberHealthy     prometheus.Gauge
@@ -45,6 +46,7 @@ func New() *Metrics {
 	m.MembershipChanges = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "etcdkeeper_membership_changes_total", Help: "Membership changes made by this agent, by kind (add-learner, promote, remove, update-peer-urls, move-leader)."}, []string{"kind"})
 	m.Repairs = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "etcdkeeper_repairs_total", Help: "Repairs (rejoins that replace unusable data) by outcome: done, failed, refused."}, []string{"outcome"})
 	m.EtcdRestarts = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "etcdkeeper_etcd_restarts_total", Help: "Exits of the local etcd, by cause (the classified failure class)."}, []string{"cause"})
+	m.PublishStalls = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "etcdkeeper_etcd_publish_stalls_total", Help: "Times the local etcd lost etcd's publish race (docs/etcd-publish-stall.md), by what the agent did: restarted (a joining learner), waited (the 7 s publish timeout: a voter, or agent.restartPublishStall off)."}, []string{"action"})
 	m.ConfigReloads = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "etcdkeeper_config_reloads_total", Help: "Spec reloads by result: ok (applied) or failed (rejected, last good spec kept)."}, []string{"result"})
 	m.AlarmsDisarmed = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "etcdkeeper_alarms_disarmed_total", Help: "Alarms this agent disarmed, by type: the CORRUPT alarm of a member that was repaired (or is being repaired) under a new ID."}, []string{"alarm"})
 	m.MemberHealthy = prometheus.NewGauge(prometheus.GaugeOpts{Name: "etcdkeeper_member_healthy", Help: "1 when the local member is a healthy voter."})
@@ -57,13 +59,16 @@ func New() *Metrics {
 			"read from its file at each scrape, by member, kind (client, peer, agent, ca) and path.",
 		[]string{"member", "kind", "path"}, nil)}
 	since := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "etcdkeeper_seconds_since_last_reconcile", Help: "Seconds since the last reconcile pass without error."}, m.sinceLastGood)
-	m.Registry.MustRegister(m.ReconcilePasses, m.ReconcileErrors, m.MembershipChanges, m.Repairs, m.EtcdRestarts, m.AlarmsDisarmed,
+	m.Registry.MustRegister(m.ReconcilePasses, m.ReconcileErrors, m.MembershipChanges, m.Repairs, m.EtcdRestarts, m.PublishStalls, m.AlarmsDisarmed,
 		m.ConfigReloads, m.MemberHealthy, m.MemberRole, m.ClusterVoters, m.ClusterHealthy, m.LastReconcile, since, m.certs,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.Backup = newBackup()
 	m.Registry.MustRegister(m.Backup.collectors()...)
 	for _, r := range []string{"ok", "failed"} {
 		m.ConfigReloads.WithLabelValues(r)
+	}
+	for _, o := range []string{"restarted", "waited"} {
+		m.PublishStalls.WithLabelValues(o)
 	}
 	for _, o := range []string{"done", "failed", "refused"} {
 		m.Repairs.WithLabelValues(o)

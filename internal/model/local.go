@@ -104,6 +104,14 @@ type Local struct {
 	LockReturned time.Duration
 	// SettingsChanged: the spec changed the flags of the running etcd.
 	SettingsChanged bool
+	// LostPublishRace: the running etcd applied a snapshot from the leader
+	// and has not published itself since: etcd's publish stall, 7 s before
+	// it serves (docs/etcd-publish-stall.md). Set only while
+	// agent.restartPublishStall is on.
+	LostPublishRace bool
+	// ListedAsLearner: the cluster's member list shows the rejoin's new
+	// member as a learner (asked only when LostPublishRace).
+	ListedAsLearner bool
 }
 
 // Answer is the local etcd's status answer.

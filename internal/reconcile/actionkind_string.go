@@ -21,11 +21,12 @@ func _() {
 	_ = x[DoRestartSettings-10]
 	_ = x[DoChangeMembership-11]
 	_ = x[DoDisarm-12]
+	_ = x[DoRestartStalled-13]
 }
 
-const _ActionKind_name = "nothingwaitstartidletake-lockrejoinpromotefinish-rejoinstop-for-repairstop-stuckrestart-for-settingschange-membershipdisarm"
+const _ActionKind_name = "nothingwaitstartidletake-lockrejoinpromotefinish-rejoinstop-for-repairstop-stuckrestart-for-settingschange-membershipdisarmrestart-stalled"
 
-var _ActionKind_index = [...]uint8{0, 7, 11, 16, 20, 29, 35, 42, 55, 70, 80, 100, 117, 123}
+var _ActionKind_index = [...]uint8{0, 7, 11, 16, 20, 29, 35, 42, 55, 70, 80, 100, 117, 123, 138}
 
 func (i ActionKind) String() string {
 	idx := int(i) - 0

@@ -57,6 +57,7 @@ const (
 	DoRestartSettings                    // restart-for-settings
 	DoChangeMembership                   // change-membership
 	DoDisarm                             // disarm
+	DoRestartStalled                     // restart-stalled
 )
 
 // Action is Decide's answer: one step, why, and a key that stays the same
@@ -211,6 +212,9 @@ func promote(in Input) Action {
 // the start path inspects the data dir and decides again.
 func notAnswering(in Input) Action {
 	l := in.Local
+	if l.LostPublishRace {
+		return publishStalled(in)
+	}
 	if l.SilentFor < ReadyDeadline {
 		return wait("not-answering", "local etcd is not answering yet")
 	}
@@ -219,6 +223,20 @@ func notAnswering(in Input) Action {
 	}
 	return Action{Kind: DoStopStuck, Key: "stop-stuck",
 		Reason: fmt.Sprintf("stopped etcd: not answering for %s while its peers are healthy", l.SilentFor.Round(time.Second))}
+}
+
+// publishStalled restarts a joining member's etcd that lost etcd's
+// publish race (docs/etcd-publish-stall.md): restarted, it serves within
+// a second instead of in 7. Only a learner of an open rejoin, which
+// serves nobody yet and votes on nothing: never a voter, whose restart
+// costs the cluster a vote.
+func publishStalled(in Input) Action {
+	l := in.Local
+	if !l.Journal.Open() || !l.ListedAsLearner {
+		return wait("publish-stall", "local etcd is stalled in its publish (etcd's 7 s publish timeout); not restarting a member that is not a joining learner")
+	}
+	return Action{Kind: DoRestartStalled, Key: "restart-stalled",
+		Reason: "restarting etcd: it applied a snapshot that already holds its own publish and would wait out etcd's 7 s publish timeout"}
 }
 
 // othersHaveQuorum: the voters other than the local member form a healthy

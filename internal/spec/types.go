@@ -96,6 +96,10 @@ type Agent struct {
 	LearnerTimeout Duration `yaml:"learnerTimeout"`
 	// StopTimeout: how long etcd gets after SIGTERM before SIGKILL.
 	StopTimeout Duration `yaml:"stopTimeout"`
+	// RestartPublishStall: restart a joining learner's etcd that lost
+	// etcd's publish race (docs/etcd-publish-stall.md) instead of waiting
+	// out its 7 s publish timeout. nil means true.
+	RestartPublishStall *bool `yaml:"restartPublishStall"`
 }
 
 // Repair configures self-repair of a member with corrupt data.

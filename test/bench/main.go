@@ -33,6 +33,9 @@ type config struct {
 	out     string
 	smoke   bool
 	only    string
+	// stallRuns: joins and repairs with the publish-stall restart on, and
+	// as many with it off.
+	stallRuns int
 }
 
 func main() {
@@ -46,10 +49,11 @@ func main() {
 	flag.DurationVar(&cfg.idle, "idle", 30*time.Second, "how long the agents' idle CPU and RSS are sampled")
 	flag.StringVar(&cfg.out, "out", "", "also write the table to this file")
 	flag.BoolVar(&cfg.smoke, "smoke", false, "one run each, no 100 MB case, 10 s idle: proves the bench runs (CI)")
-	flag.StringVar(&cfg.only, "only", "", "comma-separated subset of: bootstrap,repair,scale,idle")
+	flag.IntVar(&cfg.stallRuns, "stall-runs", 20, "joins and repairs with agent.restartPublishStall on, and as many with it off (the stall table)")
+	flag.StringVar(&cfg.only, "only", "", "comma-separated subset of: bootstrap,repair,scale,stall,idle")
 	flag.Parse()
 	if cfg.smoke {
-		cfg.runs, cfg.bigRuns, cfg.big, cfg.gb, cfg.idle = 1, 1, false, false, 10*time.Second
+		cfg.runs, cfg.bigRuns, cfg.big, cfg.gb, cfg.idle, cfg.stallRuns = 1, 1, false, false, 10*time.Second, 1
 	}
 	os.Exit(run(cfg))
 }
@@ -64,7 +68,7 @@ func run(cfg config) int {
 	cfg.prog.OnInterrupt(b.closeAll)
 	err = testbed.Catch(b.all)
 	b.closeAll()
-	table := b.table()
+	table := b.table() + b.stepsTable() + b.stallTable()
 	fmt.Println(table)
 	if cfg.out != "" {
 		if werr := os.WriteFile(cfg.out, []byte(table+"\n"), 0o644); werr != nil {
@@ -86,6 +90,8 @@ type bench struct {
 	mu      sync.Mutex
 	runners []*testbed.Runner
 	rows    []row
+	stall   []stallRow
+	steps   []repairBreakdown
 }
 
 // scenario runs f with a runner of its own: its clusters are stopped as
@@ -156,6 +162,9 @@ func (b *bench) all() {
 	if b.want("scale") {
 		b.scale()
 	}
+	if b.want("stall") && b.cfg.stallRuns > 0 {
+		b.stallRuns()
+	}
 	if b.want("idle") {
 		b.idle()
 	}
@@ -219,9 +228,18 @@ func (b *bench) repair(size string, bytes int64, valueSize, runs int, target flo
 				m()
 				a()
 			}
-			b.say("repair %s run %d: agent %s (its log: took %s), scripted %s", size, i+1, ms(agent[i].D), ms(agent[i].Took), ms(manual[i].D))
+			b.say("repair %s run %d: agent %s (its log: took %s; %s), scripted %s", size, i+1, ms(agent[i].D), ms(agent[i].Took), fmtSteps(agent[i].Steps), ms(manual[i].D))
 		}
 	})
+	bd := repairBreakdown{size: size, script: manual}
+	for _, e := range agent {
+		if !e.Stalled && e.Averted == 0 && e.Steps != nil {
+			bd.runs = append(bd.runs, e.Steps)
+		}
+	}
+	b.mu.Lock()
+	b.steps = append(b.steps, bd)
+	b.mu.Unlock()
 	b.add(row{what: fmt.Sprintf("corrupt WAL → healthy promoted voter, %s (db %d MB)", size, dbSize>>20),
 		keeper: agent, base: manual, baseName: "scripted manual repair (field notes §2)", target: target, zeroFailed: true})
 }
@@ -231,6 +249,9 @@ func (b *bench) scale() {
 	b.scenario("scale", func(r *testbed.Runner) {
 		c := newCluster(r, 5)
 		three := []string{"node1", "node2", "node3"}
+		// Every add counts toward repair.maxPerHour (3 by default): each
+		// run adds node4 and node5 again.
+		c.Extra = repairSpec
 		c.WriteSpec(three...)
 		startAll(c, three...)
 		wait(r, c.Client(three...), "3 healthy voters", healthy(three...))

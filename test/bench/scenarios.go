@@ -36,19 +36,31 @@ type event struct {
 	// Stalled: a member that joined during the event hit etcd's publish
 	// stall (see stalls).
 	Stalled bool
+	// Steps are the marks of an agent's repair in its log (repairSteps).
+	Steps map[string]time.Duration
+	// Averted is how many times an agent restarted a member's etcd that
+	// had lost the publish race (see averted) during the event.
+	Averted int
 }
 
 // stalls counts, in every log of the cluster (the agents' and the plain
 // etcd's), etcd's "failed to publish local member to cluster through
-// raft": a joining member whose first publish was lost serves no client
-// until its 7 s publish timeout runs out and it tries again. It strikes
+// raft ... request timed out": a joining member whose first publish was
+// lost serves no client until its 7 s publish timeout runs out and it
+// tries again. It strikes
 // agents and scripts alike, at random; the table reports it.
 func stalls(c *testbed.Cluster) int {
 	logs, _ := filepath.Glob(filepath.Join(c.Dir, "*.log"))
 	n := 0
 	for _, l := range logs {
 		b, _ := os.ReadFile(l)
-		n += strings.Count(string(b), "failed to publish local member to cluster through raft")
+		for _, line := range strings.Split(string(b), "\n") {
+			// etcd logs the same line with "server stopped" when it is
+			// stopped before it published: not a stall.
+			if strings.Contains(line, "failed to publish local member to cluster through raft") && strings.Contains(line, "timed out") {
+				n++
+			}
+		}
 	}
 	return n
 }
@@ -104,8 +116,8 @@ func startAll(c *testbed.Cluster, names ...string) {
 
 // ensureNotLeader moves leadership off member name, so that every timed
 // event starts the same way: a follower goes down, no election.
-func ensureNotLeader(r testbed.TB, c *testbed.Cluster, name string) {
-	cli := c.Client()
+func ensureNotLeader(r testbed.TB, c *testbed.Cluster, name string, members ...string) {
+	cli := c.Client(members...)
 	_, o := wait(r, cli, "a leader", func(o testbed.Observation) string {
 		if o.Leader() == 0 {
 			return "no leader"
@@ -244,24 +256,29 @@ const repairSpec = "repair:\n  maxPerHour: 100\n"
 // agentRepair stops member name's agent (and with it etcd), corrupts its
 // WAL, starts the agent and times until the member is a healthy voter
 // again under a new member ID.
-func agentRepair(r testbed.TB, c *testbed.Cluster, w *writer, name string) event {
+// members are the cluster's members (all of the test bed's by default).
+func agentRepair(r testbed.TB, c *testbed.Cluster, w *writer, name string, members ...string) event {
+	if len(members) == 0 {
+		members = c.AllNames()
+	}
 	steady()
-	ensureNotLeader(r, c, name)
-	_, o := wait(r, c.Client(), "healthy before the repair", healthy(c.AllNames()...))
+	ensureNotLeader(r, c, name, members...)
+	_, o := wait(r, c.Client(members...), "healthy before the repair", healthy(members...))
 	old := o.ID(name)
 	must(r, c.Stop(name))
 	c.CorruptWAL(name)
-	s0 := stalls(c)
+	s0, a0 := stalls(c), averted(c)
 	t0 := time.Now()
 	c.Start(name)
-	end, _ := wait(r, c.Client(), name+" repaired by its agent", func(o testbed.Observation) string {
+	end, _ := wait(r, c.Client(members...), name+" repaired by its agent", func(o testbed.Observation) string {
 		if o.ID(name) == old {
 			return "old member still listed"
 		}
-		_, why := o.ExactVoters(c.AllNames()...)
+		_, why := o.ExactVoters(members...)
 		return why
 	})
-	return event{Stalled: stalls(c) > s0, D: end.Sub(t0), W: w.window(t0, end), Took: lastTook(c.LogPath(name))}
+	return event{Stalled: stalls(c) > s0, Averted: averted(c) - a0, D: end.Sub(t0), W: w.window(t0, end), Took: lastTook(c.LogPath(name)),
+		Steps: repairSteps(c.LogPath(name))}
 }
 
 // scriptedRepair does the same with the operator's procedure and no agent
@@ -339,13 +356,13 @@ func lastTook(logPath string) time.Duration {
 // hosts' agents; scaleDown edits it back. Both are timed from the edit.
 func scaleUp(r testbed.TB, c *testbed.Cluster, w *writer) event {
 	steady()
-	s0 := stalls(c)
+	s0, a0 := stalls(c), averted(c)
 	t0 := time.Now()
 	c.WriteSpec()
 	c.Start("node4")
 	c.Start("node5")
 	end, _ := wait(r, c.Client(), "3→5", healthy(c.AllNames()...))
-	return event{Stalled: stalls(c) > s0, D: end.Sub(t0), W: w.window(t0, end)}
+	return event{Stalled: stalls(c) > s0, Averted: averted(c) - a0, D: end.Sub(t0), W: w.window(t0, end)}
 }
 
 func scaleDown(r testbed.TB, c *testbed.Cluster, w *writer, three []string, n int) event {

@@ -23,13 +23,22 @@ type row struct {
 	cells []string
 }
 
-func median(evs []event) time.Duration {
-	if len(evs) == 0 {
-		return 0
-	}
+func median(evs []event) time.Duration { return medianD(durations(evs)) }
+
+// durations are the events' durations, sorted.
+func durations(evs []event) []time.Duration {
 	ds := make([]time.Duration, len(evs))
 	for i, e := range evs {
 		ds[i] = e.D
+	}
+	sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
+	return ds
+}
+
+// medianD is the median of ds (sorted here).
+func medianD(ds []time.Duration) time.Duration {
+	if len(ds) == 0 {
+		return 0
 	}
 	sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
 	if len(ds)%2 == 1 {
@@ -126,13 +135,21 @@ func unstalled(evs []event) []event {
 // median of the others.
 func stallNote(evs []event) string {
 	ok := unstalled(evs)
+	restarts := 0
+	for _, e := range evs {
+		restarts += e.Averted
+	}
+	note := ""
+	if restarts > 0 {
+		note = fmt.Sprintf("; the agent restarted %d stalled etcd", restarts)
+	}
 	if len(ok) == len(evs) {
-		return ""
+		return note
 	}
 	if len(ok) == 0 {
-		return fmt.Sprintf("; all %d runs hit etcd's publish stall", len(evs))
+		return fmt.Sprintf("; all %d runs hit etcd's publish stall", len(evs)) + note
 	}
-	return fmt.Sprintf("; %d hit etcd's 7 s publish stall, the other %d: %s", len(evs)-len(ok), len(ok), ms(median(ok)))
+	return fmt.Sprintf("; %d hit etcd's 7 s publish stall, the other %d: %s", len(evs)-len(ok), len(ok), ms(median(ok))) + note
 }
 
 func yesNo(ok bool) string {

@@ -1,0 +1,102 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/etcdkeeper/etcdkeeper/internal/model"
+)
+
+// etcd's publish stall (docs/etcd-publish-stall.md): a joining member that
+// was sent a snapshot already holding its own publish waits out etcd's 7 s
+// request timeout before it serves. The agent sees it in etcd's log
+// (etcdproc's publish watch), and restarts a joining learner's etcd, which
+// then starts from the snapshot it applied and publishes at once.
+
+// maxStallRestarts bounds the restarts for the stall between two answers
+// of the local etcd: should a restart not help, etcd's own retry does.
+const maxStallRestarts = 3
+
+// restartPublishStall is agent.restartPublishStall (on by default).
+func (a *Agent) restartPublishStall() bool {
+	s, _ := a.Spec()
+	return s.Agent.RestartPublishStall == nil || *s.Agent.RestartPublishStall
+}
+
+// statusContext is ctx, also cancelled when the local etcd stalls in its
+// publish: the status call then stops waiting for an answer that would
+// come only after etcd's publish timeout.
+func (a *Agent) statusContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(ctx)
+	p := a.etcd.Process()
+	if p == nil || !a.restartPublishStall() || a.stallRestarts >= maxStallRestarts {
+		return ctx, cancel
+	}
+	go func() {
+		select {
+		case <-p.PublishStalled():
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel
+}
+
+// observeStall notes a local etcd stalled in its publish, and for the
+// decision whether the rejoin's new member is listed as a learner.
+func (a *Agent) observeStall(ctx context.Context, l *model.Local) {
+	p := a.etcd.Process()
+	if p == nil || !p.LostPublishRace() {
+		return
+	}
+	first := a.stalled != p
+	a.stalled = p
+	if !a.restartPublishStall() || a.stallRestarts >= maxStallRestarts {
+		if first {
+			why := "agent.restartPublishStall is off"
+			if a.stallRestarts >= maxStallRestarts {
+				why = fmt.Sprintf("restarted %d times already", a.stallRestarts)
+			}
+			a.lg.Warn("etcd lost the publish race: waiting out its publish timeout", zap.String("why", why), zap.Int("pid", p.PID()))
+			a.metrics.PublishStalls.WithLabelValues("waited").Inc()
+		}
+		return
+	}
+	l.LostPublishRace = true
+	j, err := a.loadJournal()
+	if err != nil || !j.Open() || j.NewMemberID == 0 {
+		return
+	}
+	_, members, err := a.client.Members(ctx)
+	if err != nil {
+		a.lg.Debug("member list for the publish stall", zap.Error(err))
+		return
+	}
+	for _, m := range members {
+		if m.ID == j.NewMemberID {
+			l.ListedAsLearner = m.IsLearner
+		}
+	}
+}
+
+// restartStalled stops the stalled etcd and starts it again with the same
+// command: its data dir now holds the snapshot, and it publishes again.
+func (a *Agent) restartStalled(reason string) (string, bool, error) {
+	_, self := a.Spec()
+	old := a.etcd.Process()
+	started := time.Now()
+	e, p, err := a.etcd.Restart(self.DataDir)
+	if err != nil {
+		return "restarting etcd stalled in its publish", false, err
+	}
+	a.stallRestarts++
+	a.settling, a.silentSince, a.data = true, time.Time{}, nil
+	a.metrics.PublishStalls.WithLabelValues("restarted").Inc()
+	a.lg.Warn("etcd lost the publish race: restarted it", zap.Int("old-pid", old.PID()), zap.Stringer("exit", e),
+		zap.Int("pid", p.PID()), zap.Duration("stop-took", time.Since(started).Round(time.Millisecond)), zap.Int("restarts", a.stallRestarts))
+	a.updateStatus(func(st *Status) { st.EtcdPID = p.PID() })
+	return reason, true, nil
+}

@@ -1,0 +1,179 @@
+package etcdproc
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/etcdkeeper/etcdkeeper/internal/spec"
+)
+
+// etcd v3.7.3's lines, shortened.
+const (
+	lineApplied   = `{"level":"info","ts":"2026-11-30T15:21:04.101Z","caller":"etcdserver/server.go:1010","msg":"applied snapshot","incoming-leader-snapshot-index":160}`
+	linePublished = `{"level":"info","ts":"2026-11-30T15:21:04.102Z","caller":"etcdserver/server.go:1828","msg":"published local member to cluster through raft","local-member-id":"ac96b302afc49034"}`
+	lineFailed    = `{"level":"warn","ts":"2026-11-30T15:21:11.058Z","caller":"etcdserver/server.go:1838","msg":"failed to publish local member to cluster through raft","error":"etcdserver: request timed out"}`
+	lineOther     = `{"level":"info","ts":"2026-11-30T15:21:04.100Z","msg":"restored mvcc store"}`
+)
+
+func TestPublishWatch(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	ms := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Millisecond) }
+	type feed struct {
+		line string
+		at   time.Time
+	}
+	tests := []struct {
+		name  string
+		lines []feed
+		at    time.Time
+		want  bool
+	}{
+		{"no snapshot: a member with data, or one that got the log", []feed{{lineOther, ms(0)}, {linePublished, ms(1)}}, ms(5000), false},
+		{"snapshot, then published at once", []feed{{lineApplied, ms(0)}, {linePublished, ms(0)}}, ms(5000), false},
+		{"snapshot, publish pending, still within the limit", []feed{{lineApplied, ms(0)}}, ms(99), false},
+		{"snapshot, no publish after the limit: stalled", []feed{{lineApplied, ms(0)}, {lineOther, ms(1)}}, ms(100), true},
+		{"stalled, and the first attempt failed: still stalled", []feed{{lineApplied, ms(0)}, {lineFailed, ms(6958)}}, ms(6960), true},
+		{"stalled until the retry published", []feed{{lineApplied, ms(0)}, {lineFailed, ms(6958)}, {linePublished, ms(6961)}}, ms(7000), false},
+		{"a snapshot after it published (a slow member later): no publish pending", []feed{{linePublished, ms(0)}, {lineApplied, ms(60000)}}, ms(70000), false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := newPublishWatch(StallAfter, nil)
+			for _, f := range tt.lines {
+				w.line(f.line, f.at)
+			}
+			if got := w.Stalled(tt.at); got != tt.want {
+				t.Errorf("Stalled = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestPublishWatchSignals runs a real process that logs etcd's lines: the
+// supervisor's callback fires for the one that stalls, and the one that
+// publishes is not stalled however long it waits.
+func TestPublishWatchSignals(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		lines []string
+		want  bool
+	}{
+		{"stalls", []string{lineOther, lineApplied}, true},
+		{"publishes", []string{lineApplied, linePublished}, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			script := filepath.Join(dir, "etcd.sh")
+			body := "#!/bin/sh\n"
+			for _, l := range tt.lines {
+				body += fmt.Sprintf("echo '%s' >&2\n", l)
+			}
+			body += "exec sleep 60\n"
+			if err := os.WriteFile(script, []byte(body), 0o700); err != nil {
+				t.Fatal(err)
+			}
+			fired := make(chan struct{}, 2)
+			s := NewSupervisor(zap.NewNop(), filepath.Join(dir, "etcd.pid"), 5*time.Second)
+			s.OnPublishStall = func() { fired <- struct{}{} }
+			p, err := s.Start(Command{Path: script}, filepath.Join(dir, "data"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _, _ = s.Stop() }()
+			if tt.want {
+				select {
+				case <-fired:
+				case <-time.After(30 * time.Second):
+					t.Fatal("no stall signalled")
+				}
+				if !p.LostPublishRace() {
+					t.Error("signalled, but LostPublishRace is false")
+				}
+				<-p.PublishStalled()
+				// Restart: the same command again, a new process whose
+				// watcher starts over.
+				_, p2, err := s.Restart(filepath.Join(dir, "data"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if p2 == p || p.Running() || !p2.Running() {
+					t.Fatalf("Restart did not replace the process")
+				}
+				return
+			}
+			// Once the tail holds both lines the watcher has seen them; the
+			// publish settles it for good (checked an hour on, no sleep).
+			waitFor(t, func() bool { return len(p.tail.lines()) == len(tt.lines) })
+			if p.publish.Stalled(time.Now().Add(time.Hour)) {
+				t.Error("stalled for an etcd that published")
+			}
+		})
+	}
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met in 30 s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestPassThroughLevel(t *testing.T) {
+	core, logs := observer.New(zapcore.DebugLevel)
+	lg := zap.New(core)
+	passThrough(lg, lineApplied, zapcore.WarnLevel)
+	passThrough(lg, lineFailed, zapcore.WarnLevel)
+	passThrough(lg, lineApplied, zapcore.InfoLevel)
+	got := []string{}
+	for _, e := range logs.All() {
+		got = append(got, e.Message)
+	}
+	want := []string{"failed to publish local member to cluster through raft", "applied snapshot"}
+	if !slices.Equal(got, want) {
+		t.Errorf("passed through %q, want %q", got, want)
+	}
+}
+
+// TestLogLevel: etcd runs at info at most, so that the agent sees the
+// lines the publish watcher needs; the spec's level decides what is
+// passed through.
+func TestLogLevel(t *testing.T) {
+	for _, tt := range []struct {
+		flags    map[string]string
+		wantFlag string
+		pass     zapcore.Level
+	}{
+		{nil, "", zapcore.InfoLevel},
+		{map[string]string{"log-level": "debug"}, "--log-level=debug", zapcore.DebugLevel},
+		{map[string]string{"log-level": "info"}, "--log-level=info", zapcore.InfoLevel},
+		{map[string]string{"log-level": "warn"}, "--log-level=info", zapcore.WarnLevel},
+		{map[string]string{"log-level": "error"}, "--log-level=info", zapcore.ErrorLevel},
+	} {
+		s := &spec.Spec{Cluster: spec.Cluster{Name: "c"}, Etcd: spec.Etcd{Flags: tt.flags}}
+		c := CommandFor(s, spec.Member{Name: "n1"}, AsIs(), "/bin/etcdkeeper", nil)
+		var got string
+		for _, a := range c.Args {
+			if len(a) > 12 && a[:12] == "--log-level=" {
+				got = a
+			}
+		}
+		if got != tt.wantFlag || c.PassLevel != tt.pass {
+			t.Errorf("log-level %v: flag %q, pass %v; want %q, %v", tt.flags, got, c.PassLevel, tt.wantFlag, tt.pass)
+		}
+		if slices.Contains(c.Args, "--log-level=warn") {
+			t.Errorf("etcd runs at warn: the publish watcher is blind")
+		}
+	}
+}

@@ -1,0 +1,119 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+)
+
+// The marks of an agent's repair in its own log, in order: each is the
+// time from "agent starting" to that line (the first one after the last
+// start). Between the start and the lock: the inspection of the old data
+// and the decision; snapshot: the safety snapshot kept; add: the member
+// removed, its data moved aside and added back as a learner; etcd
+// started; etcd answers (its first status answer, as a learner);
+// promoted.
+var stepMarks = []struct{ name, msg, step string }{
+	{"lock taken", "cluster lock taken", ""},
+	{"rejoin started", "rejoin started", ""},
+	{"snapshot kept", "rejoin step", "snapshot"},
+	{"added", "rejoin step", "add"},
+	{"etcd started", "etcd started", ""},
+	{"etcd answers", "member identity recorded", ""},
+	{"promoted", "promoted to voter", ""},
+}
+
+// repairSteps reads the marks of the last repair from an agent's log.
+func repairSteps(logPath string) map[string]time.Duration {
+	b, err := os.ReadFile(logPath)
+	if err != nil {
+		return nil
+	}
+	lines := strings.Split(string(b), "\n")
+	start := -1
+	for i, l := range lines {
+		if strings.Contains(l, `"msg":"agent starting"`) {
+			start = i
+		}
+	}
+	if start < 0 {
+		return nil
+	}
+	type rec struct {
+		TS   string `json:"ts"`
+		Msg  string `json:"msg"`
+		Step string `json:"step"`
+	}
+	var t0 time.Time
+	out := map[string]time.Duration{}
+	for _, l := range lines[start:] {
+		var r rec
+		if json.Unmarshal([]byte(l), &r) != nil {
+			continue
+		}
+		ts, err := time.Parse(time.RFC3339Nano, r.TS)
+		if err != nil {
+			continue
+		}
+		if r.Msg == "agent starting" {
+			t0 = ts
+			continue
+		}
+		for _, m := range stepMarks {
+			if _, seen := out[m.name]; !seen && r.Msg == m.msg && (m.step == "" || r.Step == m.step) {
+				out[m.name] = ts.Sub(t0)
+			}
+		}
+	}
+	return out
+}
+
+// stepsTable is the per-step breakdown of the agents' repairs: the median
+// of each mark over the runs the stall spared.
+func (b *bench) stepsTable() string {
+	if len(b.steps) == 0 {
+		return ""
+	}
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "\nwhere an agent's repair spends its time (its own log, from \"agent starting\"; medians of the runs without a stall or restart):\n\n")
+	head := []string{"repair"}
+	for _, m := range stepMarks {
+		head = append(head, m.name)
+	}
+	head = append(head, "scripted, whole procedure")
+	fmt.Fprintf(&sb, "| %s |\n|%s\n", strings.Join(head, " | "), strings.Repeat("---|", len(head)))
+	for _, s := range b.steps {
+		cells := []string{fmt.Sprintf("%s (%d runs)", s.size, len(s.runs))}
+		for _, m := range stepMarks {
+			var ds []time.Duration
+			for _, r := range s.runs {
+				if d, ok := r[m.name]; ok {
+					ds = append(ds, d)
+				}
+			}
+			cells = append(cells, "+"+ms(medianD(ds)))
+		}
+		cells = append(cells, ms(median(unstalled(s.script))))
+		fmt.Fprintf(&sb, "| %s |\n", strings.Join(cells, " | "))
+	}
+	return sb.String()
+}
+
+type repairBreakdown struct {
+	size   string
+	runs   []map[string]time.Duration
+	script []event
+}
+
+// fmtSteps is one run's marks for the progress log.
+func fmtSteps(m map[string]time.Duration) string {
+	var parts []string
+	for _, s := range stepMarks {
+		if d, ok := m[s.name]; ok {
+			parts = append(parts, fmt.Sprintf("%s +%s", s.name, ms(d)))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
