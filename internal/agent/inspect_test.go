@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"encoding/json"
 	"net"
 	"os"
 	"os/exec"
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/etcdkeeper/etcdkeeper/internal/backup"
 	"github.com/etcdkeeper/etcdkeeper/internal/spec"
 	"go.uber.org/zap"
 )
@@ -117,4 +119,46 @@ members:
 		t.Fatal(err)
 	}
 	return a
+}
+
+// TestRecentSnapshot: a verified scheduled snapshot stands for a repair's
+// safety snapshot only when repair.snapshotMaxAge allows and it is young
+// enough; an unverified one, an old one, or one "from the future" never.
+func TestRecentSnapshot(t *testing.T) {
+	a := newTestAgent(t, "", nil)
+	s, self := a.Spec()
+	self.SnapshotDir = t.TempDir()
+	a.self = self
+	write := func(taken time.Time, rev int64, verified bool) string {
+		file := backup.FileName(s.Cluster.Name, taken, rev)
+		if err := os.WriteFile(filepath.Join(self.SnapshotDir, file), []byte("db"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		side, _ := json.Marshal(backup.Sidecar{Cluster: s.Cluster.Name, Member: "a", File: file, TakenAt: taken, Verified: verified, Seq: rev})
+		if err := os.WriteFile(filepath.Join(self.SnapshotDir, backup.SidecarName(file)), side, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return filepath.Join(self.SnapshotDir, file)
+	}
+	now := time.Now()
+	write(now.Add(-time.Hour), 10, true)
+	if _, ok := a.recentSnapshot(); ok {
+		t.Fatalf("reused with repair.snapshotMaxAge 0")
+	}
+	s.Repair.SnapshotMaxAge.Duration = 10 * time.Minute
+	if _, ok := a.recentSnapshot(); ok {
+		t.Errorf("reused a snapshot an hour old with snapshotMaxAge 10m")
+	}
+	write(now.Add(-time.Minute), 20, false)
+	if _, ok := a.recentSnapshot(); ok {
+		t.Errorf("reused an unverified snapshot")
+	}
+	want := write(now.Add(-2*time.Minute), 30, true)
+	if got, ok := a.recentSnapshot(); !ok || got != want {
+		t.Errorf("recentSnapshot = %q, %v; want %q", got, ok, want)
+	}
+	write(now.Add(time.Hour), 40, true)
+	if got, ok := a.recentSnapshot(); ok && got != want {
+		t.Errorf("reused a snapshot taken in the future: %q", got)
+	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/etcdkeeper/etcdkeeper/internal/backup"
 	"github.com/etcdkeeper/etcdkeeper/internal/cluster"
 	"github.com/etcdkeeper/etcdkeeper/internal/etcdproc"
 	"github.com/etcdkeeper/etcdkeeper/internal/model"
@@ -48,6 +49,7 @@ func (a *Agent) rejoiner() *repair.Rejoin {
 		Cluster: watchedCluster{a.client, a}, Host: agentHost{a}, Journals: agentHost{a}, Lock: agentHost{a}, Log: a.lg,
 		SnapshotDir: filepath.Join(self.StateDir, "snapshots"), Snapshot: s.Repair.Snapshot == nil || *s.Repair.Snapshot,
 		BackupDir: self.BackupDir,
+		Reuse:     a.recentSnapshot,
 		Changed:   func(kind string) { a.metrics.MembershipChanges.WithLabelValues(kind).Inc() },
 		CrashAt:   a.crashPoint,
 	}
@@ -119,4 +121,28 @@ func (w watchedCluster) SaveSnapshot(ctx context.Context, endpoint, path string)
 	stop := w.a.notify.While(func() int64 { return dirBytes(filepath.Dir(path)) })
 	defer stop()
 	return w.Client.SaveSnapshot(ctx, endpoint, path)
+}
+
+// recentSnapshot is this host's newest verified scheduled snapshot when it
+// is at most repair.snapshotMaxAge old (and not from the future: a clock
+// stepped back proves nothing about its age).
+func (a *Agent) recentSnapshot() (string, bool) {
+	s, self := a.Spec()
+	maxAge := s.Repair.SnapshotMaxAge.Duration
+	if maxAge <= 0 {
+		return "", false
+	}
+	entries, err := backup.List(self.SnapshotDir, s.Cluster.Name)
+	if err != nil {
+		return "", false
+	}
+	e, ok := backup.NewestVerified(entries)
+	if !ok {
+		return "", false
+	}
+	age := time.Since(e.Sidecar.TakenAt)
+	if age < 0 || age > maxAge {
+		return "", false
+	}
+	return e.Path(), true
 }

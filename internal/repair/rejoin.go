@@ -116,6 +116,10 @@ type Rejoin struct {
 	Snapshot    bool
 	// BackupDir receives the moved-aside data dir.
 	BackupDir string
+	// Reuse, when set, offers a verified scheduled snapshot young enough
+	// to stand for the safety snapshot (repair.snapshotMaxAge): the
+	// repair then transfers nothing before it starts.
+	Reuse func() (path string, ok bool)
 	// Changed is told of each membership change made ("remove",
 	// "add-learner"), for metrics.
 	Changed func(kind string)
@@ -264,6 +268,12 @@ func (r *Rejoin) precheck(_ context.Context, _ *Journal, p Plan) error {
 func (r *Rejoin) snapshot(ctx context.Context, j *Journal, p Plan) error {
 	if !p.Repair || j.SnapshotPath != "" || !r.Snapshot {
 		return nil
+	}
+	if r.Reuse != nil {
+		if path, ok := r.Reuse(); ok {
+			j.SnapshotPath = path
+			return r.advance(j, StepSnapshot, zap.String("path", path), zap.Bool("reused", true))
+		}
 	}
 	if p.Leader.ID == 0 || len(p.Leader.ClientURLs) == 0 {
 		return fmt.Errorf("no leader to take a snapshot from")

@@ -351,3 +351,32 @@ func TestRejoinCountsEveryAdd(t *testing.T) {
 		t.Errorf("taking over an unstarted entry counted an attempt: %d", len(j.Attempts))
 	}
 }
+
+// TestRejoinReusesRecentSnapshot: with a verified scheduled snapshot young
+// enough at hand, the repair keeps that one as its safety snapshot instead
+// of transferring the keyspace again.
+func TestRejoinReusesRecentSnapshot(t *testing.T) {
+	f := &fakeWorld{}
+	r := newRejoin(f)
+	r.Reuse = func() (string, bool) { return "/backups/c-20261130T115900Z-rev42.db", true }
+	j, err := r.Run(context.Background(), repairPlan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if slices.Contains(f.calls, "snapshot") || slices.Contains(f.calls, "check-free /snaps") {
+		t.Errorf("a fresh snapshot was taken although a recent one was at hand: %v", f.calls)
+	}
+	if j.SnapshotPath != "/backups/c-20261130T115900Z-rev42.db" || !slices.Contains(f.saved, StepSnapshot) {
+		t.Errorf("journal snapshot %q, steps %v: the reused snapshot is not journaled", j.SnapshotPath, f.saved)
+	}
+	// None recent enough: a fresh one, as before.
+	f2 := &fakeWorld{}
+	r2 := newRejoin(f2)
+	r2.Reuse = func() (string, bool) { return "", false }
+	if _, err := r2.Run(context.Background(), repairPlan); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(f2.calls, "snapshot") {
+		t.Errorf("no snapshot taken when none was recent enough: %v", f2.calls)
+	}
+}

@@ -117,6 +117,10 @@ type Repair struct {
 	// MinFreeMB is the free space (MiB) that must remain after the
 	// snapshot and the move.
 	MinFreeMB int64 `yaml:"minFreeMB"`
+	// SnapshotMaxAge: a verified scheduled snapshot (backup:) at most this
+	// old stands for the repair's safety snapshot, so the repair need not
+	// transfer the keyspace first. 0 (the default): always a fresh one.
+	SnapshotMaxAge Duration `yaml:"snapshotMaxAge"`
 }
 
 // Duration is a time.Duration written as "2s", "2m" in YAML.

@@ -65,6 +65,9 @@ func (d *doc) checkRepair(r Repair) {
 	d.checkAtLeast("repair.maxPerHour", int64(r.MaxPerHour), 1, "set repair.enabled: false to turn repair off")
 	d.checkAtLeast("repair.keepBackups", int64(r.KeepBackups), 1, "a repair always keeps the data it moved aside")
 	d.checkAtLeast("repair.minFreeMB", r.MinFreeMB, 0, "use 0 to skip the free space check")
+	if p := "repair.snapshotMaxAge"; d.given[p] && !d.broken[p] && r.SnapshotMaxAge.Duration < 0 {
+		d.errorf(d.line(p), "%s: %s: must not be negative: 0 takes a fresh safety snapshot for every repair", p, r.SnapshotMaxAge)
+	}
 }
 
 func (d *doc) checkAtLeast(path string, v, min int64, hint string) {

@@ -167,6 +167,8 @@ func TestValidationErrors(t *testing.T) {
 			"spec.yaml:6: agent.stopTimeout", "not a duration"},
 		{"maxPerHour 0", twoMembers + "repair:\n  maxPerHour: 0\n",
 			"spec.yaml:6: repair.maxPerHour", "must be at least 1"},
+		{"snapshotMaxAge negative", twoMembers + "repair:\n  snapshotMaxAge: -1m\n",
+			"spec.yaml:6: repair.snapshotMaxAge", "must not be negative"},
 		{"keepBackups 0", twoMembers + "repair:\n  keepBackups: 0\n",
 			"spec.yaml:6: repair.keepBackups", "must be at least 1"},
 		{"minFreeMB negative", twoMembers + "repair:\n  minFreeMB: -5\n",
