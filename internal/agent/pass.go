@@ -87,7 +87,7 @@ func (a *Agent) observe(ctx context.Context) (reconcile.Input, error) {
 	if l.RestartIn = a.etcd.RestartIn(); l.RestartIn > 0 {
 		return in, nil
 	}
-	return in, a.observeStopped(ctx, &in, jerr)
+	return in, a.observeStopped(ctx, &in, j, jerr)
 }
 
 // observeRunning asks the local etcd for its status and, for a healthy
@@ -147,7 +147,7 @@ func (a *Agent) observeRunning(ctx context.Context, in *reconcile.Input) {
 
 // observeStopped gathers what the start decision needs: the data dir, the
 // marker, the repair guards, and the live cluster if any peer answers.
-func (a *Agent) observeStopped(ctx context.Context, in *reconcile.Input, journalErr error) error {
+func (a *Agent) observeStopped(ctx context.Context, in *reconcile.Input, j repair.Journal, journalErr error) error {
 	_, self := a.Spec()
 	l := &in.Local
 	if dev := deviceOf(self.DataDir); a.data == nil || time.Since(a.dataAt) > dataFresh || dev != a.dataDev {
@@ -166,8 +166,8 @@ func (a *Agent) observeStopped(ctx context.Context, in *reconcile.Input, journal
 	if l.Data.Kind == model.DataEmpty {
 		l.DataUnmounted = unmounted(self.DataDir, marker)
 	}
-	l.RepairBlocked = a.repairBlocked(journalErr)
-	l.AddBlocked = a.addBlocked()
+	l.RepairBlocked = a.repairBlocked(j, journalErr)
+	l.AddBlocked = a.addBlocked(j, journalErr)
 	if !cluster.AnyListening(ctx, a.peerURLs()) {
 		// Nobody listens on any peer's client or peer port: no cluster to
 		// observe, and no call needs to wait out its deadline.
@@ -259,7 +259,8 @@ func (a *Agent) noteExit(exit string, uptime time.Duration, v repair.Verdict, on
 }
 
 // repairBlocked says why moving data is not allowed now, or "".
-func (a *Agent) repairBlocked(journalErr error) string {
+// j is the journal this pass read (journalErr: why it could not be).
+func (a *Agent) repairBlocked(j repair.Journal, journalErr error) string {
 	s, _ := a.Spec()
 	if s.Repair.Enabled != nil && !*s.Repair.Enabled {
 		return "repair is disabled in the spec (repair.enabled: false)"
@@ -267,7 +268,6 @@ func (a *Agent) repairBlocked(journalErr error) string {
 	if journalErr != nil {
 		return journalErr.Error()
 	}
-	j, _ := a.loadJournal()
 	if j.Open() {
 		return "" // a repair under way is resumed, not counted again
 	}
@@ -280,11 +280,10 @@ func (a *Agent) repairBlocked(journalErr error) string {
 // addBlocked says why this host may not be added again now, or "": every
 // add of the last hour counts toward repair.maxPerHour, whatever the
 // journal's state.
-func (a *Agent) addBlocked() string {
+func (a *Agent) addBlocked(j repair.Journal, journalErr error) string {
 	s, _ := a.Spec()
-	j, err := a.loadJournal()
-	if err != nil {
-		return err.Error()
+	if journalErr != nil {
+		return journalErr.Error()
 	}
 	if repair.RateLimited(j.Attempts, time.Now(), s.Repair.MaxPerHour) {
 		return fmt.Sprintf("rate limit: %d adds in the last hour (repair.maxPerHour)", s.Repair.MaxPerHour)
