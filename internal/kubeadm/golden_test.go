@@ -76,23 +76,30 @@ func TestGolden(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := render(t, d)
-			golden := filepath.Join("testdata", "golden", tc.golden+".yaml")
-			if *update {
-				if err := os.MkdirAll(filepath.Dir(golden), 0o755); err != nil {
-					t.Fatal(err)
-				}
-				if err := os.WriteFile(golden, got, 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatalf("%v (run go test -update to write it)", err)
-			}
-			if !bytes.Equal(got, want) {
-				t.Errorf("rendered spec differs from %s (go test -update rewrites it):\n%s", golden, got)
-			}
+			checkGolden(t, d, tc.golden)
 		})
+	}
+}
+
+// checkGolden compares d, rendered, with testdata/golden/<name>.yaml;
+// go test -update rewrites the file.
+func checkGolden(t *testing.T, d Document, name string) {
+	t.Helper()
+	got := render(t, d)
+	golden := filepath.Join("testdata", "golden", name+".yaml")
+	if *update {
+		if err := os.MkdirAll(filepath.Dir(golden), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(golden, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatalf("%v (run go test -update to write it)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("rendered spec differs from %s (go test -update rewrites it):\n%s", golden, got)
 	}
 }

@@ -32,6 +32,9 @@ func (b *builder) members() error {
 		}
 		lists = append(lists, peerList{from: m, peers: peers})
 	}
+	if b.live != nil {
+		return b.liveMembers(lists)
+	}
 	if err := byPeerURL(own, lists); err != nil {
 		return err
 	}

@@ -27,6 +27,9 @@ type Document struct {
 	// Members are sorted by name, so that the same hosts give the same
 	// file whatever order their manifests were given in.
 	Members []Member
+	// FromCluster names the members that come from the cluster's member
+	// list (ToSpecLive), not from a manifest.
+	FromCluster []string
 	// DataDir is etcd.dataDir: kubeadm's --data-dir as it is, the same
 	// path on every host.
 	DataDir     string
@@ -110,6 +113,11 @@ const DefaultClusterName = "kubernetes"
 // member (data dir, TLS, etcd flags) come from the first manifest that has
 // them; manifests that disagree are named in warnings.
 func ToSpec(ms []Manifest, pki PKI) (Document, error) {
+	return toSpec(ms, nil, pki)
+}
+
+// toSpec is ToSpec, and ToSpecLive when live is not nil.
+func toSpec(ms []Manifest, live *Cluster, pki PKI) (Document, error) {
 	if len(ms) == 0 {
 		return Document{}, errors.New("no manifest: give at least one etcd static pod manifest")
 	}
@@ -127,14 +135,20 @@ func ToSpec(ms []Manifest, pki PKI) (Document, error) {
 		ms[i] = ms[i].indexed()
 	}
 	slices.SortFunc(ms, func(a, b Manifest) int { return strings.Compare(a.Name(), b.Name()) })
-	b := &builder{ms: ms}
+	b := &builder{ms: ms, live: live}
 	for _, m := range ms {
 		b.doc.Sources = append(b.doc.Sources, sourceLine(m))
 	}
-	b.warn("members must list every member of the live cluster: compare them with `etcdctl member list`. " +
-		"The agents REMOVE members the spec does not list. kubeadm's --initial-cluster names only the members " +
-		"known when that host joined, so import the manifests of all control-plane hosts " +
-		"(--manifest cp1.yaml --manifest cp2.yaml ...)")
+	if live != nil {
+		b.doc.Sources = append(b.doc.Sources, fmt.Sprintf("the cluster's member list: %s (cluster ID %x)", live.Endpoint, live.ID))
+		b.warn("members are the cluster's member list as it was at the import (read from %s): "+
+			"the agents REMOVE members the spec does not list, so if a member is added or removed before the agents run, import again", live.Endpoint)
+	} else {
+		b.warn("members must list every member of the live cluster: compare them with `etcdctl member list`. " +
+			"The agents REMOVE members the spec does not list. kubeadm's --initial-cluster names only the members " +
+			"known when that host joined, so import the manifests of all control-plane hosts " +
+			"(--manifest cp1.yaml --manifest cp2.yaml ...), or read the member list from the cluster (--from-cluster)")
+	}
 	b.cluster()
 	b.version()
 	if err := b.members(); err != nil {
@@ -152,8 +166,10 @@ func ToSpec(ms []Manifest, pki PKI) (Document, error) {
 }
 
 type builder struct {
-	ms  []Manifest
-	doc Document
+	ms []Manifest
+	// live is the cluster's member list, when the import read it.
+	live *Cluster
+	doc  Document
 }
 
 func (b *builder) warn(format string, args ...any) {

@@ -33,44 +33,60 @@ func TestImportedSpecsAreValid(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			d.TLS.Client.CertFile, d.TLS.Client.KeyFile, d.TLS.Client.TrustedCAFile = cert, key, cert
-			d.TLS.Peer.CertFile, d.TLS.Peer.KeyFile, d.TLS.Peer.TrustedCAFile = cert, key, cert
-			d.TLS.Agent.CertFile, d.TLS.Agent.KeyFile, d.TLS.Agent.TrustedCAFile = cert, key, cert
-			s, err := spec.Parse(render(t, d), filepath.Join(t.TempDir(), "cluster.yaml"))
-			if err != nil {
-				t.Fatalf("spec.Parse:\n%v", err)
-			}
-			if len(s.Members) != len(d.Members) {
-				t.Fatalf("%d members, want %d", len(s.Members), len(d.Members))
-			}
-			for i, m := range s.Members {
-				want := d.Members[i]
-				if m.Name != want.Name || !reflect.DeepEqual(m.PeerURLs, want.PeerURLs) || !reflect.DeepEqual(m.ClientURLs, want.ClientURLs) ||
-					!reflect.DeepEqual(m.ListenClientURLs, want.ListenClientURLs) ||
-					(want.ListenPeerURLs != nil && !reflect.DeepEqual(m.ListenPeerURLs, want.ListenPeerURLs)) {
-					t.Errorf("member %d = %+v, want %+v", i, m, want)
-				}
-				// kubeadm's data dir as it is, on every member: its own
-				// when it differs from the others'.
-				dir := cmp.Or(want.DataDir, d.DataDir)
-				if m.DataDir != dir || m.BackupDir != filepath.Join(dir, spec.BackupSubdir) {
-					t.Errorf("member %s: data dir %s, backup dir %s, want %s and %s inside it", m.Name, m.DataDir, m.BackupDir, dir, spec.BackupSubdir)
-				}
-				for _, f := range want.Flags {
-					if m.Flags[f.Name] != f.Value {
-						t.Errorf("member %s: flags %s = %q, want %q", m.Name, f.Name, m.Flags[f.Name], f.Value)
-					}
-				}
-			}
-			for _, f := range d.Flags {
-				if s.Etcd.Flags[f.Name] != f.Value {
-					t.Errorf("etcd.flags %s = %q, want %q", f.Name, s.Etcd.Flags[f.Name], f.Value)
-				}
-			}
-			if !s.TLS.Client.ClientCertAuth || !s.TLS.Peer.ClientCertAuth {
-				t.Errorf("clientCertAuth lost: %+v", s.TLS)
-			}
+			checkValid(t, d, cert, key)
 		})
+	}
+	for _, tc := range liveGoldenCases {
+		t.Run(tc.name, func(t *testing.T) {
+			d, err := ToSpecLive(loadManifests(t, tc.manifests), tc.live, KubeadmPKI(pkiDir))
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkValid(t, d, cert, key)
+		})
+	}
+}
+
+// checkValid loads d with spec.Parse, its TLS files pointed at cert and
+// key, and compares what the agent would run with d.
+func checkValid(t *testing.T, d Document, cert, key string) {
+	t.Helper()
+	d.TLS.Client.CertFile, d.TLS.Client.KeyFile, d.TLS.Client.TrustedCAFile = cert, key, cert
+	d.TLS.Peer.CertFile, d.TLS.Peer.KeyFile, d.TLS.Peer.TrustedCAFile = cert, key, cert
+	d.TLS.Agent.CertFile, d.TLS.Agent.KeyFile, d.TLS.Agent.TrustedCAFile = cert, key, cert
+	s, err := spec.Parse(render(t, d), filepath.Join(t.TempDir(), "cluster.yaml"))
+	if err != nil {
+		t.Fatalf("spec.Parse:\n%v", err)
+	}
+	if len(s.Members) != len(d.Members) {
+		t.Fatalf("%d members, want %d", len(s.Members), len(d.Members))
+	}
+	for i, m := range s.Members {
+		want := d.Members[i]
+		if m.Name != want.Name || !reflect.DeepEqual(m.PeerURLs, want.PeerURLs) || !reflect.DeepEqual(m.ClientURLs, want.ClientURLs) ||
+			!reflect.DeepEqual(m.ListenClientURLs, want.ListenClientURLs) ||
+			(want.ListenPeerURLs != nil && !reflect.DeepEqual(m.ListenPeerURLs, want.ListenPeerURLs)) {
+			t.Errorf("member %d = %+v, want %+v", i, m, want)
+		}
+		// kubeadm's data dir as it is, on every member: its own
+		// when it differs from the others'.
+		dir := cmp.Or(want.DataDir, d.DataDir)
+		if m.DataDir != dir || m.BackupDir != filepath.Join(dir, spec.BackupSubdir) {
+			t.Errorf("member %s: data dir %s, backup dir %s, want %s and %s inside it", m.Name, m.DataDir, m.BackupDir, dir, spec.BackupSubdir)
+		}
+		for _, f := range want.Flags {
+			if m.Flags[f.Name] != f.Value {
+				t.Errorf("member %s: flags %s = %q, want %q", m.Name, f.Name, m.Flags[f.Name], f.Value)
+			}
+		}
+	}
+	for _, f := range d.Flags {
+		if s.Etcd.Flags[f.Name] != f.Value {
+			t.Errorf("etcd.flags %s = %q, want %q", f.Name, s.Etcd.Flags[f.Name], f.Value)
+		}
+	}
+	if !s.TLS.Client.ClientCertAuth || !s.TLS.Peer.ClientCertAuth {
+		t.Errorf("clientCertAuth lost: %+v", s.TLS)
 	}
 }
 
