@@ -27,11 +27,20 @@ func importCmd() *cobra.Command {
 	return c
 }
 
+// importOptions are import kubeadm's flags.
+type importOptions struct {
+	manifests      []string
+	pkiDir, output string
+	// fromCluster are client URLs of a running member: the spec's members
+	// are the cluster's member list, read there with cert, key and cacert.
+	fromCluster       []string
+	cert, key, cacert string
+}
+
 func importKubeadmCmd() *cobra.Command {
-	var manifests []string
-	var pkiDir, output string
+	var o importOptions
 	c := &cobra.Command{
-		Use:   "kubeadm [--manifest FILE]... [--pki-dir DIR] [-o FILE]",
+		Use:   "kubeadm [--manifest FILE]... [--from-cluster URL [--cert FILE --key FILE] [--cacert FILE]] [--pki-dir DIR] [-o FILE]",
 		Short: "Write a spec from kubeadm's etcd static pod manifests",
 		Long: `kubeadm reads the etcd static pod manifest of kubeadm's stacked control plane
 (/etc/kubernetes/manifests/etcd.yaml) and writes an etcdkeeper spec for the same
@@ -46,6 +55,22 @@ etcd pods, every host at once:
   kubectl -n kube-system get pod -l component=etcd -o yaml > etcd-pods.yaml
 Every pod in a file is read; anything that is not an etcd pod fails the import.
 
+--from-cluster URL reads the member list from a running member instead
+(linearizably, as 'etcdctl member list' does), and the spec lists exactly
+the cluster's members: the manifests at hand are authoritative for their
+members, and each member with no manifest gets the name, peer URLs and
+client URLs the cluster reports (the import says which ones). After
+'kubeadm upgrade' each manifest's --initial-cluster names only its own host,
+so on a control-plane host, as root:
+  etcdkeeper import kubeadm --from-cluster https://127.0.0.1:2379 -o cluster.yaml
+reads this host's manifest and the cluster's members. A manifest whose
+member the cluster does not list fails the import, as do a learner (a join
+in progress) and a member that has not started with no manifest at hand.
+The client certificate is kubeadm's healthcheck-client (or, without it, the
+API server's apiserver-etcd-client in the PKI dir's parent), the CA its
+ca.crt; --cert, --key and --cacert name others (e.g. copies on the machine
+that runs the import).
+
 What could not be taken as it is, and what to check before use, is written as
 comments in the spec and printed on stderr. The spec is then loaded the way the
 agent loads it. Problems with files this machine cannot read (the certificates,
@@ -59,18 +84,26 @@ move it into place yourself).
 README.md, "kubeadm control-plane hosts", describes the move, one host at a time.`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			return importKubeadm(c.OutOrStdout(), c.ErrOrStderr(), manifests, pkiDir, output)
+			return importKubeadm(c.OutOrStdout(), c.ErrOrStderr(), o)
 		},
 	}
-	c.Flags().StringArrayVar(&manifests, "manifest", []string{"/etc/kubernetes/manifests/etcd.yaml"}, "a host's etcd static pod manifest; repeat it for each control-plane host")
-	c.Flags().StringVar(&pkiDir, "pki-dir", "", "kubeadm's etcd PKI dir: the agent uses its ca.crt and healthcheck-client.{crt,key} (default: the directory of the manifest's --cert-file, usually /etc/kubernetes/pki/etcd)")
-	c.Flags().StringVarP(&output, "output", "o", "", "write the spec to this new file instead of stdout (only a valid spec; never over an existing file)")
+	c.Flags().StringArrayVar(&o.manifests, "manifest", []string{"/etc/kubernetes/manifests/etcd.yaml"}, "a host's etcd static pod manifest; repeat it for each control-plane host")
+	c.Flags().StringVar(&o.pkiDir, "pki-dir", "", "kubeadm's etcd PKI dir: the agent uses its ca.crt and healthcheck-client.{crt,key} (default: the directory of the manifest's --cert-file, usually /etc/kubernetes/pki/etcd)")
+	c.Flags().StringVarP(&o.output, "output", "o", "", "write the spec to this new file instead of stdout (only a valid spec; never over an existing file)")
+	c.Flags().StringSliceVar(&o.fromCluster, "from-cluster", nil, "a running member's client URL (https://10.0.0.11:2379; several, comma-separated, are tried in turn): the spec's members are the member list read there")
+	c.Flags().StringVar(&o.cert, "cert", "", "--from-cluster: the client certificate (default: healthcheck-client.crt in the PKI dir, else apiserver-etcd-client.crt in its parent)")
+	c.Flags().StringVar(&o.key, "key", "", "--from-cluster: the key of --cert (default: the key next to the default certificate)")
+	c.Flags().StringVar(&o.cacert, "cacert", "", "--from-cluster: the CA that signed the member's server certificate (default: ca.crt in the PKI dir)")
 	return c
 }
 
-func importKubeadm(stdout, stderr io.Writer, files []string, pkiDir, output string) error {
+func importKubeadm(stdout, stderr io.Writer, o importOptions) error {
+	if len(o.fromCluster) == 0 && (o.cert != "" || o.key != "" || o.cacert != "") {
+		return errors.New("--cert, --key and --cacert are --from-cluster's: give --from-cluster too")
+	}
 	var ms []kubeadm.Manifest
 	var err error
+	files, pkiDir, output := o.manifests, o.pkiDir, o.output
 	for _, f := range files {
 		data, err := safefile.Read(f, kubeadm.MaxManifestBytes)
 		if err != nil {
@@ -87,7 +120,16 @@ func importKubeadm(stdout, stderr io.Writer, files []string, pkiDir, output stri
 	} else if pkiDir, err = filepath.Abs(pkiDir); err != nil {
 		return fmt.Errorf("--pki-dir: %w", err)
 	}
-	doc, err := kubeadm.ToSpec(ms, kubeadm.KubeadmPKI(pkiDir))
+	var doc kubeadm.Document
+	if len(o.fromCluster) == 0 {
+		doc, err = kubeadm.ToSpec(ms, kubeadm.KubeadmPKI(pkiDir))
+	} else {
+		var live kubeadm.Cluster
+		if live, err = readCluster(o, pkiDir); err != nil {
+			return err
+		}
+		doc, err = kubeadm.ToSpecLive(ms, live, kubeadm.KubeadmPKI(pkiDir))
+	}
 	if err != nil {
 		return err
 	}
@@ -105,7 +147,14 @@ func importKubeadm(stdout, stderr io.Writer, files []string, pkiDir, output stri
 	for i, m := range doc.Members {
 		names[i] = m.Name
 	}
-	fmt.Fprintf(stderr, "%s: cluster %s, members %s, from %d manifest(s)\n", where, doc.ClusterName, strings.Join(names, ", "), len(ms))
+	from := ""
+	if len(o.fromCluster) > 0 {
+		from = " and the cluster's member list"
+		if len(doc.FromCluster) > 0 {
+			from = fmt.Sprintf(" and the cluster's member list (%s from the cluster's member list, not from a manifest)", strings.Join(doc.FromCluster, ", "))
+		}
+	}
+	fmt.Fprintf(stderr, "%s: cluster %s, members %s, from %d manifest(s)%s\n", where, doc.ClusterName, strings.Join(names, ", "), len(ms), from)
 	for _, w := range doc.Warnings {
 		fmt.Fprintln(stderr, "check:", w)
 	}

@@ -19,7 +19,9 @@ func runImport(t *testing.T, files []string, output string) (string, error) {
 	t.Helper()
 	var stdout, stderr bytes.Buffer
 	done := make(chan error, 1)
-	go func() { done <- importKubeadm(&stdout, &stderr, files, pkiTestDir, output) }()
+	go func() {
+		done <- importKubeadm(&stdout, &stderr, importOptions{manifests: files, pkiDir: pkiTestDir, output: output})
+	}()
 	select {
 	case err := <-done:
 		return stderr.String(), err
@@ -172,7 +174,7 @@ func TestImportAgentPKI(t *testing.T) {
 		{"etcd-pki", "certFile: " + filepath.Join(must(os.Getwd()), "etcd-pki", "healthcheck-client.crt")},
 	} {
 		var stdout, stderr bytes.Buffer
-		_ = importKubeadm(&stdout, &stderr, []string{manifest}, tc.pkiDir, "")
+		_ = importKubeadm(&stdout, &stderr, importOptions{manifests: []string{manifest}, pkiDir: tc.pkiDir})
 		if !strings.Contains(stdout.String(), tc.want) {
 			t.Errorf("--pki-dir %q: spec has no %q:\n%s\n%s", tc.pkiDir, tc.want, stdout.String(), stderr.String())
 		}

@@ -5,9 +5,11 @@ package testetcd
 import (
 	"net"
 	"net/url"
+	"strings"
 	"testing"
 	"time"
 
+	"go.etcd.io/etcd/client/pkg/v3/transport"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
 )
@@ -42,10 +44,87 @@ func Start(t testing.TB) (client, peer string) {
 	return c.String(), p.String()
 }
 
+// Node is one member of a cluster StartCluster starts.
+type Node struct {
+	Name string
+	// Host is its loopback address: 127.0.0.1, 127.0.0.2, ... (Linux
+	// answers on all of 127/8), so that the members' URLs name different
+	// hosts, as on real hosts.
+	Host string
+	// ClientURL and PeerURL are set by StartCluster.
+	ClientURL, PeerURL string
+}
+
+// ClientTLS is what etcd's client port serves: TLS with this server
+// certificate, and only to clients with a certificate from TrustedCAFile.
+type ClientTLS struct {
+	CertFile, KeyFile, TrustedCAFile string
+}
+
+// StartCluster runs a real etcd cluster (the embedded server) of nodes,
+// each on a free port of its Host, and returns them with their URLs; it is
+// closed when the test ends. Peers talk plain http; the client port serves
+// TLS when tls is not nil (https client URLs). It skips the test under
+// -short.
+func StartCluster(t testing.TB, nodes []Node, tls *ClientTLS) []Node {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("starts etcd")
+	}
+	nodes = append([]Node(nil), nodes...)
+	var initial []string
+	peers := make([]url.URL, len(nodes))
+	clients := make([]url.URL, len(nodes))
+	for i, n := range nodes {
+		peers[i], clients[i] = FreeURLOn(t, n.Host), FreeURLOn(t, n.Host)
+		if tls != nil {
+			clients[i].Scheme = "https"
+		}
+		nodes[i].PeerURL, nodes[i].ClientURL = peers[i].String(), clients[i].String()
+		initial = append(initial, n.Name+"="+peers[i].String())
+	}
+	var started []*embed.Etcd
+	for i, n := range nodes {
+		cfg := embed.NewConfig()
+		cfg.Name = n.Name
+		cfg.Dir = t.TempDir()
+		cfg.Logger = "zap"
+		cfg.LogLevel = "error"
+		cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
+		cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{peers[i]}, []url.URL{peers[i]}
+		cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{clients[i]}, []url.URL{clients[i]}
+		cfg.InitialCluster = strings.Join(initial, ",")
+		if tls != nil {
+			cfg.ClientTLSInfo = transport.TLSInfo{CertFile: tls.CertFile, KeyFile: tls.KeyFile, TrustedCAFile: tls.TrustedCAFile, ClientCertAuth: true}
+		}
+		e, err := embed.StartEtcd(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(e.Close)
+		started = append(started, e)
+	}
+	deadline := time.After(30 * time.Second)
+	for i, e := range started {
+		select {
+		case <-e.Server.ReadyNotify():
+		case <-deadline:
+			t.Fatalf("etcd %s did not become ready", nodes[i].Name)
+		}
+	}
+	return nodes
+}
+
 // FreeURL is an http URL on a free loopback port.
 func FreeURL(t testing.TB) url.URL {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	return FreeURLOn(t, "127.0.0.1")
+}
+
+// FreeURLOn is an http URL on a free port of host (an IP).
+func FreeURLOn(t testing.TB, host string) url.URL {
+	t.Helper()
+	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 	if err != nil {
 		t.Fatal(err)
 	}
