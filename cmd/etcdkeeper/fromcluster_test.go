@@ -2,14 +2,12 @@ package main
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"fmt"
 	"net"
 	"net/url"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -68,25 +66,37 @@ spec:
 // manifest by peer URL. A manifest the cluster does not list, and a CA
 // that did not sign the member's certificate, fail the import and write
 // nothing.
+//
+// Members on one machine share no data dir (spec.SameHost), and any two
+// loopback addresses are one machine, so the members need addresses
+// other than loopback: the test runs in a network namespace of its own
+// (inOwnNetns), where cp1 is 198.18.0.1 and cp2 198.18.0.2 (the
+// benchmarking range, RFC 2544), both on its loopback device. cp3 and cp4
+// get 198.18.0.3 and 198.18.0.4, which no device there has: nothing
+// answers them and nothing is routed out.
 func TestImportFromCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts etcd")
+	}
+	cp1IP, cp2IP := net.IPv4(198, 18, 0, 1), net.IPv4(198, 18, 0, 2)
+	cp3IP, cp4IP := net.IPv4(198, 18, 0, 3), net.IPv4(198, 18, 0, 4)
+	if !inOwnNetns(t, cp1IP.String()+"/32", cp2IP.String()+"/32") {
+		return
+	}
 	dir := t.TempDir()
 	pki := filepath.Join(dir, "pki", "etcd")
 	ca := testpki.NewCA(t, "etcd-ca")
 	testpki.WriteFile(t, filepath.Join(pki, "ca.crt"), ca.CertPEM)
-	// Members on one machine share no data dir (spec.SameHost): cp1 on
-	// loopback, cp2 on this machine's other address, cp3 (never started)
-	// on an address of its own.
-	other := nonLoopbackIP(t)
-	cp3IP := net.IPv4(198, 51, 100, 3) // TEST-NET-2
-	hosts := []net.IP{net.IPv4(127, 0, 0, 1), other, cp3IP, net.IPv4(127, 0, 0, 4)}
-	serverCrt, serverKey := ca.Issue(t, "etcd-server", hosts...).Write(t, pki, "server")
+	serverCrt, serverKey := ca.Issue(t, "etcd-server", cp1IP, cp2IP, cp3IP, cp4IP).Write(t, pki, "server")
 	ca.Issue(t, "kube-etcd-healthcheck-client").Write(t, pki, "healthcheck-client")
 
-	nodes := testetcd.StartCluster(t, []testetcd.Node{{Name: "cp1", Host: "127.0.0.1"}, {Name: "cp2", Host: other.String()}},
+	nodes := testetcd.StartCluster(t, []testetcd.Node{{Name: "cp1", Host: cp1IP.String()}, {Name: "cp2", Host: cp2IP.String()}},
 		&testetcd.ClientTLS{CertFile: serverCrt, KeyFile: serverKey, TrustedCAFile: filepath.Join(pki, "ca.crt")})
 	cp1, cp2 := nodes[0], nodes[1]
 	cp3Peer := url.URL{Scheme: "http", Host: net.JoinHostPort(cp3IP.String(), "2380")}
 	cp3Client := url.URL{Scheme: "https", Host: net.JoinHostPort(cp3IP.String(), "2379")}
+	cp4Peer := url.URL{Scheme: "http", Host: net.JoinHostPort(cp4IP.String(), "2380")}
+	cp4Client := url.URL{Scheme: "https", Host: net.JoinHostPort(cp4IP.String(), "2379")}
 
 	// kubeadm join of cp3: added, never started.
 	tlsCfg, err := cluster.TLSConfig(spec.TLSClient{CertFile: filepath.Join(pki, "healthcheck-client.crt"), KeyFile: filepath.Join(pki, "healthcheck-client.key"), TrustedCAFile: filepath.Join(pki, "ca.crt")})
@@ -175,10 +185,10 @@ func TestImportFromCluster(t *testing.T) {
 	})
 
 	t.Run("a manifest the cluster does not list", func(t *testing.T) {
-		cp4 := manifest("cp4", kubeadmManifest("cp4", "http://127.0.0.4:2380", "https://127.0.0.4:2379", "cp4=http://127.0.0.4:2380", pki))
+		cp4 := manifest("cp4", kubeadmManifest("cp4", cp4Peer.String(), cp4Client.String(), "cp4="+cp4Peer.String(), pki))
 		out := filepath.Join(dir, "cp4-cluster.yaml")
 		_, stderr, err := run(importOptions{manifests: []string{cp1Manifest, cp3Manifest, cp4}, fromCluster: []string{cp2.ClientURL}, output: out})
-		if want := cp4 + ": member cp4 (peer URLs http://127.0.0.4:2380) is not in the cluster's member list"; err == nil || !strings.Contains(err.Error(), want) {
+		if want := cp4 + ": member cp4 (peer URLs " + cp4Peer.String() + ") is not in the cluster's member list"; err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("err = %v, want %q\n%s", err, want, stderr)
 		}
 		if _, err := os.Stat(out); err == nil {
@@ -199,39 +209,4 @@ func TestImportFromCluster(t *testing.T) {
 			t.Errorf("%s written", out)
 		}
 	})
-}
-
-// nonLoopbackIP is an address of this machine other than loopback, on
-// which a test can listen; the test is skipped on a machine with none.
-func nonLoopbackIP(t *testing.T) net.IP {
-	t.Helper()
-	addrs, err := net.InterfaceAddrs()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ips []net.IP
-	for _, a := range addrs {
-		if n, ok := a.(*net.IPNet); ok && !n.IP.IsLoopback() && !n.IP.IsLinkLocalUnicast() && !n.IP.IsMulticast() {
-			ips = append(ips, n.IP)
-		}
-	}
-	// IPv4 first: the more common kubeadm host.
-	slices.SortStableFunc(ips, func(a, b net.IP) int {
-		return cmp.Compare(boolInt(a.To4() == nil), boolInt(b.To4() == nil))
-	})
-	for _, ip := range ips {
-		if l, err := net.Listen("tcp", net.JoinHostPort(ip.String(), "0")); err == nil {
-			l.Close()
-			return ip
-		}
-	}
-	t.Skip("no address but loopback to run a second member on: spec.SameHost takes loopback addresses for one machine")
-	return nil
-}
-
-func boolInt(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
 }

@@ -47,9 +47,11 @@ func Start(t testing.TB) (client, peer string) {
 // Node is one member of a cluster StartCluster starts.
 type Node struct {
 	Name string
-	// Host is its loopback address: 127.0.0.1, 127.0.0.2, ... (Linux
-	// answers on all of 127/8), so that the members' URLs name different
-	// hosts, as on real hosts.
+	// Host is the IP it listens on: a loopback address (127.0.0.1,
+	// 127.0.0.2, ...: Linux answers on all of 127/8), so that the members'
+	// URLs name different hosts, as on real hosts; or, for members that
+	// must not look like one machine to spec.SameHost, an address the test
+	// added in a network namespace of its own.
 	Host string
 	// ClientURL and PeerURL are set by StartCluster.
 	ClientURL, PeerURL string
