@@ -81,6 +81,17 @@ func runAgent(f runFlags) error {
 		// The endpoint is for observers; the member is kept running without it.
 		lg.Error("agent endpoint not served", zap.Error(err))
 	}
+	if s.Agent.RecoveryAddr != "" {
+		// The other hosts' `recover` reaches this agent here; only
+		// /recovery is served, over mutual TLS when the peers use TLS.
+		cfg, err := httpapi.RecoveryTLS(member.TLS.Peer)
+		if err == nil {
+			err = httpapi.ServeTLS(ctx, lg, s.Agent.RecoveryAddr, httpapi.RecoveryHandler(a), cfg)
+		}
+		if err != nil {
+			lg.Error("recovery endpoint not served", zap.Error(err))
+		}
+	}
 	return a.Run(ctx)
 }
 

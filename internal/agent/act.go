@@ -78,6 +78,8 @@ func (a *Agent) step(ctx context.Context, act reconcile.Action, in reconcile.Inp
 		return a.changeMembership(ctx, act.Step, in)
 	case reconcile.DoDisarm:
 		return a.disarm(ctx, act)
+	case reconcile.DoStopForRecovery, reconcile.DoForceNewCluster, reconcile.DoRestoreSnapshot, reconcile.DoFinishRecovery, reconcile.DoRefuseRecovery:
+		return a.recoverStep(ctx, act)
 	}
 	return act.Reason, false, nil
 }
@@ -99,6 +101,8 @@ func needsLock(k reconcile.ActionKind) bool {
 func phaseOf(act reconcile.Action, in reconcile.Input) model.Phase {
 	l := in.Local
 	switch {
+	case l.Recovery.Open() && !(l.Running && l.Answer != nil && l.Answer.Leader != 0):
+		return model.PhaseRecovering
 	case act.Kind == reconcile.DoIdle:
 		return model.PhaseIdle
 	case act.Kind == reconcile.DoRejoin && act.Start.Repair:

@@ -100,6 +100,9 @@ type Agent struct {
 	notify      *notify.Notifier
 	metrics     *metrics.Metrics
 	backups     *backup.Scheduler // see startBackups
+	// recMu orders the recovery journal's writers: the endpoint that
+	// accepts a request and the loop that carries it out.
+	recMu sync.Mutex
 }
 
 // New checks that name is in the spec and prepares the agent.

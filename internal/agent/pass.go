@@ -79,8 +79,21 @@ func (a *Agent) observe(ctx context.Context) (reconcile.Input, error) {
 	l.LastExit = a.lastExit
 	j, jerr := a.loadJournal()
 	l.Journal = model.Journal{Step: string(j.Step), Class: j.Class}
+	rj, err := a.loadRecovery()
+	if err != nil {
+		return in, err
+	}
+	l.Recovery = recoveryOf(rj)
+	if rj.Step != "" {
+		a.updateStatus(func(s *Status) { s.Recovery = &rj })
+	}
 	if a.etcd.Running() {
 		l.Running = true
+		if l.Recovery.Fenced() {
+			if l.Marker, err = a.loadMarker(); err != nil {
+				return in, err
+			}
+		}
 		a.observeRunning(ctx, &in)
 		return in, nil
 	}
@@ -119,6 +132,7 @@ func (a *Agent) observeRunning(ctx context.Context, in *reconcile.Input) {
 	}
 	a.silentSince, a.silentFirst, a.stallRestarts = time.Time{}, time.Time{}, 0
 	l.Answer = &model.Answer{MemberID: st.Header.MemberId, ClusterID: st.Header.ClusterId, Leader: st.Leader, IsLearner: st.IsLearner, Applied: st.RaftAppliedIndex}
+	a.updateStatus(func(s *Status) { s.RaftTerm, s.RaftIndex, s.Revision = st.RaftTerm, st.RaftIndex, st.Header.Revision })
 	if len(st.Errors) > 0 {
 		// The status lists the active alarms as text; AlarmList says,
 		// typed, which member each names.

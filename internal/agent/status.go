@@ -8,6 +8,7 @@ import (
 	"github.com/etcdkeeper/etcdkeeper/internal/backup"
 	"github.com/etcdkeeper/etcdkeeper/internal/metrics"
 	"github.com/etcdkeeper/etcdkeeper/internal/model"
+	"github.com/etcdkeeper/etcdkeeper/internal/recovery"
 	"github.com/etcdkeeper/etcdkeeper/internal/repair"
 )
 
@@ -43,6 +44,14 @@ type Status struct {
 	Passes int64 `json:"passes"`
 	// Backup is the scheduled snapshots' state (nil before they start).
 	Backup *backup.State `json:"backup,omitempty"`
+	// RaftTerm, RaftIndex (committed) and Revision are what the local etcd
+	// last answered: how far its data goes, for a recovery plan.
+	RaftTerm  uint64 `json:"raftTerm,omitempty"`
+	RaftIndex uint64 `json:"raftIndex,omitempty"`
+	Revision  int64  `json:"revision,omitempty"`
+	// Recovery is this host's part in a recovery from quorum loss, the
+	// last one it took part in (nil: none).
+	Recovery *recovery.Journal `json:"recovery,omitempty"`
 }
 
 // Status returns a copy of the agent's status.
@@ -138,6 +147,9 @@ type MemberSummary struct {
 func (a *Agent) statusLine() string {
 	st := a.Status()
 	switch {
+	case st.Recovery != nil && st.Recovery.Open():
+		r := st.Recovery
+		return truncate(fmt.Sprintf("%s: recovering (%s, recovery %s from %s): step %s; %s", st.Member, r.Role, r.ID, r.Source, r.Step, st.Decision), 200)
 	case (model.Journal{Step: st.RejoinStep}).Open() && (st.Phase == model.PhaseRepairing || st.Phase == model.PhaseJoining || st.Phase == model.PhasePromoting):
 		step := repair.Step(st.RejoinStep)
 		return fmt.Sprintf("%s: %s: step %d/%d %s", st.Member, st.Phase, step.Number(), len(repair.Steps), st.RejoinStep)

@@ -31,9 +31,10 @@ type Bootstrap struct {
 
 // The start modes, as Bootstrap.String names them.
 const (
-	modeNew  = "new"
-	modeAsIs = "as-is"
-	modeJoin = "join"
+	modeNew   = "new"
+	modeAsIs  = "as-is"
+	modeJoin  = "join"
+	modeForce = "force-new-cluster"
 )
 
 // NewCluster is the bootstrap of a cluster that has never run: the whole
@@ -55,6 +56,15 @@ func NewCluster(s *spec.Spec) Bootstrap {
 // the data dir held no member after all, and then etcd would form a new
 // cluster from the spec.
 func AsIs() Bootstrap { return Bootstrap{mode: modeAsIs} }
+
+// ForceNewCluster restarts a member from its own data dir as a
+// one-member cluster: etcd's --force-new-cluster commits a configuration
+// change that drops every other member and learner, and keeps this
+// member's ID, the cluster ID and every key. Only a recovery from quorum
+// loss starts etcd this way (recover --from), and only until the member
+// serves as the leader of its one-member cluster; the bootstrap flags are
+// AsIs's.
+func ForceNewCluster() Bootstrap { return Bootstrap{mode: modeForce} }
 
 // Join is the bootstrap of a member that was added through the API as
 // newID and now starts with an empty data dir: state existing, and
@@ -90,8 +100,8 @@ func peerPairs(name string, peerURLs []string) []string {
 // String names the start mode and, but for as-is, its bootstrap values:
 // what the agent logs when it starts etcd.
 func (b Bootstrap) String() string {
-	if b.mode == modeAsIs {
-		return modeAsIs
+	if b.mode == modeAsIs || b.mode == modeForce {
+		return b.mode
 	}
 	return fmt.Sprintf("%s (--initial-cluster-state=%s --initial-cluster=%s)", b.mode, b.state, b.initialCluster)
 }
@@ -100,14 +110,18 @@ func (b Bootstrap) String() string {
 // derives the new cluster's member and cluster IDs from it, which keeps
 // two clusters with the same peer URLs apart.
 func (b Bootstrap) flags(s *spec.Spec) []string {
-	if b.mode == modeAsIs {
+	var force []string
+	if b.mode == modeForce {
+		force = []string{"--force-new-cluster"}
+	}
+	if b.mode == modeAsIs || b.mode == modeForce {
 		b = NewCluster(s)
 	}
-	return []string{
+	return append([]string{
 		"--initial-cluster-token=" + s.Cluster.Name,
 		"--initial-cluster-state=" + b.state,
 		"--initial-cluster=" + b.initialCluster,
-	}
+	}, force...)
 }
 
 // Settings is the part of etcd's command line that a running etcd must

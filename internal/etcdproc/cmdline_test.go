@@ -62,6 +62,7 @@ func TestCommandLineGolden(t *testing.T) {
 	}{
 		{"new", specOf(threeMembers), "node1", NewCluster},
 		{"as-is", specOf(threeMembers), "node1", func(*spec.Spec) Bootstrap { return AsIs() }},
+		{"force-new-cluster", specOf(threeMembers), "node2", func(*spec.Spec) Bootstrap { return ForceNewCluster() }},
 		{"join", specOf(threeMembers), "node3", func(*spec.Spec) Bootstrap { return Join(joinMembers, 0x3c, "node3") }},
 		{"tls", tlsSpec, "node1", NewCluster},
 		{"external-binary", specOf(threeMembers + "etcd: {binary: /usr/local/bin/etcd}\n"), "node2", NewCluster},

@@ -6,11 +6,8 @@ package httpapi
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"net"
 	"net/http"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -39,6 +36,9 @@ func Handler(src Source, reg *prometheus.Registry) http.Handler {
 		_ = enc.Encode(src.StatusJSON())
 	})
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	if r, ok := src.(Recoverer); ok {
+		addRecovery(mux, r)
+	}
 	return mux
 }
 
@@ -56,22 +56,5 @@ func probe(check func() (bool, string)) http.HandlerFunc {
 // Serve listens on addr until ctx ends. A listen failure is returned at
 // once so the caller can report it.
 func Serve(ctx context.Context, lg *zap.Logger, addr string, h http.Handler) error {
-	l, err := net.Listen("tcp", addr)
-	if err != nil {
-		return fmt.Errorf("agent endpoint %s: %w", addr, err)
-	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
-	go func() {
-		<-ctx.Done()
-		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(sctx)
-	}()
-	go func() {
-		if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			lg.Error("agent endpoint stopped", zap.Error(err))
-		}
-	}()
-	lg.Info("agent endpoint listening", zap.String("addr", l.Addr().String()))
-	return nil
+	return ServeTLS(ctx, lg, addr, h, nil)
 }

@@ -21,6 +21,7 @@ type Metrics struct {
 	ReconcileErrors   prometheus.Counter
 	MembershipChanges *prometheus.CounterVec // kind
 	Repairs           *prometheus.CounterVec // outcome: done, failed, refused
+	Recoveries        *prometheus.CounterVec // outcome: done, refused
 	EtcdRestarts      *prometheus.CounterVec // cause: the exit class
 	PublishStalls     *prometheus.CounterVec // action: restarted, waited
 	ConfigReloads     *prometheus.CounterVec // result: ok, failed
@@ -45,6 +46,7 @@ func New() *Metrics {
 	m.ReconcileErrors = prometheus.NewCounter(prometheus.CounterOpts{Name: "etcdkeeper_reconcile_errors_total", Help: "Reconcile passes that ended in an error."})
 	m.MembershipChanges = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "etcdkeeper_membership_changes_total", Help: "Membership changes made by this agent, by kind (add-learner, promote, remove, update-peer-urls, move-leader)."}, []string{"kind"})
 	m.Repairs = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "etcdkeeper_repairs_total", Help: "Repairs (rejoins that replace unusable data) by outcome: done, failed, refused."}, []string{"outcome"})
+	m.Recoveries = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "etcdkeeper_recoveries_total", Help: "This host's parts in recoveries from quorum loss (etcdkeeper recover --yes), by outcome: done, refused."}, []string{"outcome"})
 	m.EtcdRestarts = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "etcdkeeper_etcd_restarts_total", Help: "Exits of the local etcd, by cause (the classified failure class)."}, []string{"cause"})
 	m.PublishStalls = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "etcdkeeper_etcd_publish_stalls_total", Help: "Times the local etcd lost etcd's publish race (docs/etcd-publish-stall.md), by what the agent did: restarted (a joining learner), waited (the 7 s publish timeout: a voter, or agent.restartPublishStall off)."}, []string{"action"})
 	m.ConfigReloads = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "etcdkeeper_config_reloads_total", Help: "Spec reloads by result: ok (applied) or failed (rejected, last good spec kept)."}, []string{"result"})
@@ -59,7 +61,7 @@ func New() *Metrics {
 			"read from its file at each scrape, by member, kind (client, peer, agent, ca) and path.",
 		[]string{"member", "kind", "path"}, nil)}
 	since := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "etcdkeeper_seconds_since_last_reconcile", Help: "Seconds since the last reconcile pass without error."}, m.sinceLastGood)
-	m.Registry.MustRegister(m.ReconcilePasses, m.ReconcileErrors, m.MembershipChanges, m.Repairs, m.EtcdRestarts, m.PublishStalls, m.AlarmsDisarmed,
+	m.Registry.MustRegister(m.ReconcilePasses, m.ReconcileErrors, m.MembershipChanges, m.Repairs, m.Recoveries, m.EtcdRestarts, m.PublishStalls, m.AlarmsDisarmed,
 		m.ConfigReloads, m.MemberHealthy, m.MemberRole, m.ClusterVoters, m.ClusterHealthy, m.LastReconcile, since, m.certs,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.Backup = newBackup()
@@ -72,6 +74,9 @@ func New() *Metrics {
 	}
 	for _, o := range []string{"done", "failed", "refused"} {
 		m.Repairs.WithLabelValues(o)
+	}
+	for _, o := range []string{"done", "refused"} {
+		m.Recoveries.WithLabelValues(o)
 	}
 	m.SetRole("none")
 	return m

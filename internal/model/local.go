@@ -61,13 +61,14 @@ type AgentRecord struct {
 type Phase string
 
 const (
-	PhaseStarting  Phase = "starting"  // etcd started, not serving yet
-	PhaseRunning   Phase = "running"   // a healthy voter
-	PhaseWaiting   Phase = "waiting"   // blocked; the decision says on what
-	PhaseIdle      Phase = "idle"      // not in the spec: stays stopped
-	PhaseJoining   Phase = "joining"   // rejoining with an empty data dir
-	PhaseRepairing Phase = "repairing" // rejoining in place of unusable data
-	PhasePromoting Phase = "promoting" // a learner, until promoted
+	PhaseStarting   Phase = "starting"   // etcd started, not serving yet
+	PhaseRunning    Phase = "running"    // a healthy voter
+	PhaseWaiting    Phase = "waiting"    // blocked; the decision says on what
+	PhaseIdle       Phase = "idle"       // not in the spec: stays stopped
+	PhaseJoining    Phase = "joining"    // rejoining with an empty data dir
+	PhaseRepairing  Phase = "repairing"  // rejoining in place of unusable data
+	PhasePromoting  Phase = "promoting"  // a learner, until promoted
+	PhaseRecovering Phase = "recovering" // taking part in a recovery from quorum loss
 )
 
 // Local is the local member as one pass observed it.
@@ -112,7 +113,40 @@ type Local struct {
 	// ListedAsLearner: the cluster's member list shows the rejoin's new
 	// member as a learner (asked only when LostPublishRace).
 	ListedAsLearner bool
+	// Recovery is this host's part in a recovery from quorum loss (zero:
+	// none).
+	Recovery Recovery
 }
+
+// The roles of a recovery (recovery.Role).
+const (
+	RecoverySource = "source"
+	RecoveryFenced = "fenced"
+)
+
+// Recovery is this host's part in a recovery from quorum loss, as far as
+// decisions care (package recovery keeps the whole journal).
+type Recovery struct {
+	ID   string
+	Role string // RecoverySource or RecoveryFenced
+	Step string // "" when there is none; "done" or "refused" when over
+	// Source is the member the cluster is recovered from.
+	Source string
+	// OldMemberID is this host's member when the recovery began: a fenced
+	// host never starts it again.
+	OldMemberID uint64
+	// OldClusterID is the cluster that lost its quorum (0: unknown).
+	OldClusterID uint64
+	// FromSnapshot: the source restores a snapshot instead of its data.
+	FromSnapshot bool
+}
+
+// Open: the recovery is under way on this host.
+func (r Recovery) Open() bool { return r.Step != "" && r.Step != "done" && r.Step != "refused" }
+
+// Fenced: this host's old member must stay stopped until it rejoins the
+// recovered cluster.
+func (r Recovery) Fenced() bool { return r.Open() && r.Role == RecoveryFenced }
 
 // Answer is the local etcd's status answer.
 type Answer struct {

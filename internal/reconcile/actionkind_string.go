@@ -22,11 +22,16 @@ func _() {
 	_ = x[DoChangeMembership-11]
 	_ = x[DoDisarm-12]
 	_ = x[DoRestartStalled-13]
+	_ = x[DoStopForRecovery-14]
+	_ = x[DoForceNewCluster-15]
+	_ = x[DoRestoreSnapshot-16]
+	_ = x[DoFinishRecovery-17]
+	_ = x[DoRefuseRecovery-18]
 }
 
-const _ActionKind_name = "nothingwaitstartidletake-lockrejoinpromotefinish-rejoinstop-for-repairstop-stuckrestart-for-settingschange-membershipdisarmrestart-stalled"
+const _ActionKind_name = "nothingwaitstartidletake-lockrejoinpromotefinish-rejoinstop-for-repairstop-stuckrestart-for-settingschange-membershipdisarmrestart-stalledstop-for-recoveryforce-new-clusterrestore-snapshotfinish-recoveryrefuse-recovery"
 
-var _ActionKind_index = [...]uint8{0, 7, 11, 16, 20, 29, 35, 42, 55, 70, 80, 100, 117, 123, 138}
+var _ActionKind_index = [...]uint8{0, 7, 11, 16, 20, 29, 35, 42, 55, 70, 80, 100, 117, 123, 138, 155, 172, 188, 203, 218}
 
 func (i ActionKind) String() string {
 	idx := int(i) - 0

@@ -58,6 +58,11 @@ const (
 	DoChangeMembership                   // change-membership
 	DoDisarm                             // disarm
 	DoRestartStalled                     // restart-stalled
+	DoStopForRecovery                    // stop-for-recovery
+	DoForceNewCluster                    // force-new-cluster
+	DoRestoreSnapshot                    // restore-snapshot
+	DoFinishRecovery                     // finish-recovery
+	DoRefuseRecovery                     // refuse-recovery
 )
 
 // Action is Decide's answer: one step, why, and a key that stays the same
@@ -82,6 +87,11 @@ type Action struct {
 // Decide is the agent's one decision per pass. Guard clauses in order;
 // each returns one action with its reason.
 func Decide(in Input) Action {
+	if in.Local.Recovery.Open() {
+		if act, ok := decideRecovery(in); ok {
+			return act
+		}
+	}
 	if in.Local.Running {
 		return decideRunning(in)
 	}
@@ -136,7 +146,8 @@ func corruptAlarmOn(c *model.Cluster, ids ...uint64) (model.Alarm, bool) {
 func startInput(in Input) StartInput {
 	l := in.Local
 	si := StartInput{Self: in.Self, InSpec: in.InSpec, SpecSize: len(in.Desired), Data: l.Data, Marker: l.Marker,
-		Cluster: in.Cluster, PeerAnswered: in.PeerAnswered, RepairBlocked: l.RepairBlocked, AddBlocked: l.AddBlocked, DataUnmounted: l.DataUnmounted}
+		Cluster: in.Cluster, PeerAnswered: in.PeerAnswered, RepairBlocked: l.RepairBlocked, AddBlocked: l.AddBlocked, DataUnmounted: l.DataUnmounted,
+		Fence: l.Recovery}
 	if l.LastExit != nil && l.LastExit.Corrupt {
 		si.ExitCorrupt, si.ExitReason = true, l.LastExit.Reason
 	}

@@ -44,6 +44,9 @@ type StartInput struct {
 	// cluster again now (every add of the last hour counts toward
 	// repair.maxPerHour): the reason.
 	AddBlocked string
+	// Fence is this host's part in a recovery from quorum loss: while it
+	// is fenced, its old member is never started (see fenceStart).
+	Fence model.Recovery
 }
 
 // StartAction is what to do about a local member that is not running.
@@ -93,6 +96,9 @@ func DecideStart(in StartInput) StartDecision {
 	if in.Data.Kind == model.DataUnreadable {
 		return startWait("data dir cannot be read, fix it by hand (permissions, disk); nothing is moved: %s", in.Data.Reason)
 	}
+	if d, fenced := fenceStart(&in); fenced {
+		return d
+	}
 	if why := otherCluster(in); why != "" {
 		return startWait("%s", why)
 	}
@@ -124,10 +130,15 @@ func otherCluster(in StartInput) string {
 		return fmt.Sprintf("the cluster's endpoints disagree on its ID (%s): nothing is removed or moved", strings.Join(c.Foreign, "; "))
 	}
 	const what = "the peers answer for cluster %x, but %s belongs to cluster %x: another cluster at the spec's URLs? Nothing is removed or moved; if the cluster was rebuilt on purpose, move %s aside by hand"
-	if id := in.Data.ClusterID; id != 0 && id != c.ClusterID {
+	// A fenced host's data and marker belong to the cluster that lost its
+	// quorum; the recovered one may have a new ID (from a snapshot).
+	recovered := func(id uint64) bool {
+		return in.Fence.Fenced() && (in.Fence.OldClusterID == 0 || in.Fence.OldClusterID == id)
+	}
+	if id := in.Data.ClusterID; id != 0 && id != c.ClusterID && !recovered(id) {
 		return fmt.Sprintf(what, c.ClusterID, "the data dir", id, "the data dir")
 	}
-	if in.Marker != nil && in.Marker.ClusterID != 0 && in.Marker.ClusterID != c.ClusterID {
+	if in.Marker != nil && in.Marker.ClusterID != 0 && in.Marker.ClusterID != c.ClusterID && !recovered(in.Marker.ClusterID) {
 		return fmt.Sprintf(what, c.ClusterID, "this host's marker", in.Marker.ClusterID, "the agent's state dir")
 	}
 	return ""

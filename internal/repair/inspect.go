@@ -55,6 +55,11 @@ type Report struct {
 	// SnapshotIndex is the newest committed snapshot record in the WAL, where
 	// etcd starts replaying; ConsistentIndex is the last index applied to the db.
 	SnapshotIndex, ConsistentIndex uint64
+	// Term and CommitIndex are the WAL's newest raft hard state, LastIndex
+	// its last entry, and Revision the db's newest revision: how far this
+	// member's data goes, for choosing a recovery source.
+	Term, CommitIndex, LastIndex uint64
+	Revision                     int64
 }
 
 // errLocked marks a data dir in use by another process.
@@ -119,7 +124,7 @@ func inspect(lg *zap.Logger, dataDir string) (Report, error) {
 	// The db first: its lock tells whether etcd is running, and a running
 	// etcd appends to the WAL while we would read it.
 	db, err := inspectDB(datadir.ToBackendFileName(dataDir))
-	r.DBSize, r.ConsistentIndex = db.size, db.consistentIndex
+	r.DBSize, r.ConsistentIndex, r.Revision = db.size, db.consistentIndex, db.revision
 	if err != nil {
 		return r, err
 	}
@@ -138,6 +143,7 @@ func inspect(lg *zap.Logger, dataDir string) (Report, error) {
 func inspectMember(lg *zap.Logger, dataDir string, db dbFacts, r Report) (Report, error) {
 	w, err := inspectWAL(lg, datadir.ToWALDir(dataDir))
 	r.ClusterID, r.MemberID, r.SnapshotIndex = w.clusterID, w.memberID, w.snapshotIndex
+	r.Term, r.CommitIndex, r.LastIndex = w.term, w.commit, w.lastIndex
 	if err != nil {
 		return r, err
 	}

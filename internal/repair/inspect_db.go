@@ -25,6 +25,8 @@ type dbFacts struct {
 	exists          bool
 	size            int64
 	consistentIndex uint64
+	// revision is the newest revision in the key bucket (0: none).
+	revision int64
 }
 
 // inspectDB opens the db read-only (a shared flock: it fails while etcd
@@ -55,7 +57,7 @@ func inspectDB(path string) (dbFacts, error) {
 	}
 	err = safely("checking the database", func() error {
 		var err error
-		f.consistentIndex, err = checkDB(path, f.size)
+		f.consistentIndex, f.revision, err = checkDB(path, f.size)
 		return err
 	})
 	return f, err
@@ -96,26 +98,40 @@ func readThrough(file *os.File) error {
 	}
 }
 
-func checkDB(path string, size int64) (uint64, error) {
+func checkDB(path string, size int64) (index uint64, rev int64, err error) {
 	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: dbLockTimeout})
 	if errors.Is(err, berrors.ErrTimeout) {
-		return 0, fmt.Errorf("%w: %s is locked by another process (a running etcd?)", errLocked, path)
+		return 0, 0, fmt.Errorf("%w: %s is locked by another process (a running etcd?)", errLocked, path)
 	}
 	if err != nil {
 		// etcd panics with "failed to open database" on the same errors
 		// (storage/backend/backend.go).
-		return 0, fmt.Errorf("failed to open database %s: %w", path, err)
+		return 0, 0, fmt.Errorf("failed to open database %s: %w", path, err)
 	}
 	defer db.Close()
-	var index uint64
 	err = db.View(func(tx *bolt.Tx) error {
 		if err := checkPages(tx, size); err != nil {
 			return err
 		}
-		index = readConsistentIndex(tx)
+		index, rev = readConsistentIndex(tx), readRevision(tx)
 		return nil
 	})
-	return index, err
+	return index, rev, err
+}
+
+// readRevision is the newest revision in the key bucket: its keys are
+// revisions, big-endian main revision first (mvcc's revToBytes), so the
+// last key is the newest (0 when the bucket is empty or missing).
+func readRevision(tx *bolt.Tx) int64 {
+	b := tx.Bucket(schema.Key.Name())
+	if b == nil {
+		return 0
+	}
+	k, _ := b.Cursor().Last()
+	if len(k) < 8 {
+		return 0
+	}
+	return int64(binary.BigEndian.Uint64(k[:8]))
 }
 
 // checkPages runs bbolt's consistency check. A file shorter than the

@@ -153,6 +153,14 @@ func TestInspectReportsIdentity(t *testing.T) {
 	if a.SnapshotIndex == 0 || a.ConsistentIndex < a.SnapshotIndex || a.DBSize == 0 {
 		t.Errorf("a: snapshot %d, consistent index %d, db size %d", a.SnapshotIndex, a.ConsistentIndex, a.DBSize)
 	}
+	// How far the data goes, for choosing a recovery source: a fresh
+	// cluster is at revision 1, each put adds one.
+	if a.Revision != 601 || b.Revision != 11 {
+		t.Errorf("revisions a %d b %d, want 601 and 11 (600 and 10 puts)", a.Revision, b.Revision)
+	}
+	if a.Term == 0 || a.CommitIndex < a.ConsistentIndex || a.LastIndex < a.CommitIndex {
+		t.Errorf("a: term %d, commit %d, last index %d, consistent index %d", a.Term, a.CommitIndex, a.LastIndex, a.ConsistentIndex)
+	}
 }
 
 // A running etcd holds the db's flock: that is DirLocked, never corrupt.

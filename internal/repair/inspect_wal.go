@@ -22,6 +22,7 @@ type walFacts struct {
 	snapshotIndex       uint64
 	clusterID, memberID uint64
 	lastIndex           uint64 // last entry etcd will have, after cutting a torn tail
+	term, commit        uint64 // the newest hard state: the raft term and commit index
 	torn                string // why the tail is torn; "" if it is not
 }
 
@@ -39,9 +40,11 @@ func inspectWAL(lg *zap.Logger, walDir string) (walFacts, error) {
 		}
 		start := newestSnapshot(snaps)
 		f.snapshotIndex = start.GetIndex()
-		if _, err := wal.Verify(lg, walDir, start); err != nil {
+		hs, err := wal.Verify(lg, walDir, start)
+		if err != nil {
 			return fmt.Errorf("WAL: verifying from snapshot index %d: %w", start.GetIndex(), err)
 		}
+		f.term, f.commit = hs.GetTerm(), hs.GetCommit()
 		return nil
 	})
 	if err != nil {

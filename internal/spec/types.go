@@ -86,9 +86,17 @@ type Etcd struct {
 
 // Agent configures etcdkeeper itself.
 type Agent struct {
-	Addr      string `yaml:"addr"`
-	StateDir  string `yaml:"stateDir"`
-	BackupDir string `yaml:"backupDir"`
+	Addr string `yaml:"addr"`
+	// RecoveryAddr, when set, is a second listener (host:port; an empty
+	// host binds every address) that serves only the recovery endpoint
+	// (GET/POST /recovery) to the other hosts, so that
+	// `etcdkeeper recover` reaches every agent while etcd cannot carry
+	// the coordination. With tls.peer it is mutual TLS: the peer
+	// certificate, and callers must present one signed by the peer CA.
+	// Empty (the default): /recovery is served on addr only.
+	RecoveryAddr string `yaml:"recoveryAddr"`
+	StateDir     string `yaml:"stateDir"`
+	BackupDir    string `yaml:"backupDir"`
 	// Interval is the period of the reconcile loop when nothing triggers it.
 	Interval Duration `yaml:"interval"`
 	// LearnerTimeout: a learner or unstarted member that stays

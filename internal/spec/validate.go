@@ -23,6 +23,9 @@ func (d *doc) checkFields(s *Spec) {
 	d.checkPath("etcd.dataDir", s.Etcd.DataDir)
 	d.checkFlags(s)
 	d.checkAgent(s.Agent)
+	if s.Agent.RecoveryAddr != "" && s.TLS.Peer.CertFile == "" {
+		d.warning(map[string]bool{}, false, "agent.recoveryAddr", "agent.recoveryAddr %s without tls.peer: any host that reaches it can start a recovery from quorum loss; firewall it like etcd's peer port, or use tls.peer (mutual TLS)", s.Agent.RecoveryAddr)
+	}
 	d.checkRepair(s.Repair)
 	d.checkBackup(s.Backup)
 	d.checkSecurityFields(s)
@@ -41,6 +44,9 @@ func (d *doc) checkCluster(c Cluster) {
 func (d *doc) checkAgent(a Agent) {
 	if a.Addr != "" {
 		d.checkAddr("agent.addr", a.Addr)
+	}
+	if a.RecoveryAddr != "" {
+		d.checkAddr("agent.recoveryAddr", a.RecoveryAddr)
 	}
 	d.checkPath("agent.stateDir", a.StateDir)
 	d.checkPath("agent.backupDir", a.BackupDir)

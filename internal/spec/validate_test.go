@@ -335,3 +335,21 @@ members:
 		t.Fatalf("err = %v, want members[0].flags.force-new-cluster refused at line 8", err)
 	}
 }
+
+// TestRecoveryAddr: a bad agent.recoveryAddr is an error with its line;
+// one without tls.peer validates with a warning that says how to protect
+// it.
+func TestRecoveryAddr(t *testing.T) {
+	const members = "cluster: {name: c}\nmembers:\n  - {name: a, peerURLs: [http://10.0.0.1:2380], clientURLs: [http://10.0.0.1:2379]}\n"
+	_, err := Parse([]byte(members+"agent:\n  recoveryAddr: nowhere\n"), "spec.yaml")
+	if err == nil || !strings.Contains(err.Error(), "spec.yaml:5: agent.recoveryAddr") || !strings.Contains(err.Error(), "must be host:port") {
+		t.Errorf("err = %v, want spec.yaml:5: agent.recoveryAddr ... must be host:port", err)
+	}
+	s, err := Parse([]byte(members+"agent:\n  recoveryAddr: ':2377'\n"), "spec.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Agent.RecoveryAddr != ":2377" || len(s.Warnings) != 1 || !strings.Contains(s.Warnings[0].Error(), "without tls.peer") {
+		t.Errorf("recoveryAddr %q, warnings %v: want :2377 and one warning about tls.peer", s.Agent.RecoveryAddr, s.Warnings)
+	}
+}

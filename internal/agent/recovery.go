@@ -1,0 +1,299 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.etcd.io/etcd/etcdutl/v3/snapshot"
+	"go.uber.org/zap"
+
+	"github.com/etcdkeeper/etcdkeeper/internal/backup"
+	"github.com/etcdkeeper/etcdkeeper/internal/etcdproc"
+	"github.com/etcdkeeper/etcdkeeper/internal/model"
+	"github.com/etcdkeeper/etcdkeeper/internal/reconcile"
+	"github.com/etcdkeeper/etcdkeeper/internal/recovery"
+	"github.com/etcdkeeper/etcdkeeper/internal/repair"
+)
+
+// recoveryFile is this host's recovery journal in agent.stateDir.
+const recoveryFile = "recovery.json"
+
+// DefaultRevisionBump is how far a recovery from a snapshot moves the
+// revision past the snapshot's, as Kubernetes' etcd restore guide does:
+// watchers (kube-apiserver's informers) never see a revision go back.
+const DefaultRevisionBump = 1_000_000_000
+
+func (a *Agent) loadRecovery() (recovery.Journal, error) {
+	return recovery.Load(a.statePath(recoveryFile))
+}
+
+// saveRecovery journals a step of this host's part in a recovery and
+// shows it in the status.
+func (a *Agent) saveRecovery(j recovery.Journal) error {
+	if err := recovery.Save(a.statePath(recoveryFile), j); err != nil {
+		return err
+	}
+	a.updateStatus(func(s *Status) { s.Recovery = &j })
+	a.lg.Warn("recovery step", zap.String("id", j.ID), zap.String("role", string(j.Role)), zap.String("step", string(j.Step)),
+		zap.String("source", j.Source), zap.String("error", j.Error))
+	return nil
+}
+
+// recoveryOf is the journal as far as decisions care.
+func recoveryOf(j recovery.Journal) model.Recovery {
+	return model.Recovery{ID: j.ID, Role: string(j.Role), Step: string(j.Step), Source: j.Source,
+		OldMemberID: j.OldMemberID, OldClusterID: j.OldClusterID, FromSnapshot: j.Snapshot != ""}
+}
+
+// Recover takes a recovery request (POST /recovery): it is journaled here
+// and carried out by the loop, step by step. Refused while this member is
+// a healthy voter (its cluster has a quorum), or while another recovery
+// is under way on this host.
+func (a *Agent) Recover(r recovery.Request) (recovery.Journal, error) {
+	a.recMu.Lock()
+	defer a.recMu.Unlock()
+	s, self := a.Spec()
+	if r.Role == recovery.RoleSource && r.Source != self.Name {
+		return recovery.Journal{}, fmt.Errorf("this agent runs %s, not the source %s", self.Name, r.Source)
+	}
+	if _, ok := s.Lookup(r.Source); !ok && r.Snapshot == "" {
+		return recovery.Journal{}, fmt.Errorf("source %s is not in the spec", r.Source)
+	}
+	cur, err := a.loadRecovery()
+	if err != nil {
+		return cur, err
+	}
+	if cur.ID == r.ID && cur.Role == r.Role {
+		return cur, nil // asked again: the same recovery, under way or done
+	}
+	if st := a.Status(); st.Healthy && st.Voters > 0 && st.HealthyVoters >= model.Quorum(st.Voters) {
+		return recovery.Journal{}, fmt.Errorf("%s is a healthy voter and %d of %d voters are healthy: the cluster needs no recovery; nothing was changed",
+			self.Name, st.HealthyVoters, st.Voters)
+	}
+	old := a.memberID()
+	if m, err := a.loadMarker(); err == nil && m != nil && old == 0 {
+		old = m.MemberID
+	}
+	j, err := recovery.Accept(cur, r, old, time.Now())
+	if err != nil {
+		return cur, err
+	}
+	if j.Step != cur.Step || j.ID != cur.ID {
+		if err := a.saveRecovery(j); err != nil {
+			return cur, err
+		}
+		a.Wake()
+	}
+	return j, nil
+}
+
+// Inspect reports this member's data for a recovery plan (GET /recovery):
+// while etcd runs, what it answered last; while it is stopped, an offline
+// look at the data dir.
+func (a *Agent) Inspect() recovery.Inspection {
+	s, self := a.Spec()
+	st := a.Status()
+	in := recovery.Inspection{Name: self.Name, Reachable: true, EtcdRunning: st.EtcdPID != 0, Recovery: st.Recovery}
+	if in.Recovery == nil {
+		if j, err := a.loadRecovery(); err == nil && j.Step != "" {
+			in.Recovery = &j
+		}
+	}
+	if in.EtcdRunning && st.MemberID != "" && !st.LastPass.IsZero() {
+		in.Data, in.ClusterID, in.MemberID = "serving", st.ClusterID, st.MemberID
+		in.Term, in.Index, in.Revision = st.RaftTerm, st.RaftIndex, st.Revision
+		in.HealthyVoter = st.Healthy && !st.IsLearner
+	} else {
+		r := repair.Inspect(a.lg, self.DataDir)
+		in.Data, in.Reason = r.State.String(), r.Reason
+		switch r.State {
+		case repair.DirTornTail:
+			in.Data = "healthy" // etcd cuts the torn tail itself
+		case repair.DirMissing:
+			in.Data = "empty"
+		}
+		if r.MemberID != 0 {
+			in.ClusterID, in.MemberID = fmt.Sprintf("%x", r.ClusterID), fmt.Sprintf("%x", r.MemberID)
+		}
+		in.Term, in.Index, in.Revision = r.Term, r.CommitIndex, r.Revision
+	}
+	if entries, err := backup.List(self.SnapshotDir, s.Cluster.Name); err == nil {
+		if e, ok := backup.NewestVerified(entries); ok {
+			v := e.Sidecar.Verification
+			in.Snapshot = &recovery.Snapshot{Path: e.Path(), TakenAt: e.Sidecar.TakenAt, Revision: v.Revision, Keys: v.TotalKey, Size: e.Size}
+		}
+	}
+	return in
+}
+
+// recoverStep carries out a recovery action of the decision.
+func (a *Agent) recoverStep(ctx context.Context, act reconcile.Action) (string, bool, error) {
+	a.recMu.Lock()
+	defer a.recMu.Unlock()
+	j, err := a.loadRecovery()
+	if err != nil {
+		return "reading the recovery journal", false, err
+	}
+	if !j.Open() {
+		return "the recovery is over", false, nil
+	}
+	switch act.Kind {
+	case reconcile.DoStopForRecovery:
+		return a.stopForRecovery(j, act.Reason)
+	case reconcile.DoRefuseRecovery:
+		j.Step, j.Error = recovery.StepRefused, act.Reason
+		a.metrics.Recoveries.WithLabelValues("refused").Inc()
+		return act.Reason, false, a.saveRecovery(j)
+	case reconcile.DoForceNewCluster:
+		return a.forceNewCluster(j, act.Reason)
+	case reconcile.DoRestoreSnapshot:
+		return a.restoreSnapshot(j, act.Reason)
+	case reconcile.DoFinishRecovery:
+		return a.finishRecovery(ctx, j, act.Reason)
+	}
+	return act.Reason, false, fmt.Errorf("not a recovery step: %s", act.Kind)
+}
+
+func (a *Agent) stopForRecovery(j recovery.Journal, why string) (string, bool, error) {
+	a.crashPoint("recover-stop")
+	if p := a.etcd.Process(); p != nil && p.Running() {
+		e, err := a.etcd.Stop()
+		if err != nil {
+			return "stopping etcd for the recovery", false, err
+		}
+		a.noteExit(e.String(), e.Uptime, repair.Verdict{Class: repair.ClassNone, Reason: why}, true)
+	}
+	if j.Role == recovery.RoleSource && j.Step == recovery.StepRequested {
+		j.Step = recovery.StepStopped
+		if err := a.saveRecovery(j); err != nil {
+			return "journaling the stop", false, err
+		}
+	}
+	return why, true, nil
+}
+
+// forceNewCluster journals the step, then starts etcd with
+// --force-new-cluster: a crash after the journal starts it so again, which
+// changes nothing more (the other members are gone already).
+func (a *Agent) forceNewCluster(j recovery.Journal, why string) (string, bool, error) {
+	if j.Step != recovery.StepForced {
+		j.Step = recovery.StepForced
+		if err := a.saveRecovery(j); err != nil {
+			return "journaling the forced start", false, err
+		}
+	}
+	a.crashPoint("recover-force")
+	if err := a.launch(etcdproc.ForceNewCluster()); err != nil {
+		return "starting etcd as a one-member cluster failed", false, err
+	}
+	return why, true, nil
+}
+
+// restoreSnapshot moves the data dir aside (kept), restores the snapshot
+// as a new one-member cluster into a scratch dir on the backup dir's
+// filesystem, moves it into place and starts etcd on it. Each step is
+// journaled; a resumed restore redoes only the unfinished one.
+func (a *Agent) restoreSnapshot(j recovery.Journal, why string) (string, bool, error) {
+	s, self := a.Spec()
+	if j.Step == recovery.StepRequested || j.Step == recovery.StepStopped {
+		if _, _, _, err := backup.Verify(j.Snapshot); err != nil {
+			j.Step, j.Error = recovery.StepRefused, fmt.Sprintf("the snapshot %s does not verify: %v; nothing was changed", j.Snapshot, err)
+			return j.Error, false, a.saveRecovery(j)
+		}
+		a.crashPoint("recover-move")
+		dest, err := repair.MoveAside(self.DataDir, self.BackupDir, time.Now())
+		if err != nil {
+			return "moving the data dir aside for the restore", false, err
+		}
+		a.data = nil
+		a.clearSuspect()
+		j.Step, j.Aside = recovery.StepMoved, dest
+		if err := a.saveRecovery(j); err != nil {
+			return "journaling the move", false, err
+		}
+	}
+	if j.Step == recovery.StepMoved {
+		a.crashPoint("recover-restore")
+		if err := restoreInto(s.Cluster.Name, j, self.Name, self.PeerURLs, self.DataDir, self.BackupDir); err != nil {
+			return "restoring the snapshot", false, err
+		}
+		j.Step = recovery.StepRestored
+		if err := a.saveRecovery(j); err != nil {
+			return "journaling the restore", false, err
+		}
+	}
+	if j.Step == recovery.StepRestored {
+		j.Step = recovery.StepForced
+		if err := a.saveRecovery(j); err != nil {
+			return "journaling the start", false, err
+		}
+	}
+	if err := a.launch(etcdproc.AsIs()); err != nil {
+		return "starting etcd on the restored data failed", false, err
+	}
+	return why, true, nil
+}
+
+// restoreInto restores j's snapshot with etcdutl's restore code as a new
+// one-member cluster of this member (a new cluster ID: the token names
+// the recovery), with the revision bumped and marked compacted, and moves
+// the result into dataDir. The scratch dir is the restore's own output,
+// made again from the snapshot on a resume.
+func restoreInto(clusterName string, j recovery.Journal, name string, peerURLs []string, dataDir, backupDir string) error {
+	scratch := filepath.Join(backupDir, "restore-"+j.ID)
+	if err := os.RemoveAll(scratch); err != nil {
+		return fmt.Errorf("clearing the scratch dir of an earlier attempt: %w", err)
+	}
+	if err := os.MkdirAll(backupDir, 0o700); err != nil {
+		return fmt.Errorf("backup dir: %w", err)
+	}
+	var initial []string
+	for _, u := range peerURLs {
+		initial = append(initial, name+"="+u)
+	}
+	bump := j.RevisionBump
+	if bump == 0 {
+		bump = DefaultRevisionBump
+	}
+	err := snapshot.NewV3(zap.NewNop()).Restore(snapshot.RestoreConfig{
+		SnapshotPath: j.Snapshot, Name: name, OutputDataDir: scratch, PeerURLs: peerURLs,
+		InitialCluster: strings.Join(initial, ","), InitialClusterToken: clusterName + "-recovery-" + j.ID,
+		RevisionBump: bump, MarkCompacted: true,
+	})
+	if err != nil {
+		return fmt.Errorf("restore %s: %w", j.Snapshot, err)
+	}
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		return fmt.Errorf("data dir: %w", err)
+	}
+	member := filepath.Join(dataDir, "member")
+	if _, err := os.Lstat(member); err == nil {
+		return fmt.Errorf("%s exists: the data dir was not moved aside", member)
+	}
+	if err := os.Rename(filepath.Join(scratch, "member"), member); err != nil {
+		return fmt.Errorf("moving the restored member into %s: %w", dataDir, err)
+	}
+	if err := os.Remove(scratch); err != nil {
+		return fmt.Errorf("restored, but: %w", err)
+	}
+	return nil
+}
+
+// finishRecovery closes this host's part: the source leads the recovered
+// cluster, or this fenced host's new member is a voter of it.
+func (a *Agent) finishRecovery(_ context.Context, j recovery.Journal, why string) (string, bool, error) {
+	st := a.Status()
+	j.Step = recovery.StepDone
+	j.ClusterID, _ = strconv.ParseUint(st.ClusterID, 16, 64)
+	j.MemberID, _ = strconv.ParseUint(st.MemberID, 16, 64)
+	if err := a.saveRecovery(j); err != nil {
+		return "journaling the end of the recovery", false, err
+	}
+	a.metrics.Recoveries.WithLabelValues("done").Inc()
+	return why, true, nil
+}

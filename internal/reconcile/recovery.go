@@ -1,0 +1,131 @@
+package reconcile
+
+import (
+	"fmt"
+
+	"github.com/etcdkeeper/etcdkeeper/internal/model"
+)
+
+// The recovery steps the agent journals (recovery.Step's values).
+const (
+	recoveryForced = "forced"
+)
+
+// decideRecovery is the decision of a host that takes part in a recovery
+// from quorum loss (etcdkeeper recover --yes). ok is false when the
+// ordinary decision applies: a fenced host's new member joining the
+// recovered cluster is promoted and finishes its rejoin like any other.
+func decideRecovery(in Input) (Action, bool) {
+	r := in.Local.Recovery
+	if r.Role == model.RecoverySource {
+		return decideSource(in), true
+	}
+	return decideFenced(in)
+}
+
+// decideSource restarts the source's etcd as a one-member cluster: stop
+// the old etcd, refuse if a quorum of voters turns out to be healthy (or
+// the data is not usable), then force the new cluster (or restore the
+// snapshot), and finish once the member leads it.
+func decideSource(in Input) Action {
+	r, l := in.Local.Recovery, in.Local
+	what := fmt.Sprintf("recovery %s from %s", r.ID, in.Self.Name)
+	if r.FromSnapshot {
+		what = fmt.Sprintf("recovery %s from a snapshot on %s", r.ID, in.Self.Name)
+	}
+	if !l.Running && l.RestartIn > 0 {
+		return wait("backoff", "%s: restart backoff after %s (%s)", what, l.LastExit.Text, l.LastExit.Class)
+	}
+	if r.Step == recoveryForced {
+		switch {
+		case l.Running && l.Answer != nil && l.Answer.Leader == l.Answer.MemberID && !l.Answer.IsLearner:
+			return Action{Kind: DoFinishRecovery, Reason: fmt.Sprintf("%s: done, member %x leads the recovered one-member cluster; the other members rejoin it", what, l.Answer.MemberID),
+				Key: "recovery/finish", ReleaseLock: true}
+		case l.Running:
+			return wait("recovery/serve", "%s: waiting for etcd to serve as the leader of a one-member cluster", what)
+		}
+		// The forced start crashed or was killed: again (idempotent).
+	}
+	if l.Running && r.Step != recoveryForced {
+		return Action{Kind: DoStopForRecovery, Reason: what + ": stopping etcd to restart it as a one-member cluster", Key: "recovery/stop"}
+	}
+	if c := in.Cluster; c != nil && r.Step != recoveryForced {
+		if voters, healthy := c.Voters(0); healthy >= model.Quorum(voters) {
+			return Action{Kind: DoRefuseRecovery, Reason: fmt.Sprintf("%s refused: %d of %d voters of cluster %x are healthy, a quorum: the cluster needs no recovery; nothing was changed",
+				what, healthy, voters, c.ClusterID), Key: "recovery/refuse"}
+		}
+	}
+	if r.FromSnapshot {
+		return Action{Kind: DoRestoreSnapshot, Reason: what + ": restoring the snapshot as a new one-member cluster", Key: "recovery/restore"}
+	}
+	if r.Step != recoveryForced && l.Data.Kind != model.DataHealthy {
+		return Action{Kind: DoRefuseRecovery, Reason: fmt.Sprintf("%s refused: the data dir is %s (%s), it cannot be the source; nothing was changed",
+			what, l.Data.Kind, l.Data.Reason), Key: "recovery/refuse"}
+	}
+	return Action{Kind: DoForceNewCluster, Reason: what + ": starting etcd from its own data as a one-member cluster (--force-new-cluster)", Key: "recovery/force"}
+}
+
+// decideFenced keeps a fenced host's old member stopped. Its new member,
+// once it runs, follows the ordinary decisions; the recovery is done for
+// this host when that member is a healthy voter and its rejoin is closed.
+func decideFenced(in Input) (Action, bool) {
+	r, l := in.Local.Recovery, in.Local
+	if !l.Running {
+		return Action{}, false // DecideStart, with the fence (startInput)
+	}
+	if runsOldMember(l, r) {
+		return Action{Kind: DoStopForRecovery, Reason: fmt.Sprintf("fenced by recovery %s from %s: stopping my old member %x for good; it rejoins the recovered cluster",
+			r.ID, r.Source, r.OldMemberID), Key: "recovery/fence-stop", ReleaseLock: true}, true
+	}
+	if a := l.Answer; a != nil && a.Leader != 0 && !a.IsLearner && !l.Journal.Open() {
+		return Action{Kind: DoFinishRecovery, Reason: fmt.Sprintf("recovery %s: done here, member %x is a voter of the recovered cluster", r.ID, a.MemberID),
+			Key: "recovery/finish", ReleaseLock: true}, true
+	}
+	return Action{}, false
+}
+
+// runsOldMember: the running etcd is the member the fence stopped for
+// good: it answers as it, or, silent, it is not a rejoin's new member and
+// the marker still names the old one.
+func runsOldMember(l model.Local, r model.Recovery) bool {
+	switch {
+	case l.Answer != nil:
+		return l.Answer.MemberID == r.OldMemberID
+	case l.Journal.Open():
+		return false
+	}
+	return l.Marker == nil || l.Marker.MemberID == r.OldMemberID
+}
+
+// fenceStart is DecideStart's guard for a fenced host: its old member is
+// never started as it was, and nothing is formed; the host waits until the
+// recovered cluster answers with the source in it, then rejoins it. The
+// operator asked for this, so the repair rate limit does not hold it back.
+func fenceStart(in *StartInput) (StartDecision, bool) {
+	f := in.Fence
+	if !f.Fenced() {
+		return StartDecision{}, false
+	}
+	in.RepairBlocked, in.AddBlocked = "", ""
+	why := fmt.Sprintf("fenced by recovery %s from %s: never starting my old member", f.ID, f.Source)
+	c := in.Cluster
+	if c == nil {
+		return startWait("%s; waiting for the recovered cluster to answer", why), true
+	}
+	if !listsHealthy(c, f.Source) {
+		return startWait("%s; the cluster that answers (%x) does not list %s as a healthy member: waiting for the recovered cluster", why, c.ClusterID, f.Source), true
+	}
+	if in.Data.MemberID != 0 && in.Data.MemberID == f.OldMemberID && c.Listed(f.OldMemberID) {
+		return startWait("%s; the recovered cluster still lists it (%x): waiting", why, f.OldMemberID), true
+	}
+	return StartDecision{}, false
+}
+
+func listsHealthy(c *model.Cluster, name string) bool {
+	for _, m := range c.Members {
+		if m.Name == name && m.Healthy {
+			return true
+		}
+	}
+	return false
+}

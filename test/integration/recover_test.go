@@ -1,0 +1,222 @@
+package integration
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdkeeper/etcdkeeper/test/testbed"
+)
+
+// recoverCLI runs etcdkeeper recover with args and returns its output.
+func recoverCLI(t *testing.T, c *testbed.Cluster, args ...string) (string, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), converge)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, testbed.Binary, append([]string{"recover", "--config", c.Spec}, args...)...).CombinedOutput()
+	t.Logf("etcdkeeper recover %s:\n%s", strings.Join(args, " "), out)
+	return string(out), err
+}
+
+// recoverKeys is how many 1 KiB keys the recovery tests write: ~1 MB by
+// default; ETCDKEEPER_RECOVER_MB sets another size, for measuring.
+func recoverKeys() int {
+	if mb, err := strconv.Atoi(os.Getenv("ETCDKEEPER_RECOVER_MB")); err == nil && mb > 0 {
+		return mb * 1024
+	}
+	return 1000
+}
+
+func putBulk(t *testing.T, c *testbed.Cluster, prefix string, n int) {
+	t.Helper()
+	cli := c.Client()
+	val := strings.Repeat("v", 1024)
+	for i := 0; i < n; i += 100 {
+		ops := []clientv3.Op{}
+		for k := i; k < min(i+100, n); k++ {
+			ops = append(ops, clientv3.OpPut(prefix+"/"+strconv.Itoa(100000+k), val))
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		_, err := cli.Txn(ctx).Then(ops...).Commit()
+		cancel()
+		if err != nil {
+			t.Fatalf("put: %v", err)
+		}
+	}
+}
+
+// TestRecoverFromMember: refused on a healthy cluster with nothing
+// changed. Then quorum is lost: node2's data is corrupt and node3's host
+// is off. recover's plan names node1; recover --from node1 --yes gives a
+// one-member cluster with node1's member ID and every key, node2 rejoins
+// it (its corrupt data moved aside, kept), and node3, back after the
+// recovery, rejoins too: three healthy voters.
+func TestRecoverFromMember(t *testing.T) {
+	t.Parallel()
+	c, ids := runningCluster(t, 3, repairSpec)
+	n := recoverKeys()
+	putBulk(t, c, "/k", n)
+
+	out, err := recoverCLI(t, c, "--from", "node1", "--yes")
+	if err == nil || !strings.Contains(out, "recovery refused: a quorum of voters is healthy") {
+		t.Fatalf("recover on a healthy cluster: err %v, want a refusal", err)
+	}
+	for _, name := range c.AllNames() {
+		if _, err := os.Stat(filepath.Join(c.StateDir(name), "recovery.json")); err == nil {
+			t.Errorf("%s has a recovery journal after a refused recovery", name)
+		}
+	}
+	if after := c.WaitVoters(converge, c.AllNames()...); after["node1"] != ids["node1"] || after["node2"] != ids["node2"] || after["node3"] != ids["node3"] {
+		t.Fatalf("members changed after a refused recovery: %v, were %v", after, ids)
+	}
+
+	for _, name := range []string{"node2", "node3"} {
+		if err := c.Stop(name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.CorruptWAL("node2")
+	c.Start("node2")
+	c.WaitPasses(converge, 2, "node2")
+	testbed.Eventually(t, converge, "node2 reports that quorum is lost", func() string {
+		if !c.LogContains("node2", "quorum lost: manual recovery needed") {
+			return "not yet"
+		}
+		return ""
+	})
+
+	out, err = recoverCLI(t, c)
+	if err != nil {
+		t.Fatalf("recover (plan): %v", err)
+	}
+	for _, want := range []string{"Quorum: NOT healthy", "Recommendation: recover from node1", "node3: agent not reached"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the plan does not say %q", want)
+		}
+	}
+	if len(c.Backups("node2")) != 0 {
+		t.Fatalf("the plan moved data: %v", c.Backups("node2"))
+	}
+
+	start := time.Now()
+	out, err = recoverCLI(t, c, "--from", "node1", "--yes", "--wait", "0")
+	if err != nil {
+		t.Fatalf("recover --from node1 --yes: %v", err)
+	}
+	if !strings.Contains(out, "node2: fenced") || !strings.Contains(out, "node3 was not reached: on node3, run: etcdkeeper recover") {
+		t.Errorf("recover does not say that node2 was fenced and node3 not reached")
+	}
+	after := c.WaitVoters(converge, "node1", "node2")
+	t.Logf("recovery from node1 (%d KiB of keys): 2 healthy voters %.1fs after recover --yes", n, time.Since(start).Seconds())
+	if after["node1"] != ids["node1"] {
+		t.Errorf("node1 is member %x after the recovery, was %x: the source keeps its member ID", after["node1"], ids["node1"])
+	}
+	if after["node2"] == ids["node2"] {
+		t.Errorf("node2 kept member ID %x: it must rejoin as a new member", ids["node2"])
+	}
+	if b := c.Backups("node2"); len(b) != 1 {
+		t.Errorf("node2's corrupt data: %v, want it moved aside once", b)
+	}
+
+	c.Start("node3") // its host was off during the recovery
+	after = c.WaitVoters(converge, c.AllNames()...)
+	t.Logf("node3 back: 3 healthy voters %.1fs after recover --yes", time.Since(start).Seconds())
+	if after["node3"] == ids["node3"] {
+		t.Errorf("node3 started its old member %x after the recovery", ids["node3"])
+	}
+	if b := c.Backups("node3"); len(b) != 1 {
+		t.Errorf("node3's old data: %v, want it moved aside once", b)
+	}
+	for _, name := range c.AllNames() {
+		expectKeys(t, c, name, "/k", n)
+	}
+	if !strings.Contains(statusOf(t, c), "done") {
+		t.Errorf("node1's status does not show the recovery done")
+	}
+}
+
+func statusOf(t *testing.T, c *testbed.Cluster) string {
+	b, err := os.ReadFile(filepath.Join(c.StateDir("node1"), "recovery.json"))
+	if err != nil {
+		t.Fatalf("node1's recovery journal: %v", err)
+	}
+	return string(b)
+}
+
+// TestRecoverFromSnapshot: every member's data is corrupt. recover's
+// plan finds no usable data and points to the verified snapshot; the
+// recovery from it is killed right before the restore, resumes when the
+// agent starts again, and ends with three healthy voters in a new cluster
+// that serves every key of the snapshot at a revision bumped past it.
+func TestRecoverFromSnapshot(t *testing.T) {
+	t.Parallel()
+	c, _ := runningCluster(t, 3, repairSpec)
+	putKeys(t, c, "/k", 200)
+	// Into node1's backup dir, where its agent finds it for the plan.
+	snapDir := filepath.Join(c.StateDir("node1"), "backups")
+	if out, err := exec.Command(testbed.Binary, "backup", "save", "--config", c.Spec, "--name", "node1").CombinedOutput(); err != nil {
+		t.Fatalf("backup save: %v\n%s", err, out)
+	}
+	snaps, _ := filepath.Glob(filepath.Join(snapDir, "*.db"))
+	if len(snaps) != 1 {
+		t.Fatalf("snapshots: %v", snaps)
+	}
+	cli := c.Client()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	resp, err := cli.Get(ctx, "/k/0000")
+	cancel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldRev, oldCluster := resp.Header.Revision, resp.Header.ClusterId
+
+	for _, name := range c.AllNames() {
+		if err := c.Stop(name); err != nil {
+			t.Fatal(err)
+		}
+		c.CorruptWAL(name)
+	}
+	c.Start("node1", "ETCDKEEPER_TEST_CRASH_AT=recover-restore")
+	c.Start("node2")
+	c.Start("node3")
+	c.WaitPasses(converge, 2, c.AllNames()...)
+	out, err := recoverCLI(t, c)
+	if err != nil || !strings.Contains(out, "no member's data is usable: recover from the newest verified snapshot, "+snaps[0]+" on node1") {
+		t.Fatalf("plan: err %v; want no usable data and node1's snapshot", err)
+	}
+	if _, err := recoverCLI(t, c, "--name", "node1", "--from-snapshot", snaps[0], "--yes", "--wait", "0"); err != nil {
+		t.Fatalf("recover --from-snapshot: %v", err)
+	}
+	if err := c.WaitExit("node1", converge); err == nil || !strings.Contains(err.Error(), "exit status 3") {
+		t.Fatalf("node1's agent did not stop at the crash point: %v", err)
+	}
+	c.Start("node1")
+	c.WaitVoters(converge, c.AllNames()...)
+	for _, name := range c.AllNames() {
+		expectKeys(t, c, name, "/k", 200)
+	}
+	ctx, cancel = context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	resp, err = c.Client().Get(ctx, "/k/0000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Header.Revision < oldRev+1_000_000_000 {
+		t.Errorf("revision %d after the restore, want past %d + 1e9: watchers must never see it go back", resp.Header.Revision, oldRev)
+	}
+	if resp.Header.ClusterId == oldCluster {
+		t.Errorf("the restored cluster kept the old cluster ID %x", oldCluster)
+	}
+	for _, name := range c.AllNames() {
+		if b := c.Backups(name); len(b) != 1 {
+			t.Errorf("%s: moved-aside data dirs %v, want one (its corrupt data, kept)", name, b)
+		}
+	}
+}
