@@ -440,7 +440,7 @@ func printPlan(w io.Writer, rep planReport, f recoverFlags) {
 		switch {
 		case !i.Reachable:
 			fmt.Fprintf(w, "%s: agent not reached: %s\n", i.Name, i.Error)
-		case i.Data != "healthy" && i.Data != "serving" && i.Reason != "":
+		case !i.Usable() && i.Reason != "":
 			fmt.Fprintf(w, "%s: %s: %s\n", i.Name, i.Data, i.Reason)
 		}
 	}

@@ -187,7 +187,16 @@ func (a *Agent) observeStopped(ctx context.Context, in *reconcile.Input, j repai
 		// observe, and no call needs to wait out its deadline.
 		return nil
 	}
-	if in.Cluster = a.observeCluster(ctx); in.Cluster == nil && l.Data.Kind == model.DataEmpty {
+	in.Cluster = a.observeCluster(ctx)
+	if c := in.Cluster; c != nil && !l.Recovery.Open() && (foreign(l.Data.ClusterID, c.ClusterID) || (marker != nil && foreign(marker.ClusterID, c.ClusterID))) {
+		// This host's data is another cluster's: was the cluster recovered
+		// while it was away?
+		s, _ := a.Spec()
+		if c.Recovered, err = a.client.GetRecovered(ctx, s.Cluster.Name); err != nil {
+			a.lg.Debug("recovery record", zap.Error(err))
+		}
+	}
+	if in.Cluster == nil && l.Data.Kind == model.DataEmpty {
 		// Only an empty data dir may lead to forming a new cluster: make
 		// sure nobody is there before that.
 		in.PeerAnswered = a.client.AnyPeerAnswers(ctx, a.peerEndpoints())
@@ -197,6 +206,9 @@ func (a *Agent) observeStopped(ctx context.Context, in *reconcile.Input, j repai
 	}
 	return nil
 }
+
+// foreign: a recorded cluster ID (0: none) that is not the live one.
+func foreign(recorded, live uint64) bool { return recorded != 0 && recorded != live }
 
 // observeCluster observes the live cluster (nil when it does not answer
 // with a leader) and records it for status and metrics.

@@ -109,8 +109,18 @@ func (a *Agent) Inspect() recovery.Inspection {
 		in.Term, in.Index, in.Revision = st.RaftTerm, st.RaftIndex, st.Revision
 		in.HealthyVoter = st.Healthy && !st.IsLearner
 	} else {
-		r := repair.Inspect(a.lg, self.DataDir)
+		inspect := repair.Inspect
+		if in.EtcdRunning {
+			// Started after the quorum was lost, etcd never serves (it
+			// cannot publish itself) and keeps the db locked: its WAL
+			// tells how far its data goes.
+			inspect = repair.InspectWAL
+		}
+		r := inspect(a.lg, self.DataDir)
 		in.Data, in.Reason = r.State.String(), r.Reason
+		if in.EtcdRunning && r.State == repair.DirHealthy {
+			in.Data = "running"
+		}
 		switch r.State {
 		case repair.DirTornTail:
 			in.Data = "healthy" // etcd cuts the torn tail itself
@@ -138,6 +148,9 @@ func (a *Agent) recoverStep(ctx context.Context, act reconcile.Action) (string, 
 	j, err := a.loadRecovery()
 	if err != nil {
 		return "reading the recovery journal", false, err
+	}
+	if act.Kind == reconcile.DoAcceptFence {
+		return a.acceptFence(j, act)
 	}
 	if !j.Open() {
 		return "the recovery is over", false, nil
@@ -284,13 +297,46 @@ func restoreInto(clusterName string, j recovery.Journal, name string, peerURLs [
 	return nil
 }
 
+// acceptFence journals this host's part in a recovery it learned of late,
+// from the recovered cluster's record.
+func (a *Agent) acceptFence(cur recovery.Journal, act reconcile.Action) (string, bool, error) {
+	r := act.Recovered
+	old := uint64(0)
+	if a.data != nil {
+		old = a.data.MemberID
+	}
+	if m, err := a.loadMarker(); err == nil && m != nil && old == 0 {
+		old = m.MemberID
+	}
+	j, err := recovery.Accept(cur, recovery.Request{ID: r.ID, Role: recovery.RoleFenced, Source: r.Source, OldClusterID: r.OldClusterID}, old, time.Now())
+	if err != nil {
+		return "taking part in the recovery", false, err
+	}
+	if err := a.saveRecovery(j); err != nil {
+		return "journaling the fence", false, err
+	}
+	return act.Reason, true, nil
+}
+
 // finishRecovery closes this host's part: the source leads the recovered
-// cluster, or this fenced host's new member is a voter of it.
-func (a *Agent) finishRecovery(_ context.Context, j recovery.Journal, why string) (string, bool, error) {
+// cluster (and records the recovery in it, for hosts that were away), or
+// this fenced host's new member is a voter of it.
+func (a *Agent) finishRecovery(ctx context.Context, j recovery.Journal, why string) (string, bool, error) {
 	st := a.Status()
-	j.Step = recovery.StepDone
+	s, _ := a.Spec()
 	j.ClusterID, _ = strconv.ParseUint(st.ClusterID, 16, 64)
 	j.MemberID, _ = strconv.ParseUint(st.MemberID, 16, 64)
+	if j.Role == recovery.RoleSource {
+		old := j.OldClusterID
+		if old == 0 && j.Snapshot == "" {
+			old = j.ClusterID // --force-new-cluster keeps the cluster ID
+		}
+		rec := model.Recovered{ID: j.ID, Source: j.Source, OldClusterID: old, ClusterID: j.ClusterID, At: time.Now().UTC()}
+		if err := a.client.PutRecovered(ctx, s.Cluster.Name, rec); err != nil {
+			return "recording the recovery in the recovered cluster", false, err
+		}
+	}
+	j.Step = recovery.StepDone
 	if err := a.saveRecovery(j); err != nil {
 		return "journaling the end of the recovery", false, err
 	}

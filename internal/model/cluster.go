@@ -71,6 +71,21 @@ type Cluster struct {
 	Alarms []Alarm
 	// Now is when it was observed.
 	Now time.Time
+	// Recovered is the record of the recovery that made this cluster
+	// (read only when this host's data belongs to another cluster).
+	Recovered *Recovered
+}
+
+// Recovered is what the source of a recovery from quorum loss records in
+// the recovered cluster.
+type Recovered struct {
+	ID     string `json:"id"`
+	Source string `json:"source"`
+	// OldClusterID is the cluster that lost its quorum; ClusterID the
+	// recovered one (another when restored from a snapshot).
+	OldClusterID uint64    `json:"oldClusterID"`
+	ClusterID    uint64    `json:"clusterID"`
+	At           time.Time `json:"at"`
 }
 
 // Member returns the member with id.

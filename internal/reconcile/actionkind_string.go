@@ -27,11 +27,12 @@ func _() {
 	_ = x[DoRestoreSnapshot-16]
 	_ = x[DoFinishRecovery-17]
 	_ = x[DoRefuseRecovery-18]
+	_ = x[DoAcceptFence-19]
 }
 
-const _ActionKind_name = "nothingwaitstartidletake-lockrejoinpromotefinish-rejoinstop-for-repairstop-stuckrestart-for-settingschange-membershipdisarmrestart-stalledstop-for-recoveryforce-new-clusterrestore-snapshotfinish-recoveryrefuse-recovery"
+const _ActionKind_name = "nothingwaitstartidletake-lockrejoinpromotefinish-rejoinstop-for-repairstop-stuckrestart-for-settingschange-membershipdisarmrestart-stalledstop-for-recoveryforce-new-clusterrestore-snapshotfinish-recoveryrefuse-recoveryaccept-fence"
 
-var _ActionKind_index = [...]uint8{0, 7, 11, 16, 20, 29, 35, 42, 55, 70, 80, 100, 117, 123, 138, 155, 172, 188, 203, 218}
+var _ActionKind_index = [...]uint8{0, 7, 11, 16, 20, 29, 35, 42, 55, 70, 80, 100, 117, 123, 138, 155, 172, 188, 203, 218, 230}
 
 func (i ActionKind) String() string {
 	idx := int(i) - 0

@@ -63,6 +63,7 @@ const (
 	DoRestoreSnapshot                    // restore-snapshot
 	DoFinishRecovery                     // finish-recovery
 	DoRefuseRecovery                     // refuse-recovery
+	DoAcceptFence                        // accept-fence
 )
 
 // Action is Decide's answer: one step, why, and a key that stays the same
@@ -78,6 +79,8 @@ type Action struct {
 	Step Step
 	// Alarms are the alarms DoDisarm clears.
 	Alarms []model.Alarm
+	// Recovered is the recovery DoAcceptFence takes part in.
+	Recovered *model.Recovered
 	// ReleaseLock: give the cluster lock back (if held) after this step.
 	// The lock stays with a member that is starting, rejoining or
 	// restarting until it is a healthy voter again.
@@ -104,6 +107,9 @@ func decideStopped(in Input) Action {
 	l := in.Local
 	if l.RestartIn > 0 {
 		return wait("backoff", "restart backoff after %s (%s)", l.LastExit.Text, l.LastExit.Class)
+	}
+	if act, ok := lateFence(in); ok {
+		return act
 	}
 	d := DecideStart(startInput(in))
 	key := "start/" + d.Action.String() + "/" + stableKey(d.Reason)

@@ -129,3 +129,25 @@ func listsHealthy(c *model.Cluster, name string) bool {
 	}
 	return false
 }
+
+// lateFence: this host was off while the cluster was recovered from
+// quorum loss (its data or marker belongs to the cluster that lost it, and
+// the live cluster's recovery record says so): it takes its part as a
+// fenced host, as if recover had reached it, and rejoins.
+func lateFence(in Input) (Action, bool) {
+	l, c := in.Local, in.Cluster
+	if l.Recovery.Open() || c == nil || c.Recovered == nil {
+		return Action{}, false
+	}
+	r := c.Recovered
+	if r.ClusterID != c.ClusterID || r.OldClusterID == 0 || r.ID == l.Recovery.ID {
+		return Action{}, false
+	}
+	ours := l.Data.ClusterID == r.OldClusterID || (l.Marker != nil && l.Marker.ClusterID == r.OldClusterID)
+	if !ours {
+		return Action{}, false
+	}
+	return Action{Kind: DoAcceptFence, Recovered: r, Key: "recovery/late-fence",
+		Reason: fmt.Sprintf("cluster %x was recovered from %s (recovery %s) while this host was away; my data belongs to cluster %x: fencing my old member, it rejoins the recovered cluster",
+			c.ClusterID, r.Source, r.ID, r.OldClusterID)}, true
+}

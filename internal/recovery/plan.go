@@ -19,7 +19,9 @@ type Inspection struct {
 	// EtcdRunning: the agent's etcd process runs.
 	EtcdRunning bool `json:"etcdRunning"`
 	// Data is the data dir: healthy, corrupt, empty, locked or unreadable
-	// (an offline check), or "serving" while etcd runs and answers.
+	// (an offline check), "serving" while etcd runs and answers, or
+	// "running" while etcd runs without answering (started after the
+	// quorum was lost, it cannot publish itself) and its WAL reads well.
 	Data   string `json:"data"`
 	Reason string `json:"reason,omitempty"`
 	// ClusterID and MemberID are hex, as etcdctl prints them.
@@ -49,7 +51,7 @@ type Snapshot struct {
 
 // Usable: the member's data can be a recovery's source.
 func (i Inspection) Usable() bool {
-	return i.Reachable && (i.Data == "healthy" || i.Data == "serving") && i.Index > 0
+	return i.Reachable && (i.Data == "healthy" || i.Data == "serving" || i.Data == "running") && i.Index > 0
 }
 
 // QuorumState is whether a quorum of voters is healthy now, as the caller

@@ -150,11 +150,14 @@ func statusOf(t *testing.T, c *testbed.Cluster) string {
 	return string(b)
 }
 
-// TestRecoverFromSnapshot: every member's data is corrupt. recover's
-// plan finds no usable data and points to the verified snapshot; the
-// recovery from it is killed right before the restore, resumes when the
-// agent starts again, and ends with three healthy voters in a new cluster
-// that serves every key of the snapshot at a revision bumped past it.
+// TestRecoverFromSnapshot: two members' data is corrupt and the third
+// host is off. recover's plan finds no usable data and points to the
+// verified snapshot; the recovery from it is killed right before the
+// restore and resumes when the agent starts again. node3, back after the
+// recovery with its old cluster's data, learns of the recovery from the
+// recovered cluster's record and rejoins: three healthy voters in a new
+// cluster that serves every key of the snapshot at a revision bumped past
+// it, every old data dir kept.
 func TestRecoverFromSnapshot(t *testing.T) {
 	t.Parallel()
 	c, _ := runningCluster(t, 3, repairSpec)
@@ -181,12 +184,14 @@ func TestRecoverFromSnapshot(t *testing.T) {
 		if err := c.Stop(name); err != nil {
 			t.Fatal(err)
 		}
-		c.CorruptWAL(name)
 	}
+	// node1 and node2 corrupt; node3's host is off during the recovery,
+	// its data intact but of the old cluster.
+	c.CorruptWAL("node1")
+	c.CorruptWAL("node2")
 	c.Start("node1", "ETCDKEEPER_TEST_CRASH_AT=recover-restore")
 	c.Start("node2")
-	c.Start("node3")
-	c.WaitPasses(converge, 2, c.AllNames()...)
+	c.WaitPasses(converge, 2, "node1", "node2")
 	out, err := recoverCLI(t, c)
 	if err != nil || !strings.Contains(out, "no member's data is usable: recover from the newest verified snapshot, "+snaps[0]+" on node1") {
 		t.Fatalf("plan: err %v; want no usable data and node1's snapshot", err)
@@ -198,7 +203,12 @@ func TestRecoverFromSnapshot(t *testing.T) {
 		t.Fatalf("node1's agent did not stop at the crash point: %v", err)
 	}
 	c.Start("node1")
+	c.WaitVoters(converge, "node1", "node2")
+	c.Start("node3") // back: it learns of the recovery from the recovered cluster
 	c.WaitVoters(converge, c.AllNames()...)
+	if !c.LogContains("node3", "was recovered from node1", "fencing my old member") {
+		t.Errorf("node3 did not say that it learned of the recovery")
+	}
 	for _, name := range c.AllNames() {
 		expectKeys(t, c, name, "/k", 200)
 	}
@@ -218,5 +228,45 @@ func TestRecoverFromSnapshot(t *testing.T) {
 		if b := c.Backups(name); len(b) != 1 {
 			t.Errorf("%s: moved-aside data dirs %v, want one (its corrupt data, kept)", name, b)
 		}
+	}
+}
+
+// TestRecoverSurvivesCrash kills the source's agent (exit at once, as
+// hard as kill -9: its etcd dies with it) right before each step of a
+// recovery from its data, starts it again, and expects the recovery to
+// resume and end with three healthy voters, the source's member ID kept.
+func TestRecoverSurvivesCrash(t *testing.T) {
+	t.Parallel()
+	for _, step := range []string{"recover-stop", "recover-force"} {
+		t.Run(step, func(t *testing.T) {
+			t.Parallel()
+			c, ids := runningCluster(t, 3, repairSpec)
+			putKeys(t, c, "/k", 30)
+			for _, name := range c.AllNames() {
+				if err := c.Stop(name); err != nil {
+					t.Fatal(err)
+				}
+			}
+			c.CorruptWAL("node2")
+			c.CorruptWAL("node3")
+			c.Start("node1", "ETCDKEEPER_TEST_CRASH_AT="+step)
+			c.Start("node2")
+			c.Start("node3")
+			c.WaitPasses(converge, 2, c.AllNames()...)
+			if _, err := recoverCLI(t, c, "--from", "node1", "--yes", "--wait", "0"); err != nil {
+				t.Fatalf("recover: %v", err)
+			}
+			if err := c.WaitExit("node1", converge); err == nil || !strings.Contains(err.Error(), "exit status 3") {
+				t.Fatalf("node1's agent did not stop at the crash point %s: %v", step, err)
+			}
+			c.Start("node1")
+			after := c.WaitVoters(converge, c.AllNames()...)
+			if after["node1"] != ids["node1"] {
+				t.Errorf("node1 is member %x, was %x", after["node1"], ids["node1"])
+			}
+			for _, name := range c.AllNames() {
+				expectKeys(t, c, name, "/k", 30)
+			}
+		})
 	}
 }
