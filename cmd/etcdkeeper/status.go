@@ -16,6 +16,7 @@ import (
 	"github.com/etcdkeeper/etcdkeeper/internal/certs"
 	"github.com/etcdkeeper/etcdkeeper/internal/cluster"
 	"github.com/etcdkeeper/etcdkeeper/internal/model"
+	"github.com/etcdkeeper/etcdkeeper/internal/recovery"
 	"github.com/etcdkeeper/etcdkeeper/internal/reconcile"
 	"github.com/etcdkeeper/etcdkeeper/internal/spec"
 )
@@ -44,11 +45,15 @@ in the cluster, 2 when the cluster differs from the spec, 1 on error.`,
 			if err != nil {
 				return err
 			}
+			if !converged {
+				addRecoveries(c.Context(), s, rows)
+			}
 			if !quiet {
 				if err := printRows(c.OutOrStdout(), rows, output); err != nil {
 					return err
 				}
 				if output == "table" {
+					printRecoveries(c.OutOrStdout(), rows)
 					fmt.Fprintln(c.OutOrStdout(), certSummary(memberCerts(s), time.Now()))
 				}
 			}
@@ -80,6 +85,9 @@ type statusRow struct {
 	Agent     string `json:"agent,omitempty"`
 	Decision  string `json:"decision,omitempty"`
 	Note      string `json:"note,omitempty"`
+	// Recovery is the member's part in a recovery from quorum loss under
+	// way: "<id> <role> <step>".
+	Recovery string `json:"recovery,omitempty"`
 }
 
 func clusterRows(ctx context.Context, s *spec.Spec) ([]statusRow, bool, error) {
@@ -123,6 +131,39 @@ func noQuorumRows(ctx context.Context, cli *cluster.Client, s *spec.Spec, cause 
 	}
 	wg.Wait()
 	return rows
+}
+
+// addRecoveries asks the agents (as recover does) for a recovery under
+// way: while the cluster has no quorum, etcd cannot tell.
+func addRecoveries(ctx context.Context, s *spec.Spec, rows []statusRow) {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	ag, err := newAgents(s, "")
+	if err != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	by := map[string]*recovery.Journal{}
+	for _, in := range ag.inspectAll(ctx) {
+		if in.Recovery != nil && in.Recovery.Open() {
+			by[in.Name] = in.Recovery
+		}
+	}
+	for i := range rows {
+		if j, ok := by[rows[i].Name]; ok {
+			rows[i].Recovery = fmt.Sprintf("%s %s %s", j.ID, j.Role, j.Step)
+		}
+	}
+}
+
+func printRecoveries(w io.Writer, rows []statusRow) {
+	for _, r := range rows {
+		if r.Recovery != "" {
+			fmt.Fprintf(w, "Recovery in progress on %s: %s\n", r.Name, r.Recovery)
+		}
+	}
 }
 
 // addAgents shows each agent's own account next to its member.

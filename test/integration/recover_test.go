@@ -259,6 +259,11 @@ func TestRecoverSurvivesCrash(t *testing.T) {
 			if err := c.WaitExit("node1", converge); err == nil || !strings.Contains(err.Error(), "exit status 3") {
 				t.Fatalf("node1's agent did not stop at the crash point %s: %v", step, err)
 			}
+			// status shows the recovery under way, though etcd cannot.
+			out, _ := exec.Command(testbed.Binary, "status", "--config", c.Spec).CombinedOutput()
+			if !strings.Contains(string(out), "Recovery in progress on node2: ") || !strings.Contains(string(out), " fenced fenced") {
+				t.Errorf("status does not show the recovery under way:\n%s", out)
+			}
 			c.Start("node1")
 			after := c.WaitVoters(converge, c.AllNames()...)
 			if after["node1"] != ids["node1"] {
