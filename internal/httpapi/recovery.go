@@ -125,13 +125,28 @@ func caPool(path string) (*x509.CertPool, error) {
 
 // ServeTLS is Serve with TLS (cfg nil: plain HTTP).
 func ServeTLS(ctx context.Context, lg *zap.Logger, addr string, h http.Handler, cfg *tls.Config) error {
+	l, err := listen(addr, cfg)
+	if err != nil {
+		return err
+	}
+	serve(ctx, lg, addr, l, h, cfg != nil)
+	return nil
+}
+
+// listen opens addr, with TLS when cfg is not nil.
+func listen(addr string, cfg *tls.Config) (net.Listener, error) {
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
-		return fmt.Errorf("agent endpoint %s: %w", addr, err)
+		return nil, fmt.Errorf("agent endpoint %s: %w", addr, err)
 	}
 	if cfg != nil {
 		l = tls.NewListener(l, cfg)
 	}
+	return l, nil
+}
+
+// serve serves h on l (opened for addr) until ctx ends.
+func serve(ctx context.Context, lg *zap.Logger, addr string, l net.Listener, h http.Handler, withTLS bool) {
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		<-ctx.Done()
@@ -144,6 +159,5 @@ func ServeTLS(ctx context.Context, lg *zap.Logger, addr string, h http.Handler, 
 			lg.Error("agent endpoint stopped", zap.String("addr", addr), zap.Error(err))
 		}
 	}()
-	lg.Info("agent endpoint listening", zap.String("addr", l.Addr().String()), zap.Bool("tls", cfg != nil))
-	return nil
+	lg.Info("agent endpoint listening", zap.String("addr", l.Addr().String()), zap.Bool("tls", withTLS))
 }
