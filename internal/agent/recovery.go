@@ -76,8 +76,15 @@ func (a *Agent) Recover(r recovery.Request) (recovery.Journal, error) {
 			self.Name, st.HealthyVoters, st.Voters)
 	}
 	old := a.memberID()
-	if m, err := a.loadMarker(); err == nil && m != nil && old == 0 {
-		old = m.MemberID
+	if m, err := a.loadMarker(); err == nil && m != nil {
+		if old == 0 {
+			old = m.MemberID
+		}
+		if r.OldClusterID == 0 {
+			// The caller could not read it (corrupt data): the cluster this
+			// host last ran in, for the record that fences late hosts.
+			r.OldClusterID = m.ClusterID
+		}
 	}
 	j, err := recovery.Accept(cur, r, old, time.Now())
 	if err != nil {

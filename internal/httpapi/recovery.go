@@ -33,15 +33,23 @@ const maxRequest = 64 << 10
 // (agent.recoveryAddr) exposes.
 func RecoveryHandler(r Recoverer) http.Handler {
 	mux := http.NewServeMux()
-	addRecovery(mux, r)
+	addRecovery(mux, r, false)
 	return mux
 }
 
-func addRecovery(mux *http.ServeMux, r Recoverer) {
+// addRecovery adds the recovery routes. localOnly: POST only from
+// loopback callers — the agent endpoint (agent.addr) may be bound to
+// every address for metrics, but a recovery is started from another host
+// only over the recovery listener, which checks the caller's certificate.
+func addRecovery(mux *http.ServeMux, r Recoverer, localOnly bool) {
 	mux.HandleFunc("GET /recovery", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, r.Inspect())
 	})
 	mux.HandleFunc("POST /recovery", func(w http.ResponseWriter, req *http.Request) {
+		if localOnly && !fromLoopback(req) {
+			writeJSON(w, http.StatusForbidden, map[string]string{"error": "a recovery request from another host is taken only on agent.recoveryAddr (mutual TLS with the peer certificates); agent.addr takes it from this host only"})
+			return
+		}
 		var rq recovery.Request
 		dec := json.NewDecoder(http.MaxBytesReader(w, req.Body, maxRequest))
 		dec.DisallowUnknownFields()
@@ -56,6 +64,12 @@ func addRecovery(mux *http.ServeMux, r Recoverer) {
 		}
 		writeJSON(w, http.StatusAccepted, j)
 	})
+}
+
+func fromLoopback(req *http.Request) bool {
+	host, _, err := net.SplitHostPort(req.RemoteAddr)
+	ip := net.ParseIP(host)
+	return err == nil && ip != nil && ip.IsLoopback()
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {

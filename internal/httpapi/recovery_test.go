@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -21,6 +22,7 @@ import (
 	"github.com/etcdkeeper/etcdkeeper/internal/recovery"
 	"github.com/etcdkeeper/etcdkeeper/internal/spec"
 	"github.com/etcdkeeper/etcdkeeper/internal/testpki"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // fakeRecoverer answers GET /recovery with ins and POST /recovery with a
@@ -345,5 +347,42 @@ func TestServeTLSListenError(t *testing.T) {
 	err = ServeTLS(context.Background(), zap.NewNop(), l.Addr().String(), RecoveryHandler(&fakeRecoverer{}), nil)
 	if err == nil || !strings.Contains(err.Error(), "agent endpoint "+l.Addr().String()) {
 		t.Errorf("ServeTLS on a port in use: %v, want an agent endpoint error", err)
+	}
+}
+
+// agentSource is an agent endpoint's source that also takes recoveries.
+type agentSource struct{ *fakeRecoverer }
+
+func (agentSource) StatusJSON() any       { return map[string]string{} }
+func (agentSource) Live() (bool, string)  { return true, "ok" }
+func (agentSource) Ready() (bool, string) { return true, "ok" }
+
+// TestAgentEndpointTakesRecoveriesFromThisHostOnly: agent.addr may be
+// bound to every address (for metrics), but a recovery request from
+// another host is refused there (403, not passed on); from loopback it is
+// taken. Reading the inspection stays open.
+func TestAgentEndpointTakesRecoveriesFromThisHostOnly(t *testing.T) {
+	for _, tt := range []struct {
+		remote string
+		want   int
+	}{{"127.0.0.1:40000", http.StatusAccepted}, {"[::1]:40000", http.StatusAccepted}, {"10.0.0.5:40000", http.StatusForbidden}, {"198.18.0.7:40000", http.StatusForbidden}} {
+		f := &fakeRecoverer{}
+		h := Handler(agentSource{f}, prometheus.NewRegistry())
+		req := httptest.NewRequest(http.MethodPost, "/recovery", strings.NewReader(`{"id":"r1","role":"fenced","source":"a"}`))
+		req.RemoteAddr = tt.remote
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		_, reqs := f.calls()
+		n := len(reqs)
+		if rec.Code != tt.want || (n == 1) != (tt.want == http.StatusAccepted) {
+			t.Errorf("POST from %s: %d, %d calls; want %d", tt.remote, rec.Code, n, tt.want)
+		}
+		get := httptest.NewRequest(http.MethodGet, "/recovery", nil)
+		get.RemoteAddr = tt.remote
+		rec = httptest.NewRecorder()
+		h.ServeHTTP(rec, get)
+		if rec.Code != http.StatusOK {
+			t.Errorf("GET from %s: %d, want 200", tt.remote, rec.Code)
+		}
 	}
 }

@@ -37,7 +37,7 @@ func Handler(src Source, reg *prometheus.Registry) http.Handler {
 	})
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	if r, ok := src.(Recoverer); ok {
-		addRecovery(mux, r)
+		addRecovery(mux, r, true)
 	}
 	return mux
 }

@@ -51,8 +51,12 @@ func decideSource(in Input) Action {
 	}
 	if c := in.Cluster; c != nil && r.Step != recoveryForced {
 		if voters, healthy := c.Voters(0); healthy >= model.Quorum(voters) {
-			return Action{Kind: DoRefuseRecovery, Reason: fmt.Sprintf("%s refused: %d of %d voters of cluster %x are healthy, a quorum: the cluster needs no recovery; nothing was changed",
-				what, healthy, voters, c.ClusterID), Key: "recovery/refuse"}
+			changed := "nothing was changed"
+			if r.Step == "moved" || r.Step == "restored" {
+				changed = "the data dir was moved aside already (kept; see the recovery journal): this member rejoins the live cluster"
+			}
+			return Action{Kind: DoRefuseRecovery, Reason: fmt.Sprintf("%s refused: %d of %d voters of cluster %x are healthy, a quorum: the cluster needs no recovery; %s",
+				what, healthy, voters, c.ClusterID, changed), Key: "recovery/refuse"}
 		}
 	}
 	if r.FromSnapshot {

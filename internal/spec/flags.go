@@ -47,7 +47,7 @@ var ownedFlags = map[string]string{
 // would get them, and each one can lose data or fork the cluster.
 var dangerousFlags = map[string]string{
 	"force-new-cluster": "remove it: --force-new-cluster makes each member that starts with it a one-member cluster of its own; " +
-		"recover a lost quorum by hand on one host (etcd's disaster recovery), never from the spec",
+		"recover a lost quorum with `etcdkeeper recover` (it restarts one member that way, once, and rejoins the others), never from the spec",
 	"unsafe-no-fsync": "remove it: --unsafe-no-fsync loses acknowledged writes on a power cut and leaves WAL and db damaged, " +
 		"which etcdkeeper would then repair again and again",
 	"version": "remove it: etcd prints its version and exits instead of serving",
