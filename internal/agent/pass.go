@@ -30,8 +30,29 @@ func (a *Agent) onePass(ctx context.Context) bool {
 		act = reconcile.Decide(in)
 		said, again, err = a.act(ctx, act, in)
 	}
+	if err == nil && steady(act, in) {
+		a.steadyPasses++
+	} else {
+		a.steadyPasses = 0
+	}
 	a.report(act, said, err)
 	return again && err == nil
+}
+
+// steady: nothing to do, and nothing that another pass soon would change:
+// the local member and every member a healthy voter, no alarm, the
+// cluster as the spec wants it.
+func steady(act reconcile.Action, in reconcile.Input) bool {
+	c := in.Cluster
+	if act.Kind != reconcile.DoNothing || c == nil || len(c.Alarms) > 0 || in.Local.Recovery.Open() || in.Local.Journal.Open() {
+		return false
+	}
+	for _, m := range c.Members {
+		if !m.Healthy || m.IsLearner {
+			return false
+		}
+	}
+	return true
 }
 
 // report records the pass's outcome and logs the decision when its key

@@ -16,6 +16,7 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
 
 	"github.com/etcdkeeper/etcdkeeper/internal/model"
 )
@@ -34,6 +35,9 @@ type Client struct {
 
 	mu sync.Mutex
 	c  *clientv3.Client // see conn
+	// statusConns are the connections Status reuses, by endpoint: see
+	// Status.
+	statusConns map[string]*grpc.ClientConn
 }
 
 // credentials are an etcd user's, for clusters with auth enabled.
@@ -103,6 +107,7 @@ func (c *Client) config(endpoints ...string) clientv3.Config {
 func (c *Client) Close() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.closeStatusConns()
 	if c.c == nil {
 		return nil
 	}
@@ -237,11 +242,69 @@ func (c *Client) Status(ctx context.Context, endpoint string) (*clientv3.StatusR
 	if err != nil {
 		return nil, err
 	}
-	resp, err := cli.Status(ctx, endpoint)
+	conn, err := c.statusConn(cli, endpoint)
 	if err != nil {
 		return nil, fmt.Errorf("status of %s: %w", endpoint, err)
 	}
-	return resp, nil
+	resp, err := clientv3.RetryMaintenanceClient(cli, conn).Status(ctx, &etcdserverpb.StatusRequest{})
+	if err != nil {
+		// A connection that failed is dialed afresh next time, as
+		// clientv3's own Status does every time: gRPC's reconnect backoff
+		// (up to two minutes) would hide a member that is back.
+		c.dropStatusConn(endpoint, conn)
+		return nil, fmt.Errorf("status of %s: %w", endpoint, clientv3.ContextError(ctx, err))
+	}
+	return (*clientv3.StatusResponse)(resp), nil
+}
+
+// maxStatusConns bounds the kept status connections: endpoints of removed
+// members are not used again.
+const maxStatusConns = 16
+
+// statusConn is a kept connection to endpoint, with the client's TLS and
+// auth token. clientv3's Maintenance.Status dials and closes one per
+// call: at every pass, for the local member and each member of the
+// cluster, most of an idle agent's CPU.
+func (c *Client) statusConn(cli *clientv3.Client, endpoint string) (*grpc.ClientConn, error) {
+	c.mu.Lock()
+	if conn, ok := c.statusConns[endpoint]; ok {
+		c.mu.Unlock()
+		return conn, nil
+	}
+	c.mu.Unlock()
+	conn, err := cli.Dial(endpoint)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if kept, ok := c.statusConns[endpoint]; ok {
+		_ = conn.Close() // another call dialed it meanwhile
+		return kept, nil
+	}
+	if c.statusConns == nil || len(c.statusConns) >= maxStatusConns {
+		c.closeStatusConns()
+		c.statusConns = map[string]*grpc.ClientConn{}
+	}
+	c.statusConns[endpoint] = conn
+	return conn, nil
+}
+
+func (c *Client) dropStatusConn(endpoint string, conn *grpc.ClientConn) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.statusConns[endpoint] == conn {
+		delete(c.statusConns, endpoint)
+	}
+	_ = conn.Close()
+}
+
+// closeStatusConns closes the kept status connections; c.mu is held.
+func (c *Client) closeStatusConns() {
+	for ep, conn := range c.statusConns {
+		_ = conn.Close()
+		delete(c.statusConns, ep)
+	}
 }
 
 // IsLearnerNotReady reports etcd's refusal to promote a learner that has
