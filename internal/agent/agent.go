@@ -93,16 +93,16 @@ type Agent struct {
 	stallRestarts int
 	// settling: etcd was just started and is not a healthy voter yet;
 	// the loop looks again quickly instead of waiting a whole interval.
-	settling    bool
-	lastKey     string
+	settling bool
+	lastKey  string
 	// steadyPasses counts the passes in a row that found nothing to do in
 	// a cluster that matches the spec (see steadyInterval).
 	steadyPasses int
-	lastSpecErr string
-	reloadReq   atomic.Bool
-	notify      *notify.Notifier
-	metrics     *metrics.Metrics
-	backups     *backup.Scheduler // see startBackups
+	lastSpecErr  string
+	reloadReq    atomic.Bool
+	notify       *notify.Notifier
+	metrics      *metrics.Metrics
+	backups      *backup.Scheduler // see startBackups
 	// recMu orders the recovery journal's writers: the endpoint that
 	// accepts a request and the loop that carries it out.
 	recMu sync.Mutex
