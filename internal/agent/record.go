@@ -11,6 +11,7 @@ import (
 	"github.com/etcdkeeper/etcdkeeper/internal/cluster"
 	"github.com/etcdkeeper/etcdkeeper/internal/model"
 	"github.com/etcdkeeper/etcdkeeper/internal/reconcile"
+	"github.com/etcdkeeper/etcdkeeper/internal/recovery"
 	"github.com/etcdkeeper/etcdkeeper/internal/spec"
 )
 
@@ -20,6 +21,11 @@ import (
 // etcd is settled.
 func (a *Agent) record(ctx context.Context, ans *model.Answer) error {
 	if ans == nil {
+		if r := a.Status().Recovery; r != nil && r.Open() && r.Role == recovery.RoleSource {
+			// No cluster to publish to until this member serves it: each
+			// try would wait out its deadline and slow the recovery.
+			return nil
+		}
 		if a.etcd.Running() {
 			// A starting member has no answer yet, but its record tells the
 			// others how far its data has come.

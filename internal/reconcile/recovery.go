@@ -38,11 +38,19 @@ func decideSource(in Input) Action {
 	}
 	if r.Step == recoveryForced {
 		switch {
-		case l.Running && l.Answer != nil && l.Answer.Leader == l.Answer.MemberID && !l.Answer.IsLearner:
-			return Action{Kind: DoFinishRecovery, Reason: fmt.Sprintf("%s: done, member %x leads the recovered one-member cluster; the other members rejoin it", what, l.Answer.MemberID),
+		case l.Running && l.Answer != nil && l.Answer.Leader != 0 && !l.Answer.IsLearner:
+			return Action{Kind: DoFinishRecovery, Reason: fmt.Sprintf("%s: done, member %x serves the recovered cluster; the other members rejoin it", what, l.Answer.MemberID),
 				Key: "recovery/finish", ReleaseLock: true}
 		case l.Running:
 			return wait("recovery/serve", "%s: waiting for etcd to serve as the leader of a one-member cluster", what)
+		case in.Cluster != nil && in.Cluster.Listed(l.Data.MemberID):
+			// The forced start took, and members rejoined before this agent
+			// stopped: forcing again would drop them.
+			return Action{Kind: DoStart, Start: StartDecision{Action: ActStartAsIs}, Key: "recovery/start",
+				Reason: fmt.Sprintf("%s: the recovered cluster answers and lists my member %x: starting it as it is", what, l.Data.MemberID)}
+		case in.Cluster != nil:
+			return wait("recovery/other-cluster", "%s: cluster %x answers with a leader and does not list my member %x: not forcing a second cluster next to it; check the hosts (etcdkeeper recover --config F shows them)",
+				what, in.Cluster.ClusterID, l.Data.MemberID)
 		}
 		// The forced start crashed or was killed: again (idempotent).
 	}
