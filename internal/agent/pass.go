@@ -154,9 +154,10 @@ func (a *Agent) observeRunning(ctx context.Context, in *reconcile.Input) {
 	a.silentSince, a.silentFirst, a.stallRestarts = time.Time{}, time.Time{}, 0
 	l.Answer = &model.Answer{MemberID: st.Header.MemberId, ClusterID: st.Header.ClusterId, Leader: st.Leader, IsLearner: st.IsLearner, Applied: st.RaftAppliedIndex}
 	a.updateStatus(func(s *Status) { s.RaftTerm, s.RaftIndex, s.Revision = st.RaftTerm, st.RaftIndex, st.Header.Revision })
-	if len(st.Errors) > 0 {
+	if len(st.Errors) > 0 && st.Leader != 0 {
 		// The status lists the active alarms as text; AlarmList says,
-		// typed, which member each names.
+		// typed, which member each names (it needs a leader: without one
+		// it would only wait out its deadline).
 		if l.Answer.Alarms, err = a.client.Alarms(ctx); err != nil {
 			a.lg.Debug("alarm list", zap.Error(err))
 		}

@@ -36,7 +36,11 @@ func (a *Agent) record(ctx context.Context, ans *model.Answer) error {
 	if err := a.recordMarker(ans.ClusterID, ans.MemberID); err != nil {
 		return err
 	}
-	a.publish(ctx)
+	if ans.Leader != 0 {
+		// Without a leader the cluster takes no write: publishing would
+		// only wait out its deadline (and delay a recovery's first step).
+		a.publish(ctx)
+	}
 	if ans.Leader != 0 && !ans.IsLearner {
 		a.etcd.Stable()
 		a.lastExit = nil
