@@ -216,10 +216,7 @@ func kubeadmListenFor(peerURL string) []string {
 	if ip == nil {
 		return nil
 	}
-	loopback := "127.0.0.1"
-	if ip.To4() == nil {
-		loopback = "::1"
-	}
+	loopback := loopbackLike(ip)
 	return []string{
 		u.Scheme + "://" + net.JoinHostPort(loopback, defaultClientPort),
 		u.Scheme + "://" + net.JoinHostPort(u.Hostname(), defaultClientPort),
@@ -261,4 +258,12 @@ func flagList(m Manifest, name string) []string {
 func flagValue(m Manifest, name string) string {
 	v, _ := m.Flag(name)
 	return v
+}
+
+// loopbackLike is the loopback address of ip's family.
+func loopbackLike(ip net.IP) string {
+	if ip.To4() == nil {
+		return "::1"
+	}
+	return "127.0.0.1"
 }
