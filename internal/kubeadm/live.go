@@ -198,10 +198,7 @@ func kubeadmListen(clientURLs []string) []string {
 		if ip == nil {
 			return nil
 		}
-		loopback := "127.0.0.1"
-		if ip.To4() == nil {
-			loopback = "::1"
-		}
+		loopback := loopbackLike(ip)
 		add(u.Scheme + "://" + net.JoinHostPort(loopback, u.Port()))
 	}
 	for _, c := range clientURLs {
