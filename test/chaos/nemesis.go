@@ -271,6 +271,9 @@ func (n *nemesis) heal() {
 // and among those still short of their minimum while any is (so that a
 // short run injects every kind it must: while a kind waits for a moment
 // it may be injected, no other fault takes that moment).
+// starveAfter is how many refusals make a short kind go first.
+const starveAfter = 3
+
 func (n *nemesis) pickKind() string {
 	short := false
 	for _, k := range faultKinds {
@@ -278,6 +281,19 @@ func (n *nemesis) pickKind() string {
 	}
 	pickable := func(k faultKind) bool {
 		return n.enabled[k.name] && (!short || n.Counts[k.name] < n.min[k.name]) && !(k.once && n.Counts[k.name] > 0)
+	}
+	// A kind still short of its minimum that was refused again and again
+	// (it needs every member healthy, as alarm-corrupt does) would never
+	// find its window while the other kinds keep one fault acting: it
+	// goes first until it is injected.
+	starved, most := "", starveAfter-1
+	for _, k := range faultKinds {
+		if short && pickable(k) && n.Skipped[k.name] > most {
+			starved, most = k.name, n.Skipped[k.name]
+		}
+	}
+	if starved != "" {
+		return starved
 	}
 	total := 0
 	for _, k := range faultKinds {
