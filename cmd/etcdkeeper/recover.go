@@ -14,7 +14,9 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"text/tabwriter"
 	"time"
@@ -31,6 +33,8 @@ import (
 type recoverFlags struct {
 	config, name, from, snapshot, id, output string
 	yes                                      bool
+	assumeFenced                             []string
+	abort                                    string
 	wait                                     time.Duration
 	bump                                     uint64
 }
@@ -71,6 +75,8 @@ recover prints on that host (same recovery --id).`,
 	c.Flags().StringVar(&f.snapshot, "from-snapshot", "", "recover from this snapshot file on this host")
 	c.Flags().BoolVar(&f.yes, "yes", false, "carry out the recovery (without it, recover only shows what it would do)")
 	c.Flags().StringVar(&f.id, "id", "", "the recovery to take part in (printed by an earlier recover --yes): tells the agents it did not reach")
+	c.Flags().StringVar(&f.abort, "abort", "", "call off the fences of recovery ID on the agents recover reaches (its source never started)")
+	c.Flags().StringSliceVar(&f.assumeFenced, "assume-fenced", nil, "members whose hosts are off for good, or that this recovery fenced on their own hosts (recover --id there): recover cannot reach them")
 	c.Flags().DurationVar(&f.wait, "wait", 10*time.Minute, "how long to wait for every member to be a healthy voter after --yes (0: do not wait)")
 	c.Flags().Uint64Var(&f.bump, "bump-revision", 1_000_000_000, "with --from-snapshot: how far the restored revision is moved past the snapshot's")
 	c.Flags().StringVarP(&f.output, "output", "o", "table", "table or json")
@@ -110,34 +116,38 @@ func runRecover(w io.Writer, f recoverFlags) error {
 	} else {
 		printPlan(w, rep, f)
 	}
+	if f.abort != "" {
+		return ag.abortAll(ctx, w, f.abort, rep)
+	}
 	if f.from == "" && f.snapshot == "" {
 		return nil
 	}
-	if f.id != "" {
-		return ag.deliver(ctx, w, f, rep)
-	}
-	var src string
+	src := f.from
 	if f.snapshot != "" {
-		src = ag.self.Name
-		err = recovery.CheckFromSnapshot(rep.Members, rep.Quorum)
-		if err == nil {
-			_, _, _, err = backup.Verify(f.snapshot)
-			if err != nil {
-				err = fmt.Errorf("the snapshot %s does not verify: %w; nothing was changed", f.snapshot, err)
-			}
+		if !ag.selfListed {
+			return fmt.Errorf("--from-snapshot restores on this host: pass --name with this host's member name (%q is not in the spec)", ag.self.Name)
 		}
-	} else {
-		src = f.from
-		err = recovery.CheckFrom(rep.Members, f.from, rep.Quorum)
+		src = ag.self.Name
 	}
-	if err != nil {
-		return fmt.Errorf("recovery refused: %w", err)
+	if _, ok := s.Lookup(src); !ok {
+		return fmt.Errorf("--from %s: not a member of the spec (members: %v)", src, s.Names())
 	}
 	if !f.yes {
 		fmt.Fprintf(w, "\nWould recover from %s. Nothing was changed: run again with --yes to do it.\n", what(f))
 		return nil
 	}
-	id := newRecoveryID()
+	id, started, err := recoveryOf(f.id, src, rep)
+	if err != nil {
+		return err
+	}
+	if !started {
+		if err := checkRecovery(f, src, id, rep); err != nil {
+			return fmt.Errorf("recovery refused: %w", err)
+		}
+	}
+	if err := checkUnfenced(s, src, rep, f.assumeFenced, nil, false); err != nil {
+		return fmt.Errorf("recovery refused: %w", err)
+	}
 	req := recovery.Request{ID: id, Role: recovery.RoleSource, Source: src, RevisionBump: f.bump}
 	if f.snapshot != "" {
 		if req.Snapshot, err = filepath.Abs(f.snapshot); err != nil {
@@ -152,18 +162,106 @@ func runRecover(w io.Writer, f recoverFlags) error {
 	start := time.Now()
 	fmt.Fprintf(w, "\nRecovery %s from %s:\n", id, what(f))
 	// Fence first: no old member may run once the source is forced.
-	missed := ag.fenceOthers(ctx, w, req, rep)
-	fmt.Fprintf(w, "  %s: ", src)
-	j, err := ag.post(ctx, src, req)
-	if err != nil {
-		fmt.Fprintln(w, "refused")
-		return fmt.Errorf("the source %s refused: %w", src, err)
+	fenced, missed := ag.fenceOthers(ctx, w, req, rep)
+	if err := checkUnfenced(s, src, rep, f.assumeFenced, fenced, true); err != nil {
+		ag.abort(ctx, w, req, fenced)
+		return fmt.Errorf("recovery refused: %w", err)
 	}
-	fmt.Fprintf(w, "source (step %s)\n", j.Step)
+	srcIn := inspectionOf(rep, src)
+	switch {
+	case !srcIn.Reachable:
+		fmt.Fprintf(w, "  %s (the source) was not reached: on %s, run: etcdkeeper recover --config %s --from %s --yes --id %s --assume-fenced %s\n",
+			src, src, s.Path, src, id, strings.Join(append(fenced, f.assumeFenced...), ","))
+		return nil
+	case !started:
+		fmt.Fprintf(w, "  %s: ", src)
+		j, err := ag.post(ctx, src, req)
+		if err != nil {
+			fmt.Fprintln(w, "not started")
+			ag.abort(ctx, w, req, fenced)
+			return fmt.Errorf("the source %s did not take the recovery: %w", src, err)
+		}
+		fmt.Fprintf(w, "source (step %s)\n", j.Step)
+	}
 	for _, n := range missed {
 		fmt.Fprintf(w, "  %s was not reached: on %s, run: etcdkeeper recover --config %s --from %s --yes --id %s\n", n, n, s.Path, src, id)
 	}
 	return waitRecovered(ctx, w, s, f.wait, start)
+}
+
+// recoveryOf is the recovery to carry out: a new one, or id (recover run
+// again, or on the next host in turn), whose source must be src. started:
+// the source's agent has it already.
+func recoveryOf(id, src string, rep planReport) (string, bool, error) {
+	if id == "" {
+		return newRecoveryID(), false, nil
+	}
+	if err := (recovery.Request{ID: id, Role: recovery.RoleFenced, Source: src}).Check(); err != nil {
+		return "", false, fmt.Errorf("--id: %w", err)
+	}
+	started := false
+	for _, i := range rep.Members {
+		j := i.Recovery
+		if j == nil || j.ID != id {
+			continue
+		}
+		if j.Source != src {
+			return "", false, fmt.Errorf("recovery %s is from %s, not %s", id, j.Source, src)
+		}
+		if i.Name == src && j.Role == recovery.RoleSource {
+			started = true
+		}
+	}
+	return id, started, nil
+}
+
+// checkRecovery is the refusal before a recovery starts: a quorum is
+// healthy, the source's data is not usable, the snapshot does not verify.
+func checkRecovery(f recoverFlags, src, id string, rep planReport) error {
+	if f.snapshot == "" {
+		return recovery.CheckFrom(rep.Members, src, rep.Quorum, id)
+	}
+	if err := recovery.CheckFromSnapshot(rep.Members, rep.Quorum, id); err != nil {
+		return err
+	}
+	if _, _, _, err := backup.Verify(f.snapshot); err != nil {
+		return fmt.Errorf("the snapshot %s does not verify: %w; nothing was changed", f.snapshot, err)
+	}
+	return nil
+}
+
+// checkUnfenced refuses while the old members recover has not fenced (nor
+// the operator vouched for, --assume-fenced) could still form a quorum of
+// the old cluster: they would go on next to the recovered one.
+// Before the fences (after false) an agent that answers counts as one to
+// be fenced; after them only those fenced count.
+func checkUnfenced(s *spec.Spec, src string, rep planReport, assumed, fenced []string, after bool) error {
+	var open []string
+	for _, i := range rep.Members {
+		if i.Name == src || slices.Contains(assumed, i.Name) {
+			continue
+		}
+		if slices.Contains(fenced, i.Name) || (!after && i.Reachable) {
+			continue
+		}
+		open = append(open, i.Name)
+	}
+	if q := model.Quorum(len(s.Members)); len(open) >= q {
+		return fmt.Errorf("%s cannot be fenced from here, and %d old members are a quorum of the old cluster: they could go on next to the recovered one. "+
+			"Make their agents reachable (agent.recoveryAddr), or run this command with --id on each of them first and then on %s with --assume-fenced, "+
+			"or pass --assume-fenced for hosts that are off for good; nothing was changed",
+			strings.Join(open, ", "), q, src)
+	}
+	return nil
+}
+
+func inspectionOf(rep planReport, name string) recovery.Inspection {
+	for _, i := range rep.Members {
+		if i.Name == name {
+			return i
+		}
+	}
+	return recovery.Inspection{Name: name}
 }
 
 func what(f recoverFlags) string {
@@ -173,43 +271,9 @@ func what(f recoverFlags) string {
 	return f.from + "'s data"
 }
 
-// deliver tells the agents recover could not reach before that recovery
-// id is under way (recover --id, run on their hosts in turn).
-func (ag *agents) deliver(ctx context.Context, w io.Writer, f recoverFlags, rep planReport) error {
-	src := f.from
-	if f.snapshot != "" {
-		src = ag.self.Name
-	}
-	req := recovery.Request{ID: f.id, Role: recovery.RoleSource, Source: src}
-	found := false
-	for _, i := range rep.Members {
-		if i.Recovery != nil && i.Recovery.ID == f.id {
-			found = true
-			req.OldClusterID = i.Recovery.OldClusterID
-		}
-	}
-	if !found {
-		// Not known anywhere yet: this host is the first one in turn.
-		if src == ag.self.Name {
-			if _, err := ag.post(ctx, src, req); err != nil {
-				return fmt.Errorf("the source %s refused: %w", src, err)
-			}
-			fmt.Fprintf(w, "\n%s: source of recovery %s\n", src, f.id)
-			return nil
-		}
-	}
-	fmt.Fprintf(w, "\nRecovery %s from %s:\n", f.id, src)
-	missed := ag.fenceOthers(ctx, w, req, rep)
-	for _, n := range missed {
-		fmt.Fprintf(w, "  %s was not reached: run the same command on %s\n", n, n)
-	}
-	return nil
-}
-
 // fenceOthers asks every agent but the source to fence its member; it
-// returns the names it could not reach.
-func (ag *agents) fenceOthers(ctx context.Context, w io.Writer, src recovery.Request, rep planReport) []string {
-	var missed []string
+// returns the names it fenced and those it could not reach.
+func (ag *agents) fenceOthers(ctx context.Context, w io.Writer, src recovery.Request, rep planReport) (fenced, missed []string) {
 	for _, i := range rep.Members {
 		if i.Name == src.Source {
 			continue
@@ -226,9 +290,50 @@ func (ag *agents) fenceOthers(ctx context.Context, w io.Writer, src recovery.Req
 			missed = append(missed, i.Name)
 			continue
 		}
+		fenced = append(fenced, i.Name)
 		fmt.Fprintf(w, "  %s: fenced (step %s): its old member stays stopped; it rejoins the recovered cluster\n", i.Name, j.Step)
 	}
-	return missed
+	return fenced, missed
+}
+
+// abortAll calls off the open fences of recovery id on the agents it
+// reaches, unless its source has started (then the recovery goes on).
+func (ag *agents) abortAll(ctx context.Context, w io.Writer, id string, rep planReport) error {
+	var fenced []string
+	src := ""
+	for _, i := range rep.Members {
+		j := i.Recovery
+		if j == nil || j.ID != id {
+			continue
+		}
+		if j.Role == recovery.RoleSource && j.Step != recovery.StepRefused {
+			return fmt.Errorf("recovery %s has started on its source %s (step %s): it is not called off; let it finish", id, i.Name, j.Step)
+		}
+		src = j.Source
+		if j.Role == recovery.RoleFenced && j.Open() {
+			fenced = append(fenced, i.Name)
+		}
+	}
+	if len(fenced) == 0 {
+		return fmt.Errorf("no open fence of recovery %s on the agents reached", id)
+	}
+	fmt.Fprintf(w, "\nCalling off recovery %s:\n", id)
+	ag.abort(ctx, w, recovery.Request{ID: id, Source: src}, fenced)
+	return nil
+}
+
+// abort calls the fences off when the recovery cannot go on: their old
+// members run as before.
+func (ag *agents) abort(ctx context.Context, w io.Writer, src recovery.Request, fenced []string) {
+	for _, n := range fenced {
+		r := src
+		r.Role, r.Snapshot, r.RevisionBump, r.Abort = recovery.RoleFenced, "", 0, true
+		if _, err := ag.post(ctx, n, r); err != nil {
+			fmt.Fprintf(w, "  %s: the fence could not be called off: %v (on %s, run: etcdkeeper recover --config F --abort %s)\n", n, err, n, src.ID)
+			continue
+		}
+		fmt.Fprintf(w, "  %s: fence called off\n", n)
+	}
 }
 
 // waitRecovered waits until every member of the spec is a healthy voter.
@@ -302,7 +407,9 @@ func newRecoveryID() string {
 type agents struct {
 	s    *spec.Spec
 	self spec.Member
-	http *http.Client
+	// selfListed: --name (or the host name) is a member of the spec.
+	selfListed bool
+	http       *http.Client
 	// scheme is https when the recovery listener uses the peer TLS.
 	scheme string
 }
@@ -313,9 +420,10 @@ func newAgents(s *spec.Spec, name string) (*agents, error) {
 	}
 	self, ok := s.Lookup(name)
 	if !ok {
-		self = s.Members[0]
+		// Only to choose a peer certificate to call the others with.
+		self = spec.Member{Name: name, TLS: s.Members[0].TLS}
 	}
-	ag := &agents{s: s, self: self, scheme: "http"}
+	ag := &agents{s: s, self: self, selfListed: ok, scheme: "http"}
 	tr := &http.Transport{DialContext: (&net.Dialer{Timeout: 3 * time.Second}).DialContext}
 	if s.Agent.RecoveryAddr != "" {
 		cfg, err := httpapi.RecoveryClientTLS(self.TLS.Peer)

@@ -20,6 +20,7 @@ import (
 	"github.com/etcdkeeper/etcdkeeper/internal/metrics"
 	"github.com/etcdkeeper/etcdkeeper/internal/model"
 	"github.com/etcdkeeper/etcdkeeper/internal/notify"
+	"github.com/etcdkeeper/etcdkeeper/internal/repair"
 	"github.com/etcdkeeper/etcdkeeper/internal/spec"
 )
 
@@ -106,6 +107,10 @@ type Agent struct {
 	// recMu orders the recovery journal's writers: the endpoint that
 	// accepts a request and the loop that carries it out.
 	recMu sync.Mutex
+	// lastReport is the loop's last full inspection of the data dir
+	// (guarded by mu), which GET /recovery reports instead of checking
+	// the data again in the handler.
+	lastReport *repair.Report
 }
 
 // New checks that name is in the spec and prepares the agent.

@@ -29,6 +29,9 @@ func (a *Agent) inspect(ctx context.Context) model.Data {
 	if err != nil {
 		return model.Data{Kind: model.DataUnreadable, Reason: err.Error()}
 	}
+	a.mu.Lock()
+	a.lastReport = &r
+	a.mu.Unlock()
 	d := model.Data{ClusterID: r.ClusterID, MemberID: r.MemberID, Reason: r.Reason}
 	switch r.State {
 	case repair.DirHealthy, repair.DirTornTail:

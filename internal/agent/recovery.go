@@ -12,6 +12,7 @@ import (
 	"go.etcd.io/etcd/etcdutl/v3/snapshot"
 	"go.uber.org/zap"
 
+	"github.com/etcdkeeper/etcdkeeper/internal/atomicfile"
 	"github.com/etcdkeeper/etcdkeeper/internal/backup"
 	"github.com/etcdkeeper/etcdkeeper/internal/etcdproc"
 	"github.com/etcdkeeper/etcdkeeper/internal/model"
@@ -35,6 +36,13 @@ func (a *Agent) loadRecovery() (recovery.Journal, error) {
 // saveRecovery journals a step of this host's part in a recovery and
 // shows it in the status.
 func (a *Agent) saveRecovery(j recovery.Journal) error {
+	a.recMu.Lock()
+	defer a.recMu.Unlock()
+	return a.saveRecoveryLocked(j)
+}
+
+// saveRecoveryLocked is saveRecovery with recMu held.
+func (a *Agent) saveRecoveryLocked(j recovery.Journal) error {
 	if err := recovery.Save(a.statePath(recoveryFile), j); err != nil {
 		return err
 	}
@@ -64,9 +72,23 @@ func (a *Agent) Recover(r recovery.Request) (recovery.Journal, error) {
 	if _, ok := s.Lookup(r.Source); !ok && r.Snapshot == "" {
 		return recovery.Journal{}, fmt.Errorf("source %s is not in the spec", r.Source)
 	}
+	if r.Role == recovery.RoleFenced && r.Source == self.Name {
+		return recovery.Journal{}, fmt.Errorf("%s is the source of recovery %s: it cannot be fenced by it", self.Name, r.ID)
+	}
 	cur, err := a.loadRecovery()
 	if err != nil {
 		return cur, err
+	}
+	if r.Abort {
+		j, err := recovery.Accept(cur, r, 0, time.Now())
+		if err != nil {
+			return cur, err
+		}
+		if err := a.saveRecoveryLocked(j); err != nil {
+			return cur, err
+		}
+		a.Wake()
+		return j, nil
 	}
 	if cur.ID == r.ID && cur.Role == r.Role {
 		return cur, nil // asked again: the same recovery, under way or done
@@ -91,7 +113,7 @@ func (a *Agent) Recover(r recovery.Request) (recovery.Journal, error) {
 		return cur, err
 	}
 	if j.Step != cur.Step || j.ID != cur.ID {
-		if err := a.saveRecovery(j); err != nil {
+		if err := a.saveRecoveryLocked(j); err != nil {
 			return cur, err
 		}
 		a.Wake()
@@ -116,14 +138,20 @@ func (a *Agent) Inspect() recovery.Inspection {
 		in.Term, in.Index, in.Revision = st.RaftTerm, st.RaftIndex, st.Revision
 		in.HealthyVoter = st.Healthy && !st.IsLearner
 	} else {
-		inspect := repair.Inspect
-		if in.EtcdRunning {
-			// Started after the quorum was lost, etcd never serves (it
-			// cannot publish itself) and keeps the db locked: its WAL
-			// tells how far its data goes.
-			inspect = repair.InspectWAL
+		// The loop's last full check when etcd is stopped; else (an etcd
+		// started after the quorum was lost never serves, and keeps the db
+		// locked) the WAL alone tells how far the data goes. The handler
+		// never runs a full check itself: on a large db it would outlast
+		// the caller's deadline.
+		a.mu.Lock()
+		last := a.lastReport
+		a.mu.Unlock()
+		var r repair.Report
+		if last != nil && !in.EtcdRunning {
+			r = *last
+		} else {
+			r = repair.InspectWAL(a.lg, self.DataDir)
 		}
-		r := inspect(a.lg, self.DataDir)
 		in.Data, in.Reason = r.State.String(), r.Reason
 		if in.EtcdRunning && r.State == repair.DirHealthy {
 			in.Data = "running"
@@ -150,8 +178,6 @@ func (a *Agent) Inspect() recovery.Inspection {
 
 // recoverStep carries out a recovery action of the decision.
 func (a *Agent) recoverStep(ctx context.Context, act reconcile.Action) (string, bool, error) {
-	a.recMu.Lock()
-	defer a.recMu.Unlock()
 	j, err := a.loadRecovery()
 	if err != nil {
 		return "reading the recovery journal", false, err
@@ -221,7 +247,10 @@ func (a *Agent) forceNewCluster(j recovery.Journal, why string) (string, bool, e
 func (a *Agent) restoreSnapshot(j recovery.Journal, why string) (string, bool, error) {
 	s, self := a.Spec()
 	if j.Step == recovery.StepRequested || j.Step == recovery.StepStopped {
-		if _, _, _, err := backup.Verify(j.Snapshot); err != nil {
+		stop := a.notify.While(func() int64 { return 0 })
+		_, _, _, err := backup.Verify(j.Snapshot)
+		stop()
+		if err != nil {
 			j.Step, j.Error = recovery.StepRefused, fmt.Sprintf("the snapshot %s does not verify: %v; nothing was changed", j.Snapshot, err)
 			return j.Error, false, a.saveRecovery(j)
 		}
@@ -239,9 +268,14 @@ func (a *Agent) restoreSnapshot(j recovery.Journal, why string) (string, bool, e
 	}
 	if j.Step == recovery.StepMoved {
 		a.crashPoint("recover-restore")
-		if err := restoreInto(s.Cluster.Name, j, self.Name, self.PeerURLs, self.DataDir, self.BackupDir); err != nil {
+		scratch := filepath.Join(self.BackupDir, "restore-"+j.ID)
+		stop := a.notify.While(func() int64 { return dirBytes(scratch) })
+		err := restoreInto(s.Cluster.Name, j, self.Name, self.PeerURLs, self.DataDir, scratch)
+		stop()
+		if err != nil {
 			return "restoring the snapshot", false, err
 		}
+		a.crashPoint("after-recover-restore")
 		j.Step = recovery.StepRestored
 		if err := a.saveRecovery(j); err != nil {
 			return "journaling the restore", false, err
@@ -264,12 +298,22 @@ func (a *Agent) restoreSnapshot(j recovery.Journal, why string) (string, bool, e
 // the recovery), with the revision bumped and marked compacted, and moves
 // the result into dataDir. The scratch dir is the restore's own output,
 // made again from the snapshot on a resume.
-func restoreInto(clusterName string, j recovery.Journal, name string, peerURLs []string, dataDir, backupDir string) error {
-	scratch := filepath.Join(backupDir, "restore-"+j.ID)
+func restoreInto(clusterName string, j recovery.Journal, name string, peerURLs []string, dataDir, scratch string) error {
+	member := filepath.Join(dataDir, "member")
+	if _, err := os.Lstat(member); err == nil {
+		// The journal says the data dir was moved aside, and nothing but
+		// this restore writes a member into it before etcd starts: a
+		// restore that was killed after its rename, before its journal.
+		_ = os.RemoveAll(scratch)
+		return nil
+	}
+	// The scratch dir is this restore's own output (the recovery ID is
+	// checked: letters, digits, '.', '_', '-'), made again from the
+	// snapshot: an earlier attempt's is cleared.
 	if err := os.RemoveAll(scratch); err != nil {
 		return fmt.Errorf("clearing the scratch dir of an earlier attempt: %w", err)
 	}
-	if err := os.MkdirAll(backupDir, 0o700); err != nil {
+	if err := os.MkdirAll(filepath.Dir(scratch), 0o700); err != nil {
 		return fmt.Errorf("backup dir: %w", err)
 	}
 	var initial []string
@@ -291,12 +335,11 @@ func restoreInto(clusterName string, j recovery.Journal, name string, peerURLs [
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
 		return fmt.Errorf("data dir: %w", err)
 	}
-	member := filepath.Join(dataDir, "member")
-	if _, err := os.Lstat(member); err == nil {
-		return fmt.Errorf("%s exists: the data dir was not moved aside", member)
-	}
 	if err := os.Rename(filepath.Join(scratch, "member"), member); err != nil {
 		return fmt.Errorf("moving the restored member into %s: %w", dataDir, err)
+	}
+	if err := atomicfile.SyncDir(dataDir); err != nil {
+		return fmt.Errorf("restored into %s, but: %w", dataDir, err)
 	}
 	if err := os.Remove(scratch); err != nil {
 		return fmt.Errorf("restored, but: %w", err)

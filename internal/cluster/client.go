@@ -282,9 +282,16 @@ func (c *Client) statusConn(cli *clientv3.Client, endpoint string) (*grpc.Client
 		_ = conn.Close() // another call dialed it meanwhile
 		return kept, nil
 	}
-	if c.statusConns == nil || len(c.statusConns) >= maxStatusConns {
-		c.closeStatusConns()
+	if c.statusConns == nil {
 		c.statusConns = map[string]*grpc.ClientConn{}
+	}
+	for ep, old := range c.statusConns {
+		if len(c.statusConns) < maxStatusConns {
+			break
+		}
+		// One out, not all: calls running in parallel keep theirs.
+		_ = old.Close()
+		delete(c.statusConns, ep)
 	}
 	c.statusConns[endpoint] = conn
 	return conn, nil

@@ -142,7 +142,9 @@ type Recovery struct {
 }
 
 // Open: the recovery is under way on this host.
-func (r Recovery) Open() bool { return r.Step != "" && r.Step != "done" && r.Step != "refused" }
+func (r Recovery) Open() bool {
+	return r.Step != "" && r.Step != "done" && r.Step != "refused" && r.Step != "aborted"
+}
 
 // Fenced: this host's old member must stay stopped until it rejoins the
 // recovered cluster.

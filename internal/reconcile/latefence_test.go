@@ -56,3 +56,20 @@ func TestLateFence(t *testing.T) {
 		})
 	}
 }
+
+// TestSourceChecksQuorumBeforeStopping: a source whose etcd runs with a
+// leader in a cluster with a healthy quorum refuses before it stops
+// anything (stopped, it could not count itself among the healthy).
+func TestSourceChecksQuorumBeforeStopping(t *testing.T) {
+	in := Input{Self: specMembers("node2")[0], InSpec: true, Desired: specMembers("node1", "node2", "node3"),
+		Local: model.Local{Running: true, Answer: &model.Answer{MemberID: 2, ClusterID: 0xc1, Leader: 1},
+			Recovery: model.Recovery{ID: "r1", Role: model.RecoverySource, Step: "requested", Source: "node2"}},
+		Cluster: healthyCluster("node1", "node2", "node3")}
+	if got := Decide(in); got.Kind != DoRefuseRecovery || !strings.Contains(got.Reason, "3 of 3 voters") {
+		t.Errorf("Decide = %s %q, want a refusal before any stop", got.Kind, got.Reason)
+	}
+	in.Cluster = nil // no quorum to see: stop, then force
+	if got := Decide(in); got.Kind != DoStopForRecovery {
+		t.Errorf("without a quorum: Decide = %s %q, want stop-for-recovery", got.Kind, got.Reason)
+	}
+}

@@ -54,9 +54,6 @@ func decideSource(in Input) Action {
 		}
 		// The forced start crashed or was killed: again (idempotent).
 	}
-	if l.Running && r.Step != recoveryForced {
-		return Action{Kind: DoStopForRecovery, Reason: what + ": stopping etcd to restart it as a one-member cluster", Key: "recovery/stop"}
-	}
 	if c := in.Cluster; c != nil && r.Step != recoveryForced {
 		if voters, healthy := c.Voters(0); healthy >= model.Quorum(voters) {
 			changed := "nothing was changed"
@@ -66,6 +63,11 @@ func decideSource(in Input) Action {
 			return Action{Kind: DoRefuseRecovery, Reason: fmt.Sprintf("%s refused: %d of %d voters of cluster %x are healthy, a quorum: the cluster needs no recovery; %s",
 				what, healthy, voters, c.ClusterID, changed), Key: "recovery/refuse"}
 		}
+	}
+	// Stopped only after that check: a stopped source cannot count itself
+	// among the healthy voters it refuses for.
+	if l.Running && r.Step != recoveryForced {
+		return Action{Kind: DoStopForRecovery, Reason: what + ": stopping etcd to restart it as a one-member cluster", Key: "recovery/stop"}
 	}
 	if r.FromSnapshot {
 		return Action{Kind: DoRestoreSnapshot, Reason: what + ": restoring the snapshot as a new one-member cluster", Key: "recovery/restore"}

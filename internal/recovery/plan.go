@@ -139,8 +139,8 @@ func sub(a, b uint64) uint64 {
 // never while a quorum of voters is healthy (the cluster needs no
 // recovery, and one would throw away its other members), never from data
 // that is corrupt, empty or unknown.
-func CheckFrom(ins []Inspection, source string, q QuorumState) error {
-	if err := CheckFromSnapshot(ins, q); err != nil {
+func CheckFrom(ins []Inspection, source string, q QuorumState, id string) error {
+	if err := CheckFromSnapshot(ins, q, id); err != nil {
 		return err
 	}
 	idx := slices.IndexFunc(ins, func(i Inspection) bool { return i.Name == source })
@@ -163,8 +163,8 @@ func CheckFrom(ins []Inspection, source string, q QuorumState) error {
 
 // CheckFromSnapshot says why a recovery from a snapshot must not run now,
 // or nil: not while a quorum of voters is healthy, nor while another
-// recovery is under way on any host.
-func CheckFromSnapshot(ins []Inspection, q QuorumState) error {
+// recovery than id is under way on any host.
+func CheckFromSnapshot(ins []Inspection, q QuorumState, id string) error {
 	if q.Healthy {
 		return fmt.Errorf("a quorum of voters is healthy (%s): the cluster needs no recovery; nothing was changed", q.Detail)
 	}
@@ -172,7 +172,7 @@ func CheckFromSnapshot(ins []Inspection, q QuorumState) error {
 		if i.HealthyVoter {
 			return fmt.Errorf("%s is a healthy voter: its cluster has a quorum; nothing was changed", i.Name)
 		}
-		if i.Recovery != nil && i.Recovery.Open() {
+		if i.Recovery != nil && i.Recovery.Open() && i.Recovery.ID != id {
 			return fmt.Errorf("%s takes part in recovery %s (%s, step %s): let it finish; nothing was changed", i.Name, i.Recovery.ID, i.Recovery.Role, i.Recovery.Step)
 		}
 	}

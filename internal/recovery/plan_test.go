@@ -189,7 +189,7 @@ func TestCheckFrom(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			checkErr(t, CheckFrom(tt.ins, tt.source, tt.q), tt.err)
+			checkErr(t, CheckFrom(tt.ins, tt.source, tt.q, ""), tt.err)
 		})
 	}
 }
@@ -216,7 +216,7 @@ func TestCheckFromSnapshot(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			checkErr(t, CheckFromSnapshot(tt.ins, tt.q), tt.err)
+			checkErr(t, CheckFromSnapshot(tt.ins, tt.q, ""), tt.err)
 		})
 	}
 }
@@ -344,5 +344,42 @@ func TestSaveLoad(t *testing.T) {
 	}
 	if _, err := Load(path); err == nil || !strings.Contains(err.Error(), "does not parse") {
 		t.Errorf("damaged journal: err = %v, want does not parse", err)
+	}
+}
+
+// TestAcceptAbortAndID: an abort calls off only the fence of that
+// recovery; an ID that could name a path is refused.
+func TestAcceptAbortAndID(t *testing.T) {
+	now := time.Now()
+	fenced := Journal{Request: Request{ID: "r1", Role: RoleFenced, Source: "a"}, Step: StepFenced}
+	j, err := Accept(fenced, Request{ID: "r1", Role: RoleFenced, Source: "a", Abort: true}, 0, now)
+	if err != nil || j.Step != StepAborted || j.Open() {
+		t.Errorf("abort of the fence: %v %v, want step aborted", j.Step, err)
+	}
+	if _, err := Accept(fenced, Request{ID: "r2", Role: RoleFenced, Source: "a", Abort: true}, 0, now); err == nil {
+		t.Errorf("an abort of another recovery was taken")
+	}
+	src := Journal{Request: Request{ID: "r1", Role: RoleSource, Source: "a"}, Step: StepForced}
+	if _, err := Accept(src, Request{ID: "r1", Role: RoleFenced, Source: "a", Abort: true}, 0, now); err == nil {
+		t.Errorf("an abort called off a source")
+	}
+	for _, id := range []string{"../x", "/../..", "a/b", "", ".hidden"} {
+		if err := (Request{ID: id, Role: RoleFenced, Source: "a"}).Check(); err == nil {
+			t.Errorf("id %q taken", id)
+		}
+	}
+}
+
+// TestCheckFromSameRecovery: a host already fenced by this recovery does
+// not block it (recover run again, or on the next host in turn); another
+// recovery under way does.
+func TestCheckFromSameRecovery(t *testing.T) {
+	fenced := &Journal{Request: Request{ID: "r1", Role: RoleFenced, Source: "a"}, Step: StepFenced}
+	ins := []Inspection{{Name: "a", Reachable: true, Data: "healthy", Index: 9}, {Name: "b", Reachable: true, Data: "corrupt", Recovery: fenced}}
+	if err := CheckFrom(ins, "a", QuorumState{}, "r1"); err != nil {
+		t.Errorf("the same recovery: %v", err)
+	}
+	if err := CheckFrom(ins, "a", QuorumState{}, "r2"); err == nil {
+		t.Errorf("another recovery under way was not refused")
 	}
 }

@@ -26,6 +26,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"regexp"
 	"time"
 
 	"github.com/etcdkeeper/etcdkeeper/internal/atomicfile"
@@ -67,7 +68,13 @@ const (
 	// StepRefused: the agent refused the request (a quorum of voters is
 	// healthy, the source's data is not usable); nothing was changed.
 	StepRefused Step = "refused"
+	// StepAborted: a fenced host's part was called off (the source refused
+	// or could not be reached): its member runs as before.
+	StepAborted Step = "aborted"
 )
+
+// validID is what a recovery ID may be: it names a scratch dir.
+var validID = regexp.MustCompile(`^[0-9A-Za-z][0-9A-Za-z._-]{0,63}$`)
 
 // Request is what `recover --yes` asks of one agent.
 type Request struct {
@@ -79,6 +86,8 @@ type Request struct {
 	// OldClusterID is the cluster that lost its quorum, as the caller saw
 	// it (0: not known).
 	OldClusterID uint64 `json:"oldClusterID,omitempty"`
+	// Abort calls off a fenced host's part in recovery ID.
+	Abort bool `json:"abort,omitempty"`
 	// Snapshot, for the source only, is a snapshot file on its host to
 	// recover from instead of its data dir; RevisionBump is how far the
 	// restored revision is moved past the snapshot's.
@@ -91,6 +100,8 @@ func (r Request) Check() error {
 	switch {
 	case r.ID == "":
 		return errors.New("no recovery id")
+	case !validID.MatchString(r.ID):
+		return fmt.Errorf("recovery id %q: use letters, digits, '.', '_' and '-' (at most 64)", r.ID)
 	case r.Source == "":
 		return errors.New("no source member")
 	case r.Role != RoleSource && r.Role != RoleFenced:
@@ -122,7 +133,9 @@ type Journal struct {
 
 // Open: the recovery is under way on this host (neither done nor
 // refused).
-func (j Journal) Open() bool { return j.Step != "" && j.Step != StepDone && j.Step != StepRefused }
+func (j Journal) Open() bool {
+	return j.Step != "" && j.Step != StepDone && j.Step != StepRefused && j.Step != StepAborted
+}
 
 // Load reads the journal at path; a missing file is a zero Journal.
 func Load(path string) (Journal, error) {
@@ -160,6 +173,13 @@ func Save(path string, j Journal) error {
 func Accept(cur Journal, r Request, oldMember uint64, now time.Time) (Journal, error) {
 	if err := r.Check(); err != nil {
 		return cur, err
+	}
+	if r.Abort {
+		if cur.ID != r.ID || cur.Role != RoleFenced || !cur.Open() {
+			return cur, fmt.Errorf("no fence of recovery %s under way here to call off", r.ID)
+		}
+		cur.Step = StepAborted
+		return cur, nil
 	}
 	if cur.Open() {
 		if cur.ID == r.ID && cur.Role == r.Role {
