@@ -184,6 +184,9 @@ func runRecover(w io.Writer, f recoverFlags) error {
 		fmt.Fprintf(w, "source (step %s)\n", j.Step)
 	}
 	for _, n := range missed {
+		if slices.Contains(f.assumeFenced, n) {
+			continue
+		}
 		fmt.Fprintf(w, "  %s was not reached: on %s, run: etcdkeeper recover --config %s --from %s --yes --id %s\n", n, n, s.Path, src, id)
 	}
 	return waitRecovered(ctx, w, s, f.wait, start)
@@ -219,6 +222,11 @@ func recoveryOf(id, src string, rep planReport) (string, bool, error) {
 // healthy, the source's data is not usable, the snapshot does not verify.
 func checkRecovery(f recoverFlags, src, id string, rep planReport) error {
 	if f.snapshot == "" {
+		if !inspectionOf(rep, src).Reachable && f.id != "" {
+			// Fencing this host's side first, the source out of reach: the
+			// source checks its own data when its turn comes.
+			return recovery.CheckFromSnapshot(rep.Members, rep.Quorum, id)
+		}
 		return recovery.CheckFrom(rep.Members, src, rep.Quorum, id)
 	}
 	if err := recovery.CheckFromSnapshot(rep.Members, rep.Quorum, id); err != nil {

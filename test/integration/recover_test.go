@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -272,5 +273,67 @@ func TestRecoverSurvivesCrash(t *testing.T) {
 				expectKeys(t, c, name, "/k", 30)
 			}
 		})
+	}
+}
+
+// TestRecoverHostByHost: no agent reaches another (agent.addr on
+// loopback, as by default on real hosts): each host's view of the spec
+// reaches only its own agent. The others are fenced on their own hosts
+// first, with one --id; on the source, recover refuses until told that
+// they are (--assume-fenced), then the recovery runs and all three are
+// healthy voters again.
+func TestRecoverHostByHost(t *testing.T) {
+	t.Parallel()
+	c, ids := runningCluster(t, 3, repairSpec)
+	putKeys(t, c, "/k", 30)
+	for _, name := range []string{"node2", "node3"} {
+		if err := c.Stop(name); err != nil {
+			t.Fatal(err)
+		}
+		c.CorruptWAL(name)
+		c.Start(name)
+	}
+	c.WaitPasses(converge, 2, c.AllNames()...)
+	// view writes the spec as host name sees it: every other agent's
+	// address is one nobody listens on.
+	view := func(name string) string {
+		text := c.SpecText()
+		for _, m := range c.Members {
+			if m.Name != name {
+				text = strings.Replace(text, fmt.Sprintf("agentAddr: %s:%d", m.IP, m.AgentPort), fmt.Sprintf("agentAddr: %s:1", m.IP), 1)
+			}
+		}
+		p := filepath.Join(c.Dir, "view-"+name+".yaml")
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	run := func(name string, args ...string) (string, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), converge)
+		defer cancel()
+		out, err := exec.CommandContext(ctx, testbed.Binary, append([]string{"recover", "--config", view(name), "--name", name, "--from", "node1", "--yes", "--id", "r1", "--wait", "0"}, args...)...).CombinedOutput()
+		t.Logf("on %s: etcdkeeper recover ... %s:\n%s", name, strings.Join(args, " "), out)
+		return string(out), err
+	}
+	out, err := run("node1")
+	if err == nil || !strings.Contains(out, "node2, node3 cannot be fenced from here") {
+		t.Fatalf("on node1 first: err %v, want a refusal (node2 and node3 could be a quorum)", err)
+	}
+	for _, name := range []string{"node2", "node3"} {
+		out, err := run(name)
+		if err != nil || !strings.Contains(out, name+": fenced") || !strings.Contains(out, "node1 (the source) was not reached") {
+			t.Fatalf("on %s: err %v, want its agent fenced and the command for node1", name, err)
+		}
+	}
+	if _, err := run("node1", "--assume-fenced", "node2,node3"); err != nil {
+		t.Fatalf("on node1: %v", err)
+	}
+	after := c.WaitVoters(converge, c.AllNames()...)
+	if after["node1"] != ids["node1"] {
+		t.Errorf("node1 is member %x, was %x", after["node1"], ids["node1"])
+	}
+	for _, name := range c.AllNames() {
+		expectKeys(t, c, name, "/k", 30)
 	}
 }
