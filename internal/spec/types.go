@@ -97,7 +97,9 @@ type Agent struct {
 	RecoveryAddr string `yaml:"recoveryAddr"`
 	StateDir     string `yaml:"stateDir"`
 	BackupDir    string `yaml:"backupDir"`
-	// Interval is the period of the reconcile loop when nothing triggers it.
+	// Interval is the period of the reconcile loop when nothing triggers it;
+	// while the member and every other are healthy voters and the cluster
+	// matches the spec, the loop looks every 5 s at least.
 	Interval Duration `yaml:"interval"`
 	// LearnerTimeout: a learner or unstarted member that stays
 	// un-promotable this long is removed.
