@@ -333,12 +333,17 @@ func membershipChanges(c *testbed.Cluster, names []string) int {
 	return n
 }
 
-// lastTook is the "took" of the agent's last finished rejoin.
+// lastTook is the "took" of the agent's last finished rejoin since its
+// last start, 0 when none finished yet. Only the line whose message it is:
+// the agent's "decision" line that follows quotes it without a took.
 func lastTook(logPath string) time.Duration {
 	b, _ := os.ReadFile(logPath)
 	var took time.Duration
 	for _, line := range strings.Split(string(b), "\n") {
-		if !strings.Contains(line, "rejoin finished") {
+		if strings.Contains(line, `"msg":"agent starting"`) {
+			took = 0
+		}
+		if !strings.Contains(line, `"msg":"rejoin finished`) {
 			continue
 		}
 		// zap writes durations as seconds.
