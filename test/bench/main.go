@@ -2,8 +2,9 @@
 // test bed: real agents, real etcd, 127.0.x.y) and prints one table of
 // medians over several runs: bootstrap next to plain etcd, etcd killed,
 // repair of a corrupt WAL next to the operator's scripted procedure,
-// scale changes, the writes a steady client saw meanwhile, and the
-// agent's own idle CPU and memory. `make bench` runs it; `make
+// scale changes, the writes a steady client saw meanwhile, the agent's
+// own idle CPU and memory, and the recovery from a lost quorum with
+// `etcdkeeper recover`. `make bench` runs it; `make
 // bench-smoke` runs it small, for CI. Targets are reported, not asserted:
 // the exit status says only whether every scenario ran.
 package main
@@ -36,6 +37,8 @@ type config struct {
 	// stallRuns: joins and repairs with the publish-stall restart on, and
 	// as many with it off.
 	stallRuns int
+	// recoverRuns: recoveries from quorum loss per data size.
+	recoverRuns int
 }
 
 func main() {
@@ -50,10 +53,11 @@ func main() {
 	flag.StringVar(&cfg.out, "out", "", "also write the table to this file")
 	flag.BoolVar(&cfg.smoke, "smoke", false, "one run each, no 100 MB case, 10 s idle: proves the bench runs (CI)")
 	flag.IntVar(&cfg.stallRuns, "stall-runs", 20, "joins and repairs with agent.restartPublishStall on, and as many with it off (the stall table)")
-	flag.StringVar(&cfg.only, "only", "", "comma-separated subset of: bootstrap,repair,repair-big,scale,stall,idle (repair: every size; repair-big: only 100 MB, fresh and reused safety snapshot, and 1 GB with -1gb)")
+	flag.IntVar(&cfg.recoverRuns, "recover-runs", 3, "recoveries from quorum loss per data size (1 MB, and 100 MB with -100mb)")
+	flag.StringVar(&cfg.only, "only", "", "comma-separated subset of: bootstrap,repair,repair-big,scale,stall,idle,recover (repair: every size; repair-big: only 100 MB, fresh and reused safety snapshot, and 1 GB with -1gb)")
 	flag.Parse()
 	if cfg.smoke {
-		cfg.runs, cfg.bigRuns, cfg.big, cfg.gb, cfg.idle, cfg.stallRuns = 1, 1, false, false, 10*time.Second, 1
+		cfg.runs, cfg.bigRuns, cfg.big, cfg.gb, cfg.idle, cfg.stallRuns, cfg.recoverRuns = 1, 1, false, false, 10*time.Second, 1, 1
 	}
 	os.Exit(run(cfg))
 }
@@ -68,7 +72,7 @@ func run(cfg config) int {
 	cfg.prog.OnInterrupt(b.closeAll)
 	err = testbed.Catch(b.all)
 	b.closeAll()
-	table := b.table() + b.stepsTable() + b.stallTable()
+	table := b.table() + b.stepsTable() + b.recoverTable() + b.stallTable()
 	fmt.Println(table)
 	if cfg.out != "" {
 		if werr := os.WriteFile(cfg.out, []byte(table+"\n"), 0o644); werr != nil {
@@ -92,6 +96,7 @@ type bench struct {
 	rows    []row
 	stall   []stallRow
 	steps   []repairBreakdown
+	recov   []recoverRow
 }
 
 // scenario runs f with a runner of its own: its clusters are stopped as
@@ -160,6 +165,12 @@ func (b *bench) all() {
 		}
 		if b.cfg.gb {
 			b.repair("1 GB", 1<<30, 64<<10, b.cfg.bigRuns, 1.2, false)
+		}
+	}
+	if b.want("recover") && b.cfg.recoverRuns > 0 {
+		b.recoverQuorum(fmt.Sprintf("%d MB", b.cfg.smallMB), int64(b.cfg.smallMB)<<20, 1024, b.cfg.recoverRuns)
+		if b.cfg.big {
+			b.recoverQuorum("100 MB", 100<<20, 10<<10, b.cfg.recoverRuns)
 		}
 	}
 	if b.want("scale") {
