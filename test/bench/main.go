@@ -2,8 +2,9 @@
 // test bed: real agents, real etcd, 127.0.x.y) and prints one table of
 // medians over several runs: bootstrap next to plain etcd, etcd killed,
 // repair of a corrupt WAL next to the operator's scripted procedure,
-// scale changes, the writes a steady client saw meanwhile, and the
-// agent's own idle CPU and memory. `make bench` runs it; `make
+// scale changes, the writes a steady client saw meanwhile, the agent's
+// own idle CPU and memory, and the recovery from a lost quorum with
+// `etcdkeeper recover`. `make bench` runs it; `make
 // bench-smoke` runs it small, for CI. Targets are reported, not asserted:
 // the exit status says only whether every scenario ran.
 package main
@@ -36,6 +37,8 @@ type config struct {
 	// stallRuns: joins and repairs with the publish-stall restart on, and
 	// as many with it off.
 	stallRuns int
+	// recoverRuns: recoveries from quorum loss per data size.
+	recoverRuns int
 }
 
 func main() {
@@ -50,10 +53,11 @@ func main() {
 	flag.StringVar(&cfg.out, "out", "", "also write the table to this file")
 	flag.BoolVar(&cfg.smoke, "smoke", false, "one run each, no 100 MB case, 10 s idle: proves the bench runs (CI)")
 	flag.IntVar(&cfg.stallRuns, "stall-runs", 20, "joins and repairs with agent.restartPublishStall on, and as many with it off (the stall table)")
-	flag.StringVar(&cfg.only, "only", "", "comma-separated subset of: bootstrap,repair,scale,stall,idle")
+	flag.IntVar(&cfg.recoverRuns, "recover-runs", 3, "recoveries from quorum loss per data size (1 MB, and 100 MB with -100mb)")
+	flag.StringVar(&cfg.only, "only", "", "comma-separated subset of: bootstrap,repair,repair-big,scale,stall,idle,recover (repair: every size; repair-big: only 100 MB, fresh and reused safety snapshot, and 1 GB with -1gb)")
 	flag.Parse()
 	if cfg.smoke {
-		cfg.runs, cfg.bigRuns, cfg.big, cfg.gb, cfg.idle, cfg.stallRuns = 1, 1, false, false, 10*time.Second, 1
+		cfg.runs, cfg.bigRuns, cfg.big, cfg.gb, cfg.idle, cfg.stallRuns, cfg.recoverRuns = 1, 1, false, false, 10*time.Second, 1, 1
 	}
 	os.Exit(run(cfg))
 }
@@ -68,7 +72,7 @@ func run(cfg config) int {
 	cfg.prog.OnInterrupt(b.closeAll)
 	err = testbed.Catch(b.all)
 	b.closeAll()
-	table := b.table() + b.stepsTable() + b.stallTable()
+	table := b.table() + b.stepsTable() + b.recoverTable() + b.stallTable()
 	fmt.Println(table)
 	if cfg.out != "" {
 		if werr := os.WriteFile(cfg.out, []byte(table+"\n"), 0o644); werr != nil {
@@ -92,6 +96,7 @@ type bench struct {
 	rows    []row
 	stall   []stallRow
 	steps   []repairBreakdown
+	recov   []recoverRow
 }
 
 // scenario runs f with a runner of its own: its clusters are stopped as
@@ -151,12 +156,21 @@ func (b *bench) all() {
 		b.bootstrapAndKill()
 	}
 	if b.want("repair") {
-		b.repair(fmt.Sprintf("%d MB", b.cfg.smallMB), int64(b.cfg.smallMB)<<20, 1024, b.cfg.runs, 1.5)
+		b.repair(fmt.Sprintf("%d MB", b.cfg.smallMB), int64(b.cfg.smallMB)<<20, 1024, b.cfg.runs, 1.5, false)
+	}
+	if b.want("repair") || b.want("repair-big") {
 		if b.cfg.big {
-			b.repair("100 MB", 100<<20, 10<<10, b.cfg.bigRuns, 1.2)
+			// Also with a scheduled snapshot standing for the safety one.
+			b.repair("100 MB", 100<<20, 10<<10, b.cfg.bigRuns, 1.2, true)
 		}
 		if b.cfg.gb {
-			b.repair("1 GB", 1<<30, 64<<10, b.cfg.bigRuns, 1.2)
+			b.repair("1 GB", 1<<30, 64<<10, b.cfg.bigRuns, 1.2, false)
+		}
+	}
+	if b.want("recover") && b.cfg.recoverRuns > 0 {
+		b.recoverQuorum(fmt.Sprintf("%d MB", b.cfg.smallMB), int64(b.cfg.smallMB)<<20, 1024, b.cfg.recoverRuns)
+		if b.cfg.big {
+			b.recoverQuorum("100 MB", 100<<20, 10<<10, b.cfg.recoverRuns)
 		}
 	}
 	if b.want("scale") {
@@ -202,12 +216,21 @@ func (b *bench) bootstrapAndKill() {
 	b.add(row{what: "… killed again within a minute (restart backoff)", keeper: kill2})
 }
 
-func (b *bench) repair(size string, bytes int64, valueSize, runs int, target float64) {
-	var agent, manual []event
+// repair times the agent's repair of a corrupt WAL next to the scripted
+// procedure, on one cluster loaded with bytes of data. With reuse, each run
+// also repairs with a verified scheduled snapshot standing for the safety
+// snapshot (repair.snapshotMaxAge): the same cluster, data and script; the
+// spec switches repair.snapshotMaxAge between 0 (a fresh safety snapshot)
+// and 1h before each repair, and the order of the three rotates.
+func (b *bench) repair(size string, bytes int64, valueSize, runs int, target float64, reuse bool) {
+	var agent, reused, manual []event
 	var dbSize int64
 	b.scenario("repair-"+strings.ReplaceAll(size, " ", ""), func(r *testbed.Runner) {
 		c := newCluster(r, 3)
 		c.Extra = repairSpec
+		if reuse {
+			c.Extra = reuseSpec(false, false)
+		}
 		c.WriteSpec()
 		startAll(c, c.AllNames()...)
 		wait(r, c.Client(), "3 healthy voters", healthy(c.AllNames()...))
@@ -216,22 +239,66 @@ func (b *bench) repair(size string, bytes int64, valueSize, runs int, target flo
 		_, o := wait(r, c.Client(), "3 healthy voters", healthy(c.AllNames()...))
 		dbSize = o.Members[0].DBSize
 		b.say("repair %s: loaded %d MB (db %d MB) in %s", size, bytes>>20, dbSize>>20, time.Since(t0).Round(time.Second))
+		var scheduled string
+		if reuse {
+			t0 = time.Now()
+			scheduled = scheduledSnapshot(r, c, "node2")
+			b.say("repair %s: scheduled snapshot %s verified and restore-checked by every agent in %s", size, filepath.Base(scheduled), time.Since(t0).Round(time.Second))
+		}
 		w := startWriter(c.Client("node1", "node3"), "/bench/w")
 		defer w.Stop()
 		for i := 0; i < runs; i++ {
-			a := func() { agent = append(agent, agentRepair(r, c, w, "node2")) }
+			a := func() {
+				if reuse {
+					setReuse(c, false)
+				}
+				e := agentRepair(r, c, w, "node2")
+				if reuse {
+					checkReuse(r, c, "node2", e, "")
+				}
+				agent = append(agent, e)
+			}
 			m := func() { manual = append(manual, scriptedRepair(r, c, w, "node2", i)) }
-			if i%2 == 0 {
-				a()
-				m()
-			} else {
-				m()
-				a()
+			order := []func(){a, m}
+			if reuse {
+				u := func() {
+					setReuse(c, true)
+					e := agentRepair(r, c, w, "node2")
+					checkReuse(r, c, "node2", e, scheduled)
+					reused = append(reused, e)
+				}
+				order = append(order, u)
+			}
+			// Rotate the order, so that none always runs on a machine
+			// warmed up (or a db grown) by another.
+			for k := range order {
+				order[(i+k)%len(order)]()
 			}
 			b.say("repair %s run %d: agent %s (its log: took %s; %s), scripted %s", size, i+1, ms(agent[i].D), ms(agent[i].Took), fmtSteps(agent[i].Steps), ms(manual[i].D))
+			if reuse {
+				b.say("repair %s run %d: agent with the scheduled snapshot reused %s (its log: took %s; %s)", size, i+1, ms(reused[i].D), ms(reused[i].Took), fmtSteps(reused[i].Steps))
+			}
 		}
 	})
-	bd := repairBreakdown{size: size, script: manual}
+	what := fmt.Sprintf("corrupt WAL → healthy promoted voter, %s (db %d MB)", size, dbSize>>20)
+	label := size
+	if reuse {
+		label = size + ", fresh safety snapshot"
+		what += ", fresh safety snapshot"
+	}
+	b.addSteps(label, agent, manual)
+	b.add(row{what: what, keeper: agent, base: manual, baseName: "scripted manual repair (field notes §2)", target: target, zeroFailed: true})
+	if reuse {
+		b.addSteps(size+", scheduled snapshot reused", reused, manual)
+		b.add(row{what: fmt.Sprintf("corrupt WAL → healthy promoted voter, %s (db %d MB), a verified scheduled snapshot reused as the safety snapshot (repair.snapshotMaxAge: 1h; %s)", size, dbSize>>20, reuseNote(reused)),
+			keeper: reused, base: manual, baseName: "the same scripted repairs", target: target, zeroFailed: true})
+	}
+}
+
+// addSteps keeps the per-step marks of the agent's repairs that neither
+// stalled nor were restarted.
+func (b *bench) addSteps(label string, agent, manual []event) {
+	bd := repairBreakdown{size: label, script: manual}
 	for _, e := range agent {
 		if !e.Stalled && e.Averted == 0 && e.Steps != nil {
 			bd.runs = append(bd.runs, e.Steps)
@@ -240,8 +307,6 @@ func (b *bench) repair(size string, bytes int64, valueSize, runs int, target flo
 	b.mu.Lock()
 	b.steps = append(b.steps, bd)
 	b.mu.Unlock()
-	b.add(row{what: fmt.Sprintf("corrupt WAL → healthy promoted voter, %s (db %d MB)", size, dbSize>>20),
-		keeper: agent, base: manual, baseName: "scripted manual repair (field notes §2)", target: target, zeroFailed: true})
 }
 
 func (b *bench) scale() {

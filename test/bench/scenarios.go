@@ -41,6 +41,10 @@ type event struct {
 	// Averted is how many times an agent restarted a member's etcd that
 	// had lost the publish race (see averted) during the event.
 	Averted int
+	// SnapshotPath is the safety snapshot an agent's repair kept, from
+	// its log; Reused: a scheduled snapshot stood for it.
+	SnapshotPath string
+	Reused       bool
 }
 
 // stalls counts, in every log of the cluster (the agents' and the plain
@@ -277,8 +281,10 @@ func agentRepair(r testbed.TB, c *testbed.Cluster, w *writer, name string, membe
 		_, why := o.ExactVoters(members...)
 		return why
 	})
-	return event{Stalled: stalls(c) > s0, Averted: averted(c) - a0, D: end.Sub(t0), W: w.window(t0, end), Took: lastTook(c.LogPath(name)),
+	ev := event{Stalled: stalls(c) > s0, Averted: averted(c) - a0, D: end.Sub(t0), W: w.window(t0, end), Took: lastTook(c.LogPath(name)),
 		Steps: repairSteps(c.LogPath(name))}
+	ev.SnapshotPath, ev.Reused = lastSnapshotStep(c.LogPath(name))
+	return ev
 }
 
 // scriptedRepair does the same with the operator's procedure and no agent
@@ -333,12 +339,17 @@ func membershipChanges(c *testbed.Cluster, names []string) int {
 	return n
 }
 
-// lastTook is the "took" of the agent's last finished rejoin.
+// lastTook is the "took" of the agent's last finished rejoin since its
+// last start, 0 when none finished yet. Only the line whose message it is:
+// the agent's "decision" line that follows quotes it without a took.
 func lastTook(logPath string) time.Duration {
 	b, _ := os.ReadFile(logPath)
 	var took time.Duration
 	for _, line := range strings.Split(string(b), "\n") {
-		if !strings.Contains(line, "rejoin finished") {
+		if strings.Contains(line, `"msg":"agent starting"`) {
+			took = 0
+		}
+		if !strings.Contains(line, `"msg":"rejoin finished`) {
 			continue
 		}
 		// zap writes durations as seconds.

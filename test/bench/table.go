@@ -184,6 +184,12 @@ func (b *bench) idleRows(cpu500, cpu2s []float64, rssKB []int64) {
 func (b *bench) table() string {
 	var sb strings.Builder
 	mode := fmt.Sprintf("%d runs per measurement", b.cfg.runs)
+	if b.cfg.bigRuns != b.cfg.runs || b.cfg.recoverRuns != b.cfg.runs {
+		mode = fmt.Sprintf("%d runs per measurement, %d of each repair at 100 MB and more, %d recoveries per size", b.cfg.runs, b.cfg.bigRuns, b.cfg.recoverRuns)
+	}
+	if b.cfg.only != "" {
+		mode += ", only " + b.cfg.only
+	}
 	if b.cfg.smoke {
 		mode = "smoke: 1 run each, targets not asserted"
 	}
