@@ -9,11 +9,13 @@ import (
 	"strings"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/etcdutl/v3/snapshot"
 	"go.uber.org/zap"
 
 	"github.com/etcdkeeper/etcdkeeper/internal/atomicfile"
 	"github.com/etcdkeeper/etcdkeeper/internal/backup"
+	"github.com/etcdkeeper/etcdkeeper/internal/cluster"
 	"github.com/etcdkeeper/etcdkeeper/internal/etcdproc"
 	"github.com/etcdkeeper/etcdkeeper/internal/model"
 	"github.com/etcdkeeper/etcdkeeper/internal/reconcile"
@@ -93,7 +95,9 @@ func (a *Agent) Recover(r recovery.Request) (recovery.Journal, error) {
 	if cur.ID == r.ID && cur.Role == r.Role {
 		return cur, nil // asked again: the same recovery, under way or done
 	}
-	if st := a.Status(); st.Healthy && st.Voters > 0 && st.HealthyVoters >= model.Quorum(st.Voters) {
+	if ans, ok := a.liveAnswer(); ok && ans.Leader == 0 {
+		// No leader now: whatever the last pass saw, no quorum.
+	} else if st := a.Status(); st.Healthy && st.Voters > 0 && st.HealthyVoters >= model.Quorum(st.Voters) {
 		return recovery.Journal{}, fmt.Errorf("%s is a healthy voter and %d of %d voters are healthy: the cluster needs no recovery; nothing was changed",
 			self.Name, st.HealthyVoters, st.Voters)
 	}
@@ -133,7 +137,14 @@ func (a *Agent) Inspect() recovery.Inspection {
 			in.Recovery = &j
 		}
 	}
-	if in.EtcdRunning && st.MemberID != "" && !st.LastPass.IsZero() {
+	if ans, ok := a.liveAnswer(); in.EtcdRunning && ok {
+		// Asked now: the loop's last pass may be seconds old (5 s while
+		// steady), and a leader that just lost its quorum must not pass
+		// for a healthy voter.
+		in.Data, in.ClusterID, in.MemberID = "serving", fmt.Sprintf("%x", ans.Header.ClusterId), fmt.Sprintf("%x", ans.Header.MemberId)
+		in.Term, in.Index, in.Revision = ans.RaftTerm, ans.RaftIndex, ans.Header.Revision
+		in.HealthyVoter = ans.Leader != 0 && !ans.IsLearner
+	} else if in.EtcdRunning && st.MemberID != "" && !st.LastPass.IsZero() {
 		in.Data, in.ClusterID, in.MemberID = "serving", st.ClusterID, st.MemberID
 		in.Term, in.Index, in.Revision = st.RaftTerm, st.RaftIndex, st.Revision
 		in.HealthyVoter = st.Healthy && !st.IsLearner
@@ -392,4 +403,22 @@ func (a *Agent) finishRecovery(ctx context.Context, j recovery.Journal, why stri
 	}
 	a.metrics.Recoveries.WithLabelValues("done").Inc()
 	return why, true, nil
+}
+
+// liveAnswer asks the local etcd for its status now, on a client of its
+// own (the loop's belongs to the loop); false when it does not answer.
+func (a *Agent) liveAnswer() (*clientv3.StatusResponse, bool) {
+	s, self := a.Spec()
+	if p := a.etcd.Process(); p == nil || !p.Running() {
+		return nil, false
+	}
+	cli, err := cluster.DialSpec(s, self, self.ClientURLs[:1])
+	if err != nil {
+		return nil, false
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), cluster.CallTimeout)
+	defer cancel()
+	st, err := cli.Status(ctx, self.ClientURLs[0])
+	return st, err == nil
 }
