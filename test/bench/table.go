@@ -171,7 +171,7 @@ func (b *bench) idleRows(cpu500, cpu2s []float64, rssKB []int64) {
 	for _, x := range rssKB {
 		rss = max(rss, x)
 	}
-	idle := fmt.Sprintf("%s idle, worst of 3 agents", b.cfg.idle)
+	idle := fmt.Sprintf("%s idle from %s after healthy, worst of 3 agents", b.cfg.idle, b.cfg.idleSettle)
 	c500, c2 := maxOf(cpu500)*100, maxOf(cpu2s)*100
 	b.add(row{what: "agent idle CPU (agent process only, not etcd), agent.interval 500ms (test bed)",
 		cells: []string{fmt.Sprintf("%.2f%% of a core", c500), idle, "—", "—", "≤ 0.5%", yesNo(c500 <= 0.5)}})
