@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"maps"
 	"net"
-	"net/url"
 	"slices"
 	"sort"
 	"strings"
@@ -190,11 +189,7 @@ func kubeadmListen(clientURLs []string) []string {
 		}
 	}
 	for _, c := range clientURLs {
-		u, err := url.Parse(c)
-		if err != nil {
-			return nil
-		}
-		ip := net.ParseIP(u.Hostname())
+		u, ip := ipURL(c)
 		if ip == nil {
 			return nil
 		}

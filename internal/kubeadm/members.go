@@ -208,11 +208,7 @@ func (b *builder) listedMember(name string, lists []peerList) Member {
 // both on port 2379. Nil when the peer host is not an IP (etcd binds IPs
 // only).
 func kubeadmListenFor(peerURL string) []string {
-	u, err := url.Parse(peerURL)
-	if err != nil {
-		return nil
-	}
-	ip := net.ParseIP(u.Hostname())
+	u, ip := ipURL(peerURL)
 	if ip == nil {
 		return nil
 	}
@@ -258,6 +254,15 @@ func flagList(m Manifest, name string) []string {
 func flagValue(m Manifest, name string) string {
 	v, _ := m.Flag(name)
 	return v
+}
+
+// ipURL parses a URL whose host is an IP; ip is nil when it is not one.
+func ipURL(s string) (*url.URL, net.IP) {
+	u, err := url.Parse(s)
+	if err != nil {
+		return nil, nil
+	}
+	return u, net.ParseIP(u.Hostname())
 }
 
 // loopbackLike is the loopback address of ip's family.
