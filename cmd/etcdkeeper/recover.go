@@ -354,7 +354,7 @@ func waitRecovered(ctx context.Context, w io.Writer, s *spec.Spec, d time.Durati
 	last := -1
 	for {
 		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		healthy, voters := healthyVoters(cctx, s)
+		healthy, voters, _ := healthyVoters(cctx, s)
 		cancel()
 		if healthy != last {
 			fmt.Fprintf(w, "  %6.1fs: %d healthy voters of %d (spec: %d members)\n", time.Since(start).Seconds(), healthy, voters, len(s.Members))
@@ -374,34 +374,30 @@ func waitRecovered(ctx context.Context, w io.Writer, s *spec.Spec, d time.Durati
 	}
 }
 
-func healthyVoters(ctx context.Context, s *spec.Spec) (healthy, voters int) {
+// healthyVoters counts the cluster's healthy voters and voters, as etcd
+// answers (an error when no member answers with a leader).
+func healthyVoters(ctx context.Context, s *spec.Spec) (healthy, voters int, err error) {
 	cli, err := dialSpec(s)
 	if err != nil {
-		return 0, 0
+		return 0, 0, err
 	}
 	defer cli.Close()
 	v, err := cli.Observe(ctx)
 	if err != nil {
-		return 0, 0
+		return 0, 0, fmt.Errorf("no member answers with a leader: %w", err)
 	}
 	voters, healthy = v.Voters(0)
-	return healthy, voters
+	return healthy, voters, nil
 }
 
 // quorumNow is whether a quorum of voters is healthy, as etcd answers.
 func quorumNow(ctx context.Context, s *spec.Spec) recovery.QuorumState {
-	cli, err := dialSpec(s)
+	octx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	healthy, voters, err := healthyVoters(octx, s)
 	if err != nil {
 		return recovery.QuorumState{Detail: err.Error()}
 	}
-	defer cli.Close()
-	octx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	v, err := cli.Observe(octx)
-	if err != nil {
-		return recovery.QuorumState{Detail: "no member answers with a leader: " + err.Error()}
-	}
-	voters, healthy := v.Voters(0)
 	return recovery.QuorumState{Healthy: healthy >= model.Quorum(voters), Detail: fmt.Sprintf("%d of %d voters healthy", healthy, voters)}
 }
 

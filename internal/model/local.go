@@ -141,7 +141,8 @@ type Recovery struct {
 	FromSnapshot bool
 }
 
-// Open: the recovery is under way on this host.
+// Open: the recovery is under way on this host (neither done, refused
+// nor aborted: recovery.Journal.Open is this).
 func (r Recovery) Open() bool {
 	return r.Step != "" && r.Step != "done" && r.Step != "refused" && r.Step != "aborted"
 }

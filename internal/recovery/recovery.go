@@ -30,6 +30,7 @@ import (
 	"time"
 
 	"github.com/etcdkeeper/etcdkeeper/internal/atomicfile"
+	"github.com/etcdkeeper/etcdkeeper/internal/model"
 )
 
 // Role is a host's part in a recovery.
@@ -133,9 +134,7 @@ type Journal struct {
 
 // Open: the recovery is under way on this host (neither done nor
 // refused).
-func (j Journal) Open() bool {
-	return j.Step != "" && j.Step != StepDone && j.Step != StepRefused && j.Step != StepAborted
-}
+func (j Journal) Open() bool { return model.Recovery{Step: string(j.Step)}.Open() }
 
 // Load reads the journal at path; a missing file is a zero Journal.
 func Load(path string) (Journal, error) {
