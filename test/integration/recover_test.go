@@ -160,6 +160,17 @@ func TestRecoverFromMember(t *testing.T) {
 // it, every old data dir kept.
 func TestRecoverFromSnapshot(t *testing.T) {
 	t.Parallel()
+	// Killed before the restore, and after its rename before the journal
+	// knows: each resumes.
+	for _, crash := range []string{"recover-restore", "after-recover-restore"} {
+		t.Run("crash at "+crash, func(t *testing.T) {
+			t.Parallel()
+			recoverFromSnapshot(t, crash)
+		})
+	}
+}
+
+func recoverFromSnapshot(t *testing.T, crash string) {
 	c, _ := runningCluster(t, 3, repairSpec)
 	putKeys(t, c, "/k", 200)
 	// Into node1's backup dir, where its agent finds it for the plan.
@@ -189,7 +200,7 @@ func TestRecoverFromSnapshot(t *testing.T) {
 	// its data intact but of the old cluster.
 	c.CorruptWAL("node1")
 	c.CorruptWAL("node2")
-	c.Start("node1", "ETCDKEEPER_TEST_CRASH_AT=recover-restore")
+	c.Start("node1", "ETCDKEEPER_TEST_CRASH_AT="+crash)
 	c.Start("node2")
 	c.WaitPasses(converge, 2, "node1", "node2")
 	out, err := recoverCLI(t, c)
