@@ -128,7 +128,7 @@ func New(cfg Config) (*Agent, error) {
 	lg := cfg.Logger.With(zap.String("member", cfg.Name), zap.String("cluster", cfg.Spec.Cluster.Name))
 	a := &Agent{cfg: cfg, lg: lg, wake: make(chan struct{}, 1), spec: cfg.Spec, self: self, inSpec: true, pending: model.Pending{}, down: model.Down{}}
 	a.etcd = etcdproc.NewSupervisor(lg.Named("etcd"), filepath.Join(self.StateDir, "etcd.pid"), cfg.Spec.Agent.StopTimeout.Duration)
-	a.etcd.OnPublishStall = a.Wake
+	a.etcd.Publish = etcdproc.PublishHooks{OnStall: a.Wake, OnPublished: a.Wake, Confirm: a.publishInSnapshot}
 	a.notify = notify.New(lg)
 	a.metrics = metrics.New()
 	return a, nil

@@ -186,9 +186,27 @@ func (a *Agent) observeRunning(ctx context.Context, in *reconcile.Input) {
 func (a *Agent) observeStopped(ctx context.Context, in *reconcile.Input, j repair.Journal, journalErr error) error {
 	_, self := a.Spec()
 	l := &in.Local
+	// The data dir's check (a child process) and the look at the cluster
+	// are independent: both at once, so a repair starts sooner.
+	inspected := make(chan struct{})
 	if dev := deviceOf(self.DataDir); a.data == nil || time.Since(a.dataAt) > dataFresh || dev != a.dataDev {
-		d := a.inspect(ctx)
-		a.data, a.dataAt, a.dataDev = &d, time.Now(), dev
+		go func() {
+			defer close(inspected)
+			d := a.inspect(ctx)
+			a.data, a.dataAt, a.dataDev = &d, time.Now(), dev
+		}()
+	} else {
+		close(inspected)
+	}
+	listening := cluster.AnyListening(ctx, a.peerURLs())
+	if listening {
+		in.Cluster = a.observeCluster(ctx)
+	}
+	looked := time.Now()
+	<-inspected
+	if listening && time.Since(looked) > staleView {
+		// A long check (a multi-GB db): decide on a fresh look.
+		in.Cluster = a.observeCluster(ctx)
 	}
 	l.Data = *a.data
 	if s := a.loadSuspect(l.Data.MemberID); s != nil && (l.LastExit == nil || !l.LastExit.Corrupt) {
@@ -204,12 +222,11 @@ func (a *Agent) observeStopped(ctx context.Context, in *reconcile.Input, j repai
 	}
 	l.RepairBlocked = a.repairBlocked(j, journalErr)
 	l.AddBlocked = a.addBlocked(j, journalErr)
-	if !cluster.AnyListening(ctx, a.peerURLs()) {
+	if !listening {
 		// Nobody listens on any peer's client or peer port: no cluster to
 		// observe, and no call needs to wait out its deadline.
 		return nil
 	}
-	in.Cluster = a.observeCluster(ctx)
 	if c := in.Cluster; c != nil && !l.Recovery.Open() && (foreign(l.Data.ClusterID, c.ClusterID) || (marker != nil && foreign(marker.ClusterID, c.ClusterID))) {
 		// This host's data is another cluster's: was the cluster recovered
 		// while it was away?
@@ -228,6 +245,10 @@ func (a *Agent) observeStopped(ctx context.Context, in *reconcile.Input, j repai
 	}
 	return nil
 }
+
+// staleView is how old the look at the cluster taken while the data dir
+// was checked may be when the decision is made.
+const staleView = time.Second
 
 // foreign: a recorded cluster ID (0: none) that is not the live one.
 func foreign(recorded, live uint64) bool { return recorded != 0 && recorded != live }

@@ -7,6 +7,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/etcdkeeper/etcdkeeper/internal/cluster"
 	"github.com/etcdkeeper/etcdkeeper/internal/model"
 )
 
@@ -24,6 +25,45 @@ const maxStallRestarts = 3
 func (a *Agent) restartPublishStall() bool {
 	s, _ := a.Spec()
 	return s.Agent.RestartPublishStall == nil || *s.Agent.RestartPublishStall
+}
+
+// confirmTimeout bounds publishInSnapshot's question to the local etcd.
+const confirmTimeout = 500 * time.Millisecond
+
+// publishInSnapshot answers the publish watch (etcdproc.PublishHooks.Confirm)
+// right after the local etcd applied a snapshot from the leader without
+// publishing itself: does the membership that snapshot restored already
+// hold the new member's name and client URLs? Only the member's own
+// publish sets them, so the publish it waits for was inside the snapshot
+// and it would wait out etcd's 7 s timeout: the stall is certain, and the
+// agent need not wait StallAfter to see it. It asks only about a
+// rejoin's new member (the journal's NewMemberID): a member that
+// published before keeps its name and client URLs in every snapshot.
+func (a *Agent) publishInSnapshot() bool {
+	if !a.restartPublishStall() {
+		return false
+	}
+	j, err := a.loadJournal()
+	if err != nil || !j.Open() || j.NewMemberID == 0 {
+		return false
+	}
+	_, self := a.Spec()
+	if len(self.PeerURLs) == 0 {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), confirmTimeout)
+	defer cancel()
+	ms, _, err := cluster.PeerMemberList(ctx, self.PeerURLs[0], self)
+	if err != nil {
+		a.lg.Debug("local member list for the publish stall", zap.Error(err))
+		return false
+	}
+	for _, m := range ms {
+		if m.ID == j.NewMemberID {
+			return m.Name != "" || len(m.ClientURLs) > 0
+		}
+	}
+	return false
 }
 
 // statusContext is ctx, also cancelled when the local etcd stalls in its

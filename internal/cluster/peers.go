@@ -20,6 +20,31 @@ import (
 // while that cluster is restarting. It returns each member's peer URLs
 // and the cluster ID the peer reports.
 func PeerMembers(ctx context.Context, peerURL string, m spec.Member) ([][]string, string, error) {
+	ms, cid, err := PeerMemberList(ctx, peerURL, m)
+	if err != nil {
+		return nil, "", err
+	}
+	out := make([][]string, 0, len(ms))
+	for _, x := range ms {
+		out = append(out, x.PeerURLs)
+	}
+	return out, cid, nil
+}
+
+// PeerMember is one entry of a peer port's /members: the member as that
+// member's own etcd knows it (etcd's membership.Member).
+type PeerMember struct {
+	ID         uint64   `json:"id"`
+	PeerURLs   []string `json:"peerURLs"`
+	IsLearner  bool     `json:"isLearner"`
+	Name       string   `json:"name"`
+	ClientURLs []string `json:"clientURLs"`
+}
+
+// PeerMemberList is the member list as the etcd behind peerURL knows it
+// (GET /members on its peer port, with m's peer TLS), and the cluster ID
+// it reports.
+func PeerMemberList(ctx context.Context, peerURL string, m spec.Member) ([]PeerMember, string, error) {
 	ctx, cancel := context.WithTimeout(ctx, CallTimeout)
 	defer cancel()
 	tlsCfg, err := TLSConfig(spec.TLSClient{CertFile: m.TLS.Peer.CertFile, KeyFile: m.TLS.Peer.KeyFile, TrustedCAFile: m.TLS.Peer.TrustedCAFile})
@@ -40,17 +65,11 @@ func PeerMembers(ctx context.Context, peerURL string, m spec.Member) ([][]string
 	if resp.StatusCode != http.StatusOK {
 		return nil, "", fmt.Errorf("members from %s: %s", peerURL, resp.Status)
 	}
-	var ms []struct {
-		PeerURLs []string `json:"peerURLs"`
-	}
+	var ms []PeerMember
 	if err := json.NewDecoder(resp.Body).Decode(&ms); err != nil {
 		return nil, "", fmt.Errorf("members from %s: %w", peerURL, err)
 	}
-	out := make([][]string, 0, len(ms))
-	for _, x := range ms {
-		out = append(out, x.PeerURLs)
-	}
-	return out, resp.Header.Get("X-Etcd-Cluster-ID"), nil
+	return ms, resp.Header.Get("X-Etcd-Cluster-ID"), nil
 }
 
 // ClusterWithout returns evidence that a peer already belongs to a

@@ -27,3 +27,42 @@ func TestClusterWithout(t *testing.T) {
 		t.Errorf("no peer answering: %q, want none", why)
 	}
 }
+
+// TestPeerMemberList reads a real etcd's peer /members: the running member
+// with the name and client URLs its publish set, and a learner added but
+// never started without them (what publishInSnapshot tells apart).
+func TestPeerMemberList(t *testing.T) {
+	ep, peer := startEtcdURLs(t)
+	c, err := Dial([]string{ep}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	learnerURL := freeURL(t)
+	added, _, err := c.AddLearner(context.Background(), []string{learnerURL.String()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms, cid, err := PeerMemberList(context.Background(), peer, spec.Member{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cid == "" {
+		t.Error("no cluster ID in the answer")
+	}
+	var running, learner *PeerMember
+	for i, m := range ms {
+		switch {
+		case m.ID == added.ID:
+			learner = &ms[i]
+		case len(m.PeerURLs) == 1 && m.PeerURLs[0] == peer:
+			running = &ms[i]
+		}
+	}
+	if running == nil || running.Name == "" || len(running.ClientURLs) == 0 || running.IsLearner {
+		t.Errorf("running member = %+v, want a voter with its name and client URLs (members %+v)", running, ms)
+	}
+	if learner == nil || learner.Name != "" || len(learner.ClientURLs) != 0 || !learner.IsLearner {
+		t.Errorf("added learner = %+v, want a learner without name or client URLs (members %+v)", learner, ms)
+	}
+}

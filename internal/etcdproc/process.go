@@ -74,12 +74,12 @@ type Process struct {
 // terminal reaches the agent, which then stops etcd in order) and is killed
 // by the kernel if the agent dies (Pdeathsig), so a kill -9 of the agent
 // leaves no unsupervised etcd behind.
-func Start(lg *zap.Logger, c Command) (*Process, error) { return start(lg, c, nil) }
+func Start(lg *zap.Logger, c Command) (*Process, error) { return start(lg, c, PublishHooks{}) }
 
-// start is Start with a callback for etcd's publish stall: onStall is
-// called (from another goroutine) once etcd has applied a snapshot from
-// the leader and has not published itself within StallAfter.
-func start(lg *zap.Logger, c Command, onStall func()) (*Process, error) {
+// start is Start with the callbacks of the publish watch: OnStall is
+// called once etcd has applied a snapshot from the leader and has not
+// published itself within StallAfter (or Confirm proved the stall).
+func start(lg *zap.Logger, c Command, hooks PublishHooks) (*Process, error) {
 	cmd := exec.Command(c.Path, c.Args...)
 	cmd.Env = c.Env
 	cmd.Stdout = nil
@@ -93,7 +93,7 @@ func start(lg *zap.Logger, c Command, onStall func()) (*Process, error) {
 	}
 	cmd.Stdout = cmd.Stderr
 	p := &Process{cmd: cmd, done: make(chan struct{}), tail: newTail(TailLines), logDone: make(chan struct{}),
-		pass: c.PassLevel, publish: newPublishWatch(StallAfter, onStall)}
+		pass: c.PassLevel, publish: newPublishWatch(StallAfter, hooks)}
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", c.Path, err)
 	}

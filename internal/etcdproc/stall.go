@@ -12,6 +12,35 @@ import (
 // (docs/etcd-publish-stall.md).
 const StallAfter = 100 * time.Millisecond
 
+// ConfirmAfter is when, after "applied snapshot" with no publish yet, the
+// watch asks PublishHooks.Confirm whether the stall is certain; and
+// confirmGrace how long after a confirming answer the publish may still
+// come before the stall counts. A member that is not stalled publishes
+// within a millisecond of the snapshot, and Confirm finds its own
+// publish already in the snapshot only when it is stalled; the grace is
+// for the one other case, a publish applied right after the snapshot
+// whose log line is still on its way.
+const (
+	ConfirmAfter = 10 * time.Millisecond
+	confirmGrace = 10 * time.Millisecond
+)
+
+// PublishHooks are the callbacks of a process's publish watch, each
+// optional and called from another goroutine.
+type PublishHooks struct {
+	// OnStall is called once when etcd is found stalled.
+	OnStall func()
+	// OnPublished is called each time etcd logs that it published itself:
+	// it serves clients from then on.
+	OnPublished func()
+	// Confirm reports whether etcd's own membership, restored from the
+	// snapshot it just applied, already holds its own published
+	// attributes (name and client URLs): then the publish it is waiting
+	// for was inside the snapshot, and the stall is certain without
+	// waiting out StallAfter. false when it cannot tell.
+	Confirm func() bool
+}
+
 // etcd's log messages the watcher looks for (server/etcdserver/server.go,
 // v3.7.3), both at level info.
 const (
@@ -25,11 +54,12 @@ const (
 // request times out (7 s by default), and it serves no client until then.
 // A member that is not stalled logs "published local member to cluster
 // through raft" right after the snapshot. The watcher is fed every line
-// of the process's log and calls onStall once when the snapshot was not
-// followed by the publish within StallAfter.
+// of the process's log and calls OnStall once when the snapshot was not
+// followed by the publish within StallAfter, or sooner when Confirm
+// proves the stall.
 type publishWatch struct {
-	after   time.Duration
-	onStall func()
+	after time.Duration
+	hooks PublishHooks
 	// stalled is closed when the stall is first seen by the timer.
 	stalled chan struct{}
 	once    sync.Once
@@ -37,11 +67,13 @@ type publishWatch struct {
 	mu        sync.Mutex
 	snapshot  time.Time // when the last "applied snapshot" was seen; zero: none
 	published bool
+	confirmed bool // Confirm proved the stall
 	timer     *time.Timer
+	ended     bool
 }
 
-func newPublishWatch(after time.Duration, onStall func()) *publishWatch {
-	return &publishWatch{after: after, onStall: onStall, stalled: make(chan struct{})}
+func newPublishWatch(after time.Duration, hooks PublishHooks) *publishWatch {
+	return &publishWatch{after: after, hooks: hooks, stalled: make(chan struct{})}
 }
 
 // line takes one log line, at time now.
@@ -54,6 +86,9 @@ func (w *publishWatch) line(line string, now time.Time) {
 			w.timer.Stop()
 		}
 		w.mu.Unlock()
+		if w.hooks.OnPublished != nil {
+			w.hooks.OnPublished()
+		}
 	case strings.Contains(line, msgAppliedSnapshot):
 		w.mu.Lock()
 		defer w.mu.Unlock()
@@ -63,17 +98,47 @@ func (w *publishWatch) line(line string, now time.Time) {
 		w.snapshot = now
 		if w.timer == nil {
 			w.timer = time.AfterFunc(w.after, w.fire)
+			if w.hooks.Confirm != nil {
+				go w.confirm()
+			}
 		}
 	}
+}
+
+// confirm asks Confirm, shortly after the snapshot, whether the stall is
+// certain, and fires at once when it is and the publish has still not
+// come.
+func (w *publishWatch) confirm() {
+	time.Sleep(ConfirmAfter)
+	if w.done() || !w.hooks.Confirm() {
+		return
+	}
+	time.Sleep(confirmGrace)
+	w.mu.Lock()
+	if w.published || w.ended {
+		w.mu.Unlock()
+		return
+	}
+	w.confirmed = true
+	w.mu.Unlock()
+	w.fire()
+}
+
+// done: the publish came or the process ended.
+func (w *publishWatch) done() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.published || w.ended
 }
 
 func (w *publishWatch) fire() {
 	if !w.Stalled(time.Now()) {
 		return
 	}
-	w.once.Do(func() { close(w.stalled) })
-	if w.onStall != nil {
-		w.onStall()
+	first := false
+	w.once.Do(func() { close(w.stalled); first = true })
+	if first && w.hooks.OnStall != nil {
+		w.hooks.OnStall()
 	}
 }
 
@@ -82,13 +147,14 @@ func (w *publishWatch) fire() {
 func (w *publishWatch) Stalled(now time.Time) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return !w.published && !w.snapshot.IsZero() && now.Sub(w.snapshot) >= w.after
+	return !w.published && !w.snapshot.IsZero() && (w.confirmed || now.Sub(w.snapshot) >= w.after)
 }
 
 // stop stops the timer when the process has ended.
 func (w *publishWatch) stop() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	w.ended = true
 	if w.timer != nil {
 		w.timer.Stop()
 	}

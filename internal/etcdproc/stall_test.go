@@ -46,7 +46,7 @@ func TestPublishWatch(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			w := newPublishWatch(StallAfter, nil)
+			w := newPublishWatch(StallAfter, PublishHooks{})
 			for _, f := range tt.lines {
 				w.line(f.line, f.at)
 			}
@@ -82,7 +82,7 @@ func TestPublishWatchSignals(t *testing.T) {
 			}
 			fired := make(chan struct{}, 2)
 			s := NewSupervisor(zap.NewNop(), filepath.Join(dir, "etcd.pid"), 5*time.Second)
-			s.OnPublishStall = func() { fired <- struct{}{} }
+			s.Publish.OnStall = func() { fired <- struct{}{} }
 			p, err := s.Start(Command{Path: script}, filepath.Join(dir, "data"))
 			if err != nil {
 				t.Fatal(err)
@@ -176,4 +176,64 @@ func TestLogLevel(t *testing.T) {
 			t.Errorf("etcd runs at warn: the publish watcher is blind")
 		}
 	}
+}
+
+// TestPublishWatchConfirm: after "applied snapshot" without a publish the
+// watch asks Confirm, and counts the stall at once only when Confirm
+// proves it and the publish still has not come.
+func TestPublishWatchConfirm(t *testing.T) {
+	tests := []struct {
+		name string
+		// confirm answers; publishDuring logs the publish while it asks
+		// (a publish applied right after the snapshot); ended: the
+		// process exited first.
+		confirm, publishDuring, ended bool
+		want                          bool
+	}{
+		{"the snapshot held the publish: stalled at once", true, false, false, true},
+		{"the snapshot did not hold it", false, false, false, false},
+		{"held it, but the publish was logged meanwhile", true, true, false, false},
+		{"the process ended first", true, false, true, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fired := 0
+			var w *publishWatch
+			w = newPublishWatch(time.Hour, PublishHooks{OnStall: func() { fired++ }})
+			snap := time.Now()
+			w.line(lineApplied, snap) // no Confirm yet: the test calls it itself
+			w.hooks.Confirm = func() bool {
+				if tt.publishDuring {
+					w.line(linePublished, time.Now())
+				}
+				return tt.confirm
+			}
+			if tt.ended {
+				w.stop()
+			}
+			w.confirm()
+			// Long before StallAfter (an hour here): only Confirm can
+			// make it stalled.
+			if got := w.Stalled(snap.Add(time.Millisecond)); got != tt.want {
+				t.Errorf("Stalled = %v, want %v", got, tt.want)
+			}
+			if want := map[bool]int{true: 1, false: 0}[tt.want]; fired != want {
+				t.Errorf("OnStall called %d times, want %d", fired, want)
+			}
+			w.stop()
+		})
+	}
+}
+
+// TestPublishWatchOnPublished: each publish line is passed on.
+func TestPublishWatchOnPublished(t *testing.T) {
+	n := 0
+	w := newPublishWatch(StallAfter, PublishHooks{OnPublished: func() { n++ }})
+	for _, l := range []string{lineOther, lineApplied, linePublished, lineOther} {
+		w.line(l, time.Now())
+	}
+	if n != 1 {
+		t.Errorf("OnPublished called %d times, want 1", n)
+	}
+	w.stop()
 }

@@ -29,10 +29,10 @@ type Supervisor struct {
 	// last is the command the running (or last) etcd was started with.
 	last Command
 
-	// OnPublishStall, when set, is called once per process when etcd
-	// stalls in its publish (see Process.LostPublishRace); set it before
-	// the first Start.
-	OnPublishStall func()
+	// Publish are the callbacks of each process's publish watch (etcd's
+	// publish stall, see Process.LostPublishRace; its publish); set them
+	// before the first Start.
+	Publish PublishHooks
 }
 
 // NewSupervisor supervises the etcd whose PID is kept in pidFile; stop is
@@ -52,7 +52,7 @@ func (s *Supervisor) Start(c Command, dataDir string) (*Process, error) {
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("data dir: %w", err)
 	}
-	p, err := start(s.lg, c, s.OnPublishStall)
+	p, err := start(s.lg, c, s.Publish)
 	if err != nil {
 		return nil, err
 	}

@@ -2,6 +2,7 @@ package repair
 
 import (
 	"path/filepath"
+	"strings"
 	"testing"
 
 	bolt "go.etcd.io/bbolt"
@@ -198,4 +199,37 @@ func tail(log string) string {
 		out += "  " + oneLine(l) + "\n"
 	}
 	return out
+}
+
+// TestInspectWALFirst: with the WAL proving corruption, the bbolt walk of
+// the db is skipped (on a large db it is most of the inspection's time):
+// a data dir whose WAL and db are both damaged reports the WAL, with the
+// identity the WAL still gave. With a healthy WAL the db is still walked.
+func TestInspectWALFirst(t *testing.T) {
+	f := realFixture(t)
+	damageDB := func(t *testing.T, dir string) {
+		zeroFile(t, datadir.ToBackendFileName(dir))
+	}
+	both := filepath.Join(t.TempDir(), "both")
+	copyDir(t, f.a, both)
+	damageCases()[1].damage(t, both) // wal/flip entry first file 25%
+	damageDB(t, both)
+	r := Inspect(nil, both)
+	if r.State != DirCorrupt || !strings.Contains(r.Reason, "WAL") || strings.Contains(r.Reason, "database") {
+		t.Errorf("WAL and db damaged: %v (%s), want corrupt by the WAL, the db not walked", r.State, r.Reason)
+	}
+	if r.DBSize == 0 {
+		t.Errorf("WAL and db damaged: db size 0, want the file's size")
+	}
+
+	dbOnly := filepath.Join(t.TempDir(), "db-only")
+	copyDir(t, f.a, dbOnly)
+	damageDB(t, dbOnly)
+	r = Inspect(nil, dbOnly)
+	if r.State != DirCorrupt || !strings.Contains(r.Reason, "database") {
+		t.Errorf("db damaged, WAL intact: %v (%s), want corrupt by the database", r.State, r.Reason)
+	}
+	if r.ClusterID != f.clusterA || r.MemberID != f.memberA {
+		t.Errorf("db damaged, WAL intact: identity %x/%x, want %x/%x from the WAL", r.ClusterID, r.MemberID, f.clusterA, f.memberA)
+	}
 }

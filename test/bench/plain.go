@@ -88,7 +88,7 @@ func manualRepair(c *testbed.Cluster, peers *clientv3.Client, m testbed.Member, 
 		if !strings.Contains(err.Error(), "unhealthy cluster") || ctx.Err() != nil {
 			return nil, 0, fmt.Errorf("member add --learner: %w", err)
 		}
-		time.Sleep(pollEvery)
+		time.Sleep(scriptRetry)
 	}
 	newID := add.Member.ID
 	var parts []string
@@ -119,6 +119,6 @@ func manualRepair(c *testbed.Cluster, peers *clientv3.Client, m testbed.Member, 
 			stopPlain(p)
 			return nil, 0, fmt.Errorf("member promote %x: not accepted within 5m: %w", newID, err)
 		}
-		time.Sleep(pollEvery)
+		time.Sleep(scriptRetry)
 	}
 }

@@ -23,9 +23,15 @@ import (
 // scenario (the bench then exits 1).
 const converge = 3 * time.Minute
 
-// pollEvery is how often a wait observes the cluster: the resolution of
-// every timing in the table.
-const pollEvery = 100 * time.Millisecond
+// pollEvery is how often a wait starts an observation of the cluster: the
+// resolution of every timing in the table. The observations overlap
+// (testbed.AwaitOverlapping), so one that waits on a member that does not
+// answer yet does not hold the next ones back.
+const pollEvery = 50 * time.Millisecond
+
+// scriptRetry is the scripted repair's own pause between attempts, as in
+// an operator's `until etcdctl member promote ...; do sleep 0.1; done`.
+const scriptRetry = 100 * time.Millisecond
 
 // event is one timed occurrence: how long it took, what the writer saw.
 type event struct {
@@ -80,7 +86,7 @@ func must(r testbed.TB, err error) {
 // the same end) until ok says "", and returns the time that observation
 // ended and the observation.
 func wait(r testbed.TB, cli *clientv3.Client, what string, ok func(testbed.Observation) string) (time.Time, testbed.Observation) {
-	o, err := testbed.Await(cli, converge, pollEvery, ok)
+	o, err := testbed.AwaitOverlapping(cli, converge, pollEvery, ok)
 	if err != nil {
 		r.Fatalf("%s: %v", what, err)
 	}

@@ -195,7 +195,7 @@ func (b *bench) table() string {
 	}
 	fmt.Fprintf(&sb, "etcdkeeper bench, %s (%s, took %s)\n", time.Now().Format("2006-01-02"), mode, time.Since(b.started).Round(time.Second))
 	fmt.Fprintf(&sb, "machine: %s\n", machine())
-	fmt.Fprintf(&sb, "times: medians, polled every %s; writer: 1 put / %s through the members not disturbed, each a single attempt with a %s deadline\n\n",
+	fmt.Fprintf(&sb, "times: medians, an observation started every %s (overlapping); writer: 1 put / %s through the members not disturbed, each a single attempt with a %s deadline\n\n",
 		pollEvery, writeEvery, writeTimeout)
 	head := []string{"measurement", "etcdkeeper (median)", "baseline (median)", "ratio", "steady writer during the event", "target", "met"}
 	fmt.Fprintf(&sb, "| %s |\n|%s\n", strings.Join(head, " | "), strings.Repeat("---|", len(head)))

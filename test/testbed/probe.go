@@ -328,6 +328,59 @@ func Await(cli *clientv3.Client, d, every time.Duration, ok func(Observation) st
 	}
 }
 
+// AwaitOverlapping is Await for a measurement: it starts an observation
+// every `every` whether or not the previous ones have finished (at most
+// maxInFlight at once), and returns the first accepted observation to
+// finish. Await waits for each observation before the next, so one that
+// hangs on a member which accepts connections but does not answer yet (a
+// just-started etcd) holds every later look back by up to answerWithin:
+// the time it measures is then the observer's, not the cluster's.
+func AwaitOverlapping(cli *clientv3.Client, d, every time.Duration, ok func(Observation) string) (Observation, error) {
+	const maxInFlight = 8
+	deadline := time.Now().Add(d)
+	type result struct {
+		o   Observation
+		why string
+	}
+	results := make(chan result, maxInFlight)
+	inFlight, why := 0, "no observation finished"
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	start := func() {
+		inFlight++
+		go func() {
+			o := Observe(cli)
+			r := result{o: o}
+			if o.Err != nil {
+				r.why = o.Err.Error()
+			} else {
+				r.why = ok(o)
+			}
+			results <- r
+		}()
+	}
+	start()
+	for {
+		select {
+		case r := <-results:
+			inFlight--
+			if r.why == "" {
+				// The others finish into the buffered channel and are
+				// dropped with it.
+				return r.o, nil
+			}
+			why = r.why
+		case <-tick.C:
+			if time.Now().After(deadline) {
+				return Observation{}, fmt.Errorf("not within %s: %s", d, why)
+			}
+			if inFlight < maxInFlight {
+				start()
+			}
+		}
+	}
+}
+
 // Answered is the condition of Await that any answered observation meets.
 func Answered(Observation) string { return "" }
 
