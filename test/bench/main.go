@@ -160,15 +160,16 @@ func (b *bench) all() {
 		b.bootstrapAndKill()
 	}
 	if b.want("repair") {
-		b.repair(fmt.Sprintf("%d MB", b.cfg.smallMB), int64(b.cfg.smallMB)<<20, 1024, b.cfg.runs, 1.5, false)
+		// Issue 13: ≤ 1.5× the script counting its stalls, ≤ 2× without.
+		b.repair(fmt.Sprintf("%d MB", b.cfg.smallMB), int64(b.cfg.smallMB)<<20, 1024, b.cfg.runs, targets{all: 1.5, spared: 2}, false)
 	}
 	if b.want("repair") || b.want("repair-big") {
 		if b.cfg.big {
 			// Also with a scheduled snapshot standing for the safety one.
-			b.repair("100 MB", 100<<20, 10<<10, b.cfg.bigRuns, 1.2, true)
+			b.repair("100 MB", 100<<20, 10<<10, b.cfg.bigRuns, targets{spared: 1.2}, true)
 		}
 		if b.cfg.gb {
-			b.repair("1 GB", 1<<30, 64<<10, b.cfg.bigRuns, 1.2, false)
+			b.repair("1 GB", 1<<30, 64<<10, b.cfg.bigRuns, targets{spared: 1.2}, false)
 		}
 	}
 	if b.want("recover") && b.cfg.recoverRuns > 0 {
@@ -226,7 +227,11 @@ func (b *bench) bootstrapAndKill() {
 // snapshot (repair.snapshotMaxAge): the same cluster, data and script; the
 // spec switches repair.snapshotMaxAge between 0 (a fresh safety snapshot)
 // and 1h before each repair, and the order of the three rotates.
-func (b *bench) repair(size string, bytes int64, valueSize, runs int, target float64, reuse bool) {
+// targets are a repair's ratios to the script to stay under: over all
+// runs (the script's stalls counted), and over the runs the stall spared.
+type targets struct{ all, spared float64 }
+
+func (b *bench) repair(size string, bytes int64, valueSize, runs int, target targets, reuse bool) {
 	var agent, reused, manual []event
 	var dbSize int64
 	b.scenario("repair-"+strings.ReplaceAll(size, " ", ""), func(r *testbed.Runner) {
@@ -291,11 +296,11 @@ func (b *bench) repair(size string, bytes int64, valueSize, runs int, target flo
 		what += ", fresh safety snapshot"
 	}
 	b.addSteps(label, agent, manual)
-	b.add(row{what: what, keeper: agent, base: manual, baseName: "scripted manual repair (field notes §2)", target: target, zeroFailed: true})
+	b.add(row{what: what, keeper: agent, base: manual, baseName: "scripted manual repair (field notes §2)", target: target.spared, targetAll: target.all, zeroFailed: true})
 	if reuse {
 		b.addSteps(size+", scheduled snapshot reused", reused, manual)
 		b.add(row{what: fmt.Sprintf("corrupt WAL → healthy promoted voter, %s (db %d MB), a verified scheduled snapshot reused as the safety snapshot (repair.snapshotMaxAge: 1h; %s)", size, dbSize>>20, reuseNote(reused)),
-			keeper: reused, base: manual, baseName: "the same scripted repairs", target: target, zeroFailed: true})
+			keeper: reused, base: manual, baseName: "the same scripted repairs", target: target.spared, targetAll: target.all, zeroFailed: true})
 	}
 }
 

@@ -14,8 +14,11 @@ type row struct {
 	keeper   []event
 	base     []event
 	baseName string
-	// target is the ratio keeper/base to stay under; 0: none.
-	target float64
+	// target is the ratio keeper/base to stay under, over the runs etcd's
+	// publish stall spared (all runs when it spared all); 0: none.
+	// targetAll, when set, is the ratio to stay under over all runs, the
+	// baseline's stalls counted.
+	target, targetAll float64
 	// zeroFailed: the target includes no failed write.
 	zeroFailed bool
 	noWriter   bool
@@ -82,10 +85,11 @@ func (r row) render() []string {
 	}
 	keeper := fmt.Sprintf("%s (n=%d)%s", ms(median(r.keeper)), len(r.keeper), stallNote(r.keeper))
 	base, ratio := "—", "—"
-	got := 0.0
+	got, gotAll := 0.0, 0.0
 	if len(r.base) > 0 {
 		base = fmt.Sprintf("%s: %s%s", r.baseName, ms(median(r.base)), stallNote(r.base))
 		got = float64(median(r.keeper)) / float64(median(r.base))
+		gotAll = got
 		ratio = fmt.Sprintf("%.2f×", got)
 		// etcd's publish stall strikes both sides at random and swamps
 		// the difference: compare the runs it spared, when both have some.
@@ -106,8 +110,16 @@ func (r row) render() []string {
 	}
 	_ = bfailed
 	var targets, verdicts []string
+	if r.targetAll > 0 {
+		targets = append(targets, fmt.Sprintf("≤ %.1f× counting the stalls", r.targetAll))
+		verdicts = append(verdicts, yesNo(gotAll <= r.targetAll))
+	}
 	if r.target > 0 {
-		targets = append(targets, fmt.Sprintf("≤ %.1f×", r.target))
+		t := fmt.Sprintf("≤ %.1f×", r.target)
+		if r.targetAll > 0 {
+			t += " without"
+		}
+		targets = append(targets, t)
 		verdicts = append(verdicts, yesNo(got <= r.target))
 	}
 	if r.zeroFailed {
