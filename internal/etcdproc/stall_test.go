@@ -198,8 +198,7 @@ func TestPublishWatchConfirm(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			fired := 0
-			var w *publishWatch
-			w = newPublishWatch(time.Hour, PublishHooks{OnStall: func() { fired++ }})
+			w := newPublishWatch(time.Hour, PublishHooks{OnStall: func() { fired++ }})
 			snap := time.Now()
 			w.line(lineApplied, snap) // no Confirm yet: the test calls it itself
 			w.hooks.Confirm = func() bool {
