@@ -198,15 +198,20 @@ func (a *Agent) observeStopped(ctx context.Context, in *reconcile.Input, j repai
 	} else {
 		close(inspected)
 	}
-	listening := cluster.AnyListening(ctx, a.peerURLs())
-	if listening {
+	look := func() (listening bool) {
+		in.Cluster = nil
+		if !cluster.AnyListening(ctx, a.peerURLs()) {
+			return false
+		}
 		in.Cluster = a.observeCluster(ctx)
+		return true
 	}
 	looked := time.Now()
+	listening := look()
 	<-inspected
-	if listening && time.Since(looked) > staleView {
+	if time.Since(looked) > staleView {
 		// A long check (a multi-GB db): decide on a fresh look.
-		in.Cluster = a.observeCluster(ctx)
+		listening = look()
 	}
 	l.Data = *a.data
 	if s := a.loadSuspect(l.Data.MemberID); s != nil && (l.LastExit == nil || !l.LastExit.Corrupt) {

@@ -31,13 +31,15 @@ func (a *Agent) restartPublishStall() bool {
 const confirmTimeout = 500 * time.Millisecond
 
 // publishInSnapshot answers the publish watch (etcdproc.PublishHooks.Confirm)
-// right after the local etcd applied a snapshot from the leader without
-// publishing itself: does the membership that snapshot restored already
-// hold the new member's name and client URLs? Only the member's own
-// publish sets them, so the publish it waits for was inside the snapshot
-// and it would wait out etcd's 7 s timeout: the stall is certain, and the
-// agent need not wait StallAfter to see it. It asks only about a
-// rejoin's new member (the journal's NewMemberID): a member that
+// 10 ms after the local etcd applied a snapshot from the leader without
+// publishing itself: does its membership already hold the new member's
+// name and client URLs? Only the member's own publish sets them. Either
+// the publish was inside the snapshot, and etcd waits out its 7 s
+// timeout (the stall), or it was applied right after the snapshot, and
+// its log line is a millisecond away: the watch gives it 10 ms more
+// before it counts the stall. Should the line come later still, the cost
+// is one restart of a learner that was about to serve. It asks only about
+// a rejoin's new member (the journal's NewMemberID): a member that
 // published before keeps its name and client URLs in every snapshot.
 func (a *Agent) publishInSnapshot() bool {
 	if !a.restartPublishStall() {
@@ -78,7 +80,11 @@ func (a *Agent) statusContext(ctx context.Context) (context.Context, context.Can
 	go func() {
 		select {
 		case <-p.PublishStalled():
-			cancel()
+			// Only while it still is: a publish that came after the
+			// stall was seen (PublishStalled stays closed) serves.
+			if p.LostPublishRace() {
+				cancel()
+			}
 		case <-ctx.Done():
 		}
 	}()

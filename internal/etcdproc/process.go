@@ -128,7 +128,8 @@ func (p *Process) Running() bool {
 func (p *Process) LostPublishRace() bool { return p.publish.Stalled(time.Now()) }
 
 // PublishStalled is closed when etcd is found in its publish stall, at
-// most StallAfter after it applied the snapshot (see LostPublishRace).
+// most StallAfter after it applied the snapshot. It stays closed should a
+// late publish end the stall: LostPublishRace is the current state.
 func (p *Process) PublishStalled() <-chan struct{} { return p.publish.stalled }
 
 // Exit is the exit status; valid once Done is closed.

@@ -33,11 +33,12 @@ type PublishHooks struct {
 	// OnPublished is called each time etcd logs that it published itself:
 	// it serves clients from then on.
 	OnPublished func()
-	// Confirm reports whether etcd's own membership, restored from the
-	// snapshot it just applied, already holds its own published
-	// attributes (name and client URLs): then the publish it is waiting
-	// for was inside the snapshot, and the stall is certain without
-	// waiting out StallAfter. false when it cannot tell.
+	// Confirm reports whether etcd's own membership, shortly after the
+	// snapshot it applied, already holds its own published attributes
+	// (name and client URLs): then the publish it waits for was inside
+	// the snapshot, unless it was applied right after it and its log
+	// line is still on its way (the grace covers that). false when it
+	// cannot tell; the stall then counts after StallAfter.
 	Confirm func() bool
 }
 
@@ -60,7 +61,9 @@ const (
 type publishWatch struct {
 	after time.Duration
 	hooks PublishHooks
-	// stalled is closed when the stall is first seen by the timer.
+	// stalled is closed when the stall is first seen (by the timer or
+	// by Confirm); it stays closed when a late publish ends the stall,
+	// so Stalled is the state.
 	stalled chan struct{}
 	once    sync.Once
 

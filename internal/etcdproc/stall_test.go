@@ -236,3 +236,35 @@ func TestPublishWatchOnPublished(t *testing.T) {
 	}
 	w.stop()
 }
+
+// TestPublishWatchLatePublish: a publish that comes after the stall was
+// seen (confirmed, or after StallAfter) ends it: the agent must then not
+// treat the member as stalled (nor cut its status calls short).
+func TestPublishWatchLatePublish(t *testing.T) {
+	for _, confirmed := range []bool{true, false} {
+		w := newPublishWatch(StallAfter, PublishHooks{})
+		snap := time.Now()
+		w.line(lineApplied, snap)
+		at := snap.Add(StallAfter)
+		if confirmed {
+			w.hooks.Confirm = func() bool { return true }
+			w.confirm()
+			at = snap.Add(time.Millisecond)
+		}
+		if !w.Stalled(at) {
+			t.Fatalf("confirmed %v: not stalled before the publish", confirmed)
+		}
+		w.line(linePublished, at)
+		if w.Stalled(at.Add(time.Hour)) {
+			t.Errorf("confirmed %v: still stalled after a late publish", confirmed)
+		}
+		if confirmed {
+			select {
+			case <-w.stalled: // stays closed: Stalled is the state
+			default:
+				t.Errorf("confirmed: the stall was never signalled")
+			}
+		}
+		w.stop()
+	}
+}

@@ -34,9 +34,10 @@ type dbFacts struct {
 // bbolt's tx.Check. Between the two, with the lock held (no etcd can
 // start and append to the WAL), it runs before: when before proves the
 // data corrupt, the walk, by far the longest part on a large db, is
-// skipped and before's error returned. before runs whenever inspectDB
-// returns no error (not when the db cannot be locked or read); nil runs
-// nothing.
+// skipped (the consistent index and revision are still read) and
+// before's error returned. before runs whenever inspectDB returns no
+// error: also when there is no db, or an empty one (nothing to lock
+// then), and not when the db cannot be locked or read. nil runs nothing.
 func inspectDB(path string, before func() error) (dbFacts, error) {
 	st, err := os.Stat(path)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -61,14 +62,19 @@ func inspectDB(path string, before func() error) (dbFacts, error) {
 	if err := readThrough(file); err != nil {
 		return f, fmt.Errorf("database: reading %s: %w", path, err)
 	}
-	if err := runBefore(before); err != nil && stateOf(err) == DirCorrupt {
-		return f, err
-	}
+	beforeErr := runBefore(before)
+	walk := beforeErr == nil || stateOf(beforeErr) != DirCorrupt
 	err = safely("checking the database", func() error {
 		var err error
-		f.consistentIndex, f.revision, err = checkDB(path, f.size)
+		f.consistentIndex, f.revision, err = checkDB(path, f.size, walk)
 		return err
 	})
+	if !walk {
+		// How far the db went still counts (a recovery plan shows what a
+		// corrupt member held); that it could not be read adds nothing
+		// to the WAL's proof.
+		return f, beforeErr
+	}
 	return f, err
 }
 
@@ -114,7 +120,9 @@ func readThrough(file *os.File) error {
 	}
 }
 
-func checkDB(path string, size int64) (index uint64, rev int64, err error) {
+// checkDB opens the db read-only, walks every page when walk is set, and
+// reads its consistent index and newest revision.
+func checkDB(path string, size int64, walk bool) (index uint64, rev int64, err error) {
 	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: dbLockTimeout})
 	if errors.Is(err, berrors.ErrTimeout) {
 		return 0, 0, fmt.Errorf("%w: %s is locked by another process (a running etcd?)", errLocked, path)
@@ -126,7 +134,11 @@ func checkDB(path string, size int64) (index uint64, rev int64, err error) {
 	}
 	defer db.Close()
 	err = db.View(func(tx *bolt.Tx) error {
-		if err := checkPages(tx, size); err != nil {
+		if !walk {
+			if want := tx.Size(); size < want {
+				return fmt.Errorf("database is truncated: %d bytes, its meta page needs %d", size, want)
+			}
+		} else if err := checkPages(tx, size); err != nil {
 			return err
 		}
 		index, rev = readConsistentIndex(tx), readRevision(tx)

@@ -222,6 +222,15 @@ func TestInspectWALFirst(t *testing.T) {
 		t.Errorf("WAL and db damaged: db size 0, want the file's size")
 	}
 
+	walOnly := filepath.Join(t.TempDir(), "wal-only")
+	copyDir(t, f.a, walOnly)
+	damageCases()[1].damage(t, walOnly)
+	r = Inspect(nil, walOnly)
+	if r.State != DirCorrupt || r.Revision != 601 || r.ConsistentIndex == 0 {
+		t.Errorf("WAL damaged, db intact: %v, revision %d, consistent index %d, want corrupt, revision 601 and the index still read from the db",
+			r.State, r.Revision, r.ConsistentIndex)
+	}
+
 	dbOnly := filepath.Join(t.TempDir(), "db-only")
 	copyDir(t, f.a, dbOnly)
 	damageDB(t, dbOnly)
