@@ -31,12 +31,12 @@ func (a *Agent) restartPublishStall() bool {
 const confirmTimeout = 500 * time.Millisecond
 
 // publishInSnapshot answers the publish watch (etcdproc.PublishHooks.Confirm)
-// 10 ms after the local etcd applied a snapshot from the leader without
+// right after the local etcd applied a snapshot from the leader without
 // publishing itself: does its membership already hold the new member's
 // name and client URLs? Only the member's own publish sets them. Either
 // the publish was inside the snapshot, and etcd waits out its 7 s
 // timeout (the stall), or it was applied right after the snapshot, and
-// its log line is a millisecond away: the watch gives it 10 ms more
+// its log line is milliseconds away: the watch gives it 10 ms more
 // before it counts the stall. Should the line come later still, the cost
 // is one restart of a learner that was about to serve. It asks only about
 // a rejoin's new member (the journal's NewMemberID): a member that
@@ -55,17 +55,20 @@ func (a *Agent) publishInSnapshot() bool {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), confirmTimeout)
 	defer cancel()
+	started := time.Now()
 	ms, _, err := cluster.PeerMemberList(ctx, self.PeerURLs[0], self)
 	if err != nil {
-		a.lg.Debug("local member list for the publish stall", zap.Error(err))
+		a.lg.Debug("local member list for the publish stall", zap.Error(err), zap.Duration("took", time.Since(started)))
 		return false
 	}
+	published := false
 	for _, m := range ms {
 		if m.ID == j.NewMemberID {
-			return m.Name != "" || len(m.ClientURLs) > 0
+			published = m.Name != "" || len(m.ClientURLs) > 0
 		}
 	}
-	return false
+	a.lg.Debug("local member list for the publish stall", zap.Bool("self-published", published), zap.Duration("took", time.Since(started)))
+	return published
 }
 
 // statusContext is ctx, also cancelled when the local etcd stalls in its

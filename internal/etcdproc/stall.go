@@ -13,15 +13,15 @@ import (
 const StallAfter = 100 * time.Millisecond
 
 // ConfirmAfter is when, after "applied snapshot" with no publish yet, the
-// watch asks PublishHooks.Confirm whether the stall is certain; and
+// watch asks PublishHooks.Confirm whether the member is stalled; and
 // confirmGrace how long after a confirming answer the publish may still
-// come before the stall counts. A member that is not stalled publishes
-// within a millisecond of the snapshot, and Confirm finds its own
-// publish already in the snapshot only when it is stalled; the grace is
-// for the one other case, a publish applied right after the snapshot
-// whose log line is still on its way.
+// come before the stall counts. etcd logs "applied snapshot" once the
+// snapshot's membership is in place, so Confirm can tell at once; a
+// member that is not stalled publishes within a few milliseconds of the
+// snapshot, and the grace is for a publish applied right after the
+// snapshot whose log line is still on its way.
 const (
-	ConfirmAfter = 10 * time.Millisecond
+	ConfirmAfter = 2 * time.Millisecond
 	confirmGrace = 10 * time.Millisecond
 )
 

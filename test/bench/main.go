@@ -31,6 +31,8 @@ type config struct {
 	gb      bool
 	idle    time.Duration
 	smallMB int
+	// smallRuns: runs of the small repair.
+	smallRuns int
 	out     string
 	smoke   bool
 	// idleSettle is the wait before each idle sample.
@@ -51,6 +53,7 @@ func main() {
 	flag.BoolVar(&cfg.big, "100mb", true, "also repair at ~100 MB of data")
 	flag.BoolVar(&cfg.gb, "1gb", false, "also repair at ~1 GB of data (slow: loading alone takes minutes)")
 	flag.IntVar(&cfg.smallMB, "small-mb", 1, "the small data size of the repair, MB")
+	flag.IntVar(&cfg.smallRuns, "small-runs", 9, "runs of the small repair: in about 4 of 10 the agent restarts an etcd that lost the publish race, so a median of 5 is a coin toss between the two")
 	flag.DurationVar(&cfg.idle, "idle", 60*time.Second, "how long the agents' idle CPU and RSS are sampled")
 	flag.DurationVar(&cfg.idleSettle, "idle-settle", 30*time.Second, "how long after the cluster is healthy (and after the spec edit to 2s) the idle sample starts")
 	flag.StringVar(&cfg.out, "out", "", "also write the table to this file")
@@ -61,6 +64,7 @@ func main() {
 	flag.Parse()
 	if cfg.smoke {
 		cfg.runs, cfg.bigRuns, cfg.big, cfg.gb, cfg.idle, cfg.stallRuns, cfg.recoverRuns = 1, 1, false, false, 10*time.Second, 1, 1
+		cfg.smallRuns = 1
 		cfg.idleSettle = 5 * time.Second
 	}
 	os.Exit(run(cfg))
@@ -161,7 +165,7 @@ func (b *bench) all() {
 	}
 	if b.want("repair") {
 		// Issue 13: ≤ 1.5× the script counting its stalls, ≤ 2× without.
-		b.repair(fmt.Sprintf("%d MB", b.cfg.smallMB), int64(b.cfg.smallMB)<<20, 1024, b.cfg.runs, targets{all: 1.5, spared: 2}, false)
+		b.repair(fmt.Sprintf("%d MB", b.cfg.smallMB), int64(b.cfg.smallMB)<<20, 1024, b.cfg.smallRuns, targets{all: 1.5, spared: 2}, false)
 	}
 	if b.want("repair") || b.want("repair-big") {
 		if b.cfg.big {

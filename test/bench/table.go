@@ -196,8 +196,9 @@ func (b *bench) idleRows(cpu500, cpu2s []float64, rssKB []int64) {
 func (b *bench) table() string {
 	var sb strings.Builder
 	mode := fmt.Sprintf("%d runs per measurement", b.cfg.runs)
-	if b.cfg.bigRuns != b.cfg.runs || b.cfg.recoverRuns != b.cfg.runs {
-		mode = fmt.Sprintf("%d runs per measurement, %d of each repair at 100 MB and more, %d recoveries per size", b.cfg.runs, b.cfg.bigRuns, b.cfg.recoverRuns)
+	if b.cfg.bigRuns != b.cfg.runs || b.cfg.recoverRuns != b.cfg.runs || b.cfg.smallRuns != b.cfg.runs {
+		mode = fmt.Sprintf("%d runs per measurement, %d of the %d MB repair, %d of each repair at 100 MB and more, %d recoveries per size",
+			b.cfg.runs, b.cfg.smallRuns, b.cfg.smallMB, b.cfg.bigRuns, b.cfg.recoverRuns)
 	}
 	if b.cfg.only != "" {
 		mode += ", only " + b.cfg.only
