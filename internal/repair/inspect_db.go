@@ -31,13 +31,15 @@ type dbFacts struct {
 
 // inspectDB opens the db read-only (a shared flock: it fails while etcd
 // holds its exclusive one), reads it through, and walks every page with
-// bbolt's tx.Check. Between the two, with the lock held (no etcd can
-// start and append to the WAL), it runs before: when before proves the
-// data corrupt, the walk, by far the longest part on a large db, is
-// skipped (the consistent index and revision are still read) and
-// before's error returned. before runs whenever inspectDB returns no
-// error: also when there is no db, or an empty one (nothing to lock
-// then), and not when the db cannot be locked or read. nil runs nothing.
+// bbolt's tx.Check. Before that, with the lock held (no etcd can start
+// and append to the WAL), it runs before: when before proves the data
+// corrupt (a WAL that fails its CRC is corruption, whatever the disk
+// would say about the db), the read-through and the walk, all of the
+// time on a large db, are skipped: only the consistent index and the
+// revision are read, and before's error is returned. before runs
+// whenever inspectDB returns no error: also when there is no db, or an
+// empty one (nothing to lock then), and not when the db cannot be
+// locked. nil runs nothing.
 func inspectDB(path string, before func() error) (dbFacts, error) {
 	st, err := os.Stat(path)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -59,22 +61,25 @@ func inspectDB(path string, before func() error) (dbFacts, error) {
 	if err := lockShared(file, dbLockTimeout); err != nil {
 		return f, fmt.Errorf("database %s: %w", path, err)
 	}
+	if beforeErr := runBefore(before); beforeErr != nil && stateOf(beforeErr) == DirCorrupt {
+		// How far the db went still counts (a recovery plan shows what a
+		// corrupt member held): its index and revision, a few pages.
+		// Whether the rest of it reads adds nothing to the WAL's proof.
+		_ = safely("reading the database", func() error {
+			var err error
+			f.consistentIndex, f.revision, err = checkDB(path, f.size, false)
+			return err
+		})
+		return f, beforeErr
+	}
 	if err := readThrough(file); err != nil {
 		return f, fmt.Errorf("database: reading %s: %w", path, err)
 	}
-	beforeErr := runBefore(before)
-	walk := beforeErr == nil || stateOf(beforeErr) != DirCorrupt
 	err = safely("checking the database", func() error {
 		var err error
-		f.consistentIndex, f.revision, err = checkDB(path, f.size, walk)
+		f.consistentIndex, f.revision, err = checkDB(path, f.size, true)
 		return err
 	})
-	if !walk {
-		// How far the db went still counts (a recovery plan shows what a
-		// corrupt member held); that it could not be read adds nothing
-		// to the WAL's proof.
-		return f, beforeErr
-	}
 	return f, err
 }
 
