@@ -32,17 +32,7 @@ func TestClusterWithout(t *testing.T) {
 // with the name and client URLs its publish set, and a learner added but
 // never started without them (what publishInSnapshot tells apart).
 func TestPeerMemberList(t *testing.T) {
-	ep, peer := startEtcdURLs(t)
-	c, err := Dial([]string{ep}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	learnerURL := freeURL(t)
-	added, _, err := c.AddLearner(context.Background(), []string{learnerURL.String()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	peer, _, added, _ := addedLearner(t)
 	ms, cid, err := PeerMemberList(context.Background(), peer, spec.Member{})
 	if err != nil {
 		t.Fatal(err)
