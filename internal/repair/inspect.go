@@ -123,9 +123,9 @@ func inspect(lg *zap.Logger, dataDir string) (Report, error) {
 	}
 	// The db's lock first: it tells whether etcd is running, and a running
 	// etcd appends to the WAL while we would read it. With the lock held,
-	// the WAL is read before bbolt walks the db: a WAL that proves the
-	// data corrupt (the common case: "walpb: crc mismatch") spares the
-	// walk, which is most of the time on a large db.
+	// the WAL is read before the db: a WAL that proves the data corrupt
+	// (the common case: "walpb: crc mismatch") spares the db's
+	// read-through and bbolt's walk, all of the time on a large db.
 	walDir := datadir.ToWALDir(dataDir)
 	var (
 		w      walFacts
