@@ -33,8 +33,8 @@ type config struct {
 	smallMB int
 	// smallRuns: runs of the small repair.
 	smallRuns int
-	out     string
-	smoke   bool
+	out       string
+	smoke     bool
 	// idleSettle is the wait before each idle sample.
 	idleSettle time.Duration
 	only       string
