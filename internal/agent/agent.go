@@ -111,6 +111,14 @@ type Agent struct {
 	// (guarded by mu), which GET /recovery reports instead of checking
 	// the data again in the handler.
 	lastReport *repair.Report
+	// writeErrs are the state dir's files that cannot be written, with
+	// the error (guarded by mu; see noteWrite).
+	writeErrs map[string]string
+	// noLeaderSince is when the running etcd began answering without a
+	// leader (zero: it has one).
+	noLeaderSince time.Time
+	// awayLooked is when observeAway last looked at the cluster.
+	awayLooked time.Time
 }
 
 // New checks that name is in the spec and prepares the agent.

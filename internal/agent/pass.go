@@ -24,11 +24,17 @@ func (a *Agent) onePass(ctx context.Context) bool {
 	var act reconcile.Action
 	said, again := "error observing", false
 	if err == nil {
-		err = a.record(ctx, in.Local.Answer)
-	}
-	if err == nil {
+		// What the pass cannot record (a state dir that is full or
+		// read-only) is reported (noteWrite), and held against the
+		// decisions that need it; it never skips the decision and its
+		// step: a learner is still promoted, the lock still given back.
+		_ = a.record(ctx, in.Local.Answer)
+		in.Local.StateDirError = a.Status().StateDirError
 		act = reconcile.Decide(in)
 		said, again, err = a.act(ctx, act, in)
+	}
+	if err != nil {
+		a.releaseAfterError(ctx, act, err)
 	}
 	if err == nil && steady(act, in) {
 		a.steadyPasses++
@@ -164,6 +170,11 @@ func (a *Agent) observeRunning(ctx context.Context, in *reconcile.Input) {
 	}
 	l.SettingsChanged = a.settings != "" && a.settings != etcdproc.Settings(s, self)
 	a.noteAnswer(*l.Answer)
+	l.NoLeaderFor = a.noLeaderFor(st.Leader)
+	if st.Leader == 0 && l.NoLeaderFor >= reconcile.NoLeaderLook && !l.Journal.Open() && !l.Recovery.Open() {
+		a.observeAway(ctx, in)
+		return
+	}
 	if st.Leader == 0 || st.IsLearner || l.Journal.Open() {
 		return
 	}
@@ -180,6 +191,46 @@ func (a *Agent) observeRunning(ctx context.Context, in *reconcile.Input) {
 	}
 	a.pending.Stamp(in.Cluster, progressOf(in.Agents))
 }
+
+// noLeaderFor is how long the running etcd has answered without a leader
+// (0 while it has one).
+func (a *Agent) noLeaderFor(leader uint64) time.Duration {
+	if leader != 0 {
+		a.noLeaderSince = time.Time{}
+		return 0
+	}
+	if p := a.etcd.Process(); a.noLeaderSince.IsZero() || (p != nil && a.noLeaderSince.Before(p.Started())) {
+		a.noLeaderSince = time.Now()
+	}
+	return time.Since(a.noLeaderSince)
+}
+
+// observeAway looks at the cluster through the spec's other members for a
+// member that has had no leader for long (reconcile.NoLeaderLook): a
+// cluster recovered while this host was away answers there under another
+// ID, and its recovery record tells whether it replaced this member's.
+func (a *Agent) observeAway(ctx context.Context, in *reconcile.Input) {
+	// Without a quorum the member list waits out its deadline: once in a
+	// while, not every pass.
+	if time.Since(a.awayLooked) < awayEvery || !cluster.AnyListening(ctx, a.peerURLs()) {
+		return
+	}
+	a.awayLooked = time.Now()
+	c := a.observeCluster(ctx)
+	if c == nil || !foreign(in.Local.Answer.ClusterID, c.ClusterID) {
+		in.Cluster = c
+		return
+	}
+	s, _ := a.Spec()
+	var err error
+	if c.Recovered, err = a.client.GetRecovered(ctx, s.Cluster.Name); err != nil {
+		a.lg.Debug("recovery record", zap.Error(err))
+	}
+	in.Cluster = c
+}
+
+// awayEvery is how often observeAway looks.
+const awayEvery = 10 * time.Second
 
 // observeStopped gathers what the start decision needs: the data dir, the
 // marker, the repair guards, and the live cluster if any peer answers.

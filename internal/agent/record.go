@@ -33,9 +33,9 @@ func (a *Agent) record(ctx context.Context, ans *model.Answer) error {
 		}
 		return nil
 	}
-	if err := a.recordMarker(ans.ClusterID, ans.MemberID); err != nil {
-		return err
-	}
+	// A marker that cannot be written is reported (noteWrite); the rest
+	// of the record does not depend on it.
+	err := a.recordMarker(ans.ClusterID, ans.MemberID)
 	if ans.Leader != 0 {
 		// Without a leader the cluster takes no write: publishing would
 		// only wait out its deadline (and delay a recovery's first step).
@@ -46,7 +46,7 @@ func (a *Agent) record(ctx context.Context, ans *model.Answer) error {
 		a.lastExit = nil
 		a.settling = false
 	}
-	return nil
+	return err
 }
 
 func (a *Agent) recordMarker(clusterID, memberID uint64) error {

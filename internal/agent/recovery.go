@@ -45,7 +45,7 @@ func (a *Agent) saveRecovery(j recovery.Journal) error {
 
 // saveRecoveryLocked is saveRecovery with recMu held.
 func (a *Agent) saveRecoveryLocked(j recovery.Journal) error {
-	if err := recovery.Save(a.statePath(recoveryFile), j); err != nil {
+	if err := a.noteWrite(recoveryFile, recovery.Save(a.statePath(recoveryFile), j)); err != nil {
 		return err
 	}
 	a.updateStatus(func(s *Status) { s.Recovery = &j })
@@ -57,7 +57,7 @@ func (a *Agent) saveRecoveryLocked(j recovery.Journal) error {
 // recoveryOf is the journal as far as decisions care.
 func recoveryOf(j recovery.Journal) model.Recovery {
 	return model.Recovery{ID: j.ID, Role: string(j.Role), Step: string(j.Step), Source: j.Source,
-		OldMemberID: j.OldMemberID, OldClusterID: j.OldClusterID, FromSnapshot: j.Snapshot != ""}
+		OldMemberID: j.OldMemberID, OldClusterID: j.OldClusterID, FromSnapshot: j.Snapshot != "", ForcedFrom: j.ForcedFrom}
 }
 
 // Recover takes a recovery request (POST /recovery): it is journaled here
@@ -240,6 +240,11 @@ func (a *Agent) stopForRecovery(j recovery.Journal, why string) (string, bool, e
 func (a *Agent) forceNewCluster(j recovery.Journal, why string) (string, bool, error) {
 	if j.Step != recovery.StepForced {
 		j.Step = recovery.StepForced
+		if a.data != nil {
+			// What it is forced from: once the data lists others, the
+			// forced start took, and is never made again.
+			j.ForcedFrom = a.data.Members
+		}
 		if err := a.saveRecovery(j); err != nil {
 			return "journaling the forced start", false, err
 		}
@@ -388,21 +393,56 @@ func (a *Agent) finishRecovery(ctx context.Context, j recovery.Journal, why stri
 	j.ClusterID, _ = strconv.ParseUint(st.ClusterID, 16, 64)
 	j.MemberID, _ = strconv.ParseUint(st.MemberID, 16, 64)
 	if j.Role == recovery.RoleSource {
+		if j.Step == recovery.StepForced {
+			// The forced start took: journaled on its own, before the record,
+			// so that a finish that keeps failing never forces again. If this
+			// write fails too, the data's membership tells (forcedTook).
+			j.Step = recovery.StepLed
+			if err := a.saveRecovery(j); err != nil {
+				a.lg.Error("journaling that the forced start led", zap.String("id", j.ID), zap.Error(err))
+			}
+		}
 		old := j.OldClusterID
 		if old == 0 && j.Snapshot == "" {
 			old = j.ClusterID // --force-new-cluster keeps the cluster ID
 		}
 		rec := model.Recovered{ID: j.ID, Source: j.Source, OldClusterID: old, ClusterID: j.ClusterID, At: time.Now().UTC()}
 		if err := a.client.PutRecovered(ctx, s.Cluster.Name, rec); err != nil {
-			return "recording the recovery in the recovered cluster", false, err
+			return "recording the recovery in the recovered cluster", false, a.finishFailed(j, fmt.Errorf("recording the recovery in the recovered cluster: %w", err))
 		}
 	}
 	j.Step = recovery.StepDone
 	if err := a.saveRecovery(j); err != nil {
-		return "journaling the end of the recovery", false, err
+		return "journaling the end of the recovery", false, a.finishFailed(j, fmt.Errorf("journaling the end of the recovery: %w", err))
 	}
+	a.finishFailed(j, nil)
 	a.metrics.Recoveries.WithLabelValues("done").Inc()
 	return why, true, nil
+}
+
+// finishFailed reports that the end of this host's part in recovery j
+// cannot be recorded (err; nil: it was): logged when it starts and ends,
+// shown in the status and the metric etcdkeeper_recovery_unfinished, for
+// the alert. It returns err.
+func (a *Agent) finishFailed(j recovery.Journal, err error) error {
+	was := a.Status().RecoveryFinishError
+	msg := ""
+	if err != nil {
+		msg = err.Error()
+	}
+	a.updateStatus(func(s *Status) { s.RecoveryFinishError = msg })
+	switch {
+	case err != nil:
+		a.metrics.RecoveryUnfinished.Set(1)
+		if was == "" {
+			a.lg.Error("the recovery cannot be finished: its record or journal cannot be written; the member serves, the journal stays open",
+				zap.String("id", j.ID), zap.String("step", string(j.Step)), zap.Error(err))
+		}
+	case was != "":
+		a.metrics.RecoveryUnfinished.Set(0)
+		a.lg.Info("the recovery could be finished after all", zap.String("id", j.ID))
+	}
+	return err
 }
 
 // liveAnswer asks the local etcd for its status now, on a client of its

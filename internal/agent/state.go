@@ -34,7 +34,7 @@ func (a *Agent) saveSuspect(s suspect) error {
 	if err != nil {
 		return fmt.Errorf("encode %s: %w", suspectFile, err)
 	}
-	return atomicfile.WriteFile(a.statePath(suspectFile), append(b, '\n'), 0o600)
+	return a.noteWrite(suspectFile, atomicfile.WriteFile(a.statePath(suspectFile), append(b, '\n'), 0o600))
 }
 
 // loadSuspect is the verdict on the data of member id, or nil.
@@ -83,7 +83,7 @@ func (a *Agent) saveMarker(m model.Marker) error {
 	if err != nil {
 		return fmt.Errorf("encode marker: %w", err)
 	}
-	return atomicfile.WriteFile(a.statePath(markerFile), append(b, '\n'), 0o600)
+	return a.noteWrite(markerFile, atomicfile.WriteFile(a.statePath(markerFile), append(b, '\n'), 0o600))
 }
 
 func (a *Agent) loadJournal() (repair.Journal, error) {
@@ -95,7 +95,7 @@ func (a *Agent) loadJournal() (repair.Journal, error) {
 }
 
 func (a *Agent) saveJournal(j repair.Journal) error {
-	if err := repair.SaveJournal(a.statePath(journalFile), j); err != nil {
+	if err := a.noteWrite(journalFile, repair.SaveJournal(a.statePath(journalFile), j)); err != nil {
 		return fmt.Errorf("rejoin journal: %w", err)
 	}
 	a.updateStatus(func(s *Status) { s.RejoinStep = string(j.Step) })

@@ -52,6 +52,12 @@ type Status struct {
 	// Recovery is this host's part in a recovery from quorum loss, the
 	// last one it took part in (nil: none).
 	Recovery *recovery.Journal `json:"recovery,omitempty"`
+	// StateDirError is why a file of the state dir cannot be written
+	// ("": every write went through).
+	StateDirError string `json:"stateDirError,omitempty"`
+	// RecoveryFinishError is why the end of this host's part in a
+	// recovery cannot be recorded ("": it could, or there is none).
+	RecoveryFinishError string `json:"recoveryFinishError,omitempty"`
 }
 
 // Status returns a copy of the agent's status.
@@ -143,9 +149,18 @@ type MemberSummary struct {
 	Healthy bool   `json:"healthy"`
 }
 
-// statusLine is the one line systemd shows in `systemctl status`.
+// statusLine is the one line systemd shows in `systemctl status`: what
+// cannot be written first, it needs a human.
 func (a *Agent) statusLine() string {
 	st := a.Status()
+	line := statusLineOf(st)
+	if st.StateDirError != "" {
+		line = truncate(fmt.Sprintf("%s: STATE DIR NOT WRITABLE (%s); %s", st.Member, st.StateDirError, strings.TrimPrefix(line, st.Member+": ")), 200)
+	}
+	return line
+}
+
+func statusLineOf(st Status) string {
 	switch {
 	case st.Recovery != nil && st.Recovery.Open():
 		r := st.Recovery
@@ -192,9 +207,13 @@ func (a *Agent) Live() (bool, string) {
 	return true, "ok: last pass " + time.Since(st.LastPass).Round(time.Millisecond).String() + " ago"
 }
 
-// Ready: the local member is a healthy voter.
+// Ready: the local member is a healthy voter, and the agent can keep its
+// state (marker, journals).
 func (a *Agent) Ready() (bool, string) {
 	st := a.Status()
+	if st.StateDirError != "" {
+		return false, "not ready: the state dir cannot be written: " + st.StateDirError
+	}
 	if st.Healthy && !st.IsLearner {
 		return true, "ok: healthy voter"
 	}

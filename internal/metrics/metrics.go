@@ -31,7 +31,12 @@ type Metrics struct {
 	ClusterVoters     prometheus.Gauge
 	ClusterHealthy    prometheus.Gauge
 	LastReconcile     prometheus.Gauge
-	Backup            *Backup
+	// StateDirWritable is 0 while a file of the state dir cannot be
+	// written; RecoveryUnfinished 1 while the end of a recovery cannot be
+	// recorded.
+	StateDirWritable   prometheus.Gauge
+	RecoveryUnfinished prometheus.Gauge
+	Backup             *Backup
 
 	mu        sync.Mutex
 	lastGood  time.Time
@@ -56,13 +61,16 @@ func New() *Metrics {
 	m.ClusterVoters = prometheus.NewGauge(prometheus.GaugeOpts{Name: "etcdkeeper_cluster_voters", Help: "Voting members in the cluster, as last observed."})
 	m.ClusterHealthy = prometheus.NewGauge(prometheus.GaugeOpts{Name: "etcdkeeper_cluster_healthy_voters", Help: "Healthy voting members in the cluster, as last observed."})
 	m.LastReconcile = prometheus.NewGauge(prometheus.GaugeOpts{Name: "etcdkeeper_last_successful_reconcile_timestamp_seconds", Help: "Unix time of the last reconcile pass without error."})
+	m.StateDirWritable = prometheus.NewGauge(prometheus.GaugeOpts{Name: "etcdkeeper_state_dir_writable", Help: "0 while a file of the agent's state dir (marker, journals) cannot be written (full, read-only, immutable), 1 otherwise."})
+	m.StateDirWritable.Set(1)
+	m.RecoveryUnfinished = prometheus.NewGauge(prometheus.GaugeOpts{Name: "etcdkeeper_recovery_unfinished", Help: "1 while this host's part in a recovery from quorum loss is carried out but its end cannot be recorded (the recovery record or the journal write fails)."})
 	m.certs = &certCollector{desc: prometheus.NewDesc("etcdkeeper_certificate_expiry_timestamp_seconds",
 		"Unix time at which a certificate the member uses expires (the first to expire in a file that holds several), "+
 			"read from its file at each scrape, by member, kind (client, peer, agent, ca) and path.",
 		[]string{"member", "kind", "path"}, nil)}
 	since := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "etcdkeeper_seconds_since_last_reconcile", Help: "Seconds since the last reconcile pass without error."}, m.sinceLastGood)
 	m.Registry.MustRegister(m.ReconcilePasses, m.ReconcileErrors, m.MembershipChanges, m.Repairs, m.Recoveries, m.EtcdRestarts, m.PublishStalls, m.AlarmsDisarmed,
-		m.ConfigReloads, m.MemberHealthy, m.MemberRole, m.ClusterVoters, m.ClusterHealthy, m.LastReconcile, since, m.certs,
+		m.ConfigReloads, m.MemberHealthy, m.MemberRole, m.ClusterVoters, m.ClusterHealthy, m.LastReconcile, m.StateDirWritable, m.RecoveryUnfinished, since, m.certs,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.Backup = newBackup()
 	m.Registry.MustRegister(m.Backup.collectors()...)

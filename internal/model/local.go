@@ -27,6 +27,9 @@ type Data struct {
 	ClusterID uint64 // from the WAL metadata; 0 when unknown
 	MemberID  uint64
 	Reason    string // why corrupt, locked or unreadable
+	// Members are the member IDs the data's membership lists (nil: not
+	// read).
+	Members []uint64
 }
 
 // Marker is what the agent recorded once its member was running: the proof
@@ -116,6 +119,12 @@ type Local struct {
 	// Recovery is this host's part in a recovery from quorum loss (zero:
 	// none).
 	Recovery Recovery
+	// StateDirError is non-empty while a file of the state dir cannot be
+	// written (full, read-only, immutable): the error.
+	StateDirError string
+	// NoLeaderFor is how long the running etcd has answered without a
+	// leader (0: it has one, or does not answer).
+	NoLeaderFor time.Duration
 }
 
 // The roles of a recovery (recovery.Role).
@@ -139,6 +148,10 @@ type Recovery struct {
 	OldClusterID uint64
 	// FromSnapshot: the source restores a snapshot instead of its data.
 	FromSnapshot bool
+	// ForcedFrom are the members the source's data listed when its
+	// forced start was journaled (nil: not known): data that lists others
+	// shows the forced start took.
+	ForcedFrom []uint64
 }
 
 // Open: the recovery is under way on this host (neither done, refused

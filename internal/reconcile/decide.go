@@ -16,6 +16,16 @@ import (
 // peers are healthy, before the agent stops it and checks its data.
 const ReadyDeadline = 90 * time.Second
 
+// NoLeaderLook is how long a running member may answer without a leader
+// before the agent looks at the cluster through the spec's other members:
+// a cluster recovered while this host was away answers there, and its
+// record says whether this member is one it replaced (lateFence).
+const NoLeaderLook = 30 * time.Second
+
+// classRemoved is repair.ClassRemoved's name: etcd said the member was
+// removed from the cluster (or has another cluster's identity).
+const classRemoved = "removed"
+
 // Input is everything one pass observed: the spec in force, the local
 // member, the live cluster and the other agents. Decide reads nothing else.
 type Input struct {
@@ -111,6 +121,11 @@ func decideStopped(in Input) Action {
 	if act, ok := lateFence(in); ok {
 		return act
 	}
+	if e := l.LastExit; e != nil && e.Class == classRemoved && in.Cluster == nil {
+		// Started again, it would only be told so again (and its data
+		// checked each time): wait until a cluster answers to rejoin.
+		return giveBack(wait("removed-no-cluster", "etcd said my member was removed from the cluster (%s); no cluster answers with a leader to rejoin: not starting it again until one does", e.Reason))
+	}
 	d := DecideStart(startInput(in))
 	key := "start/" + d.Action.String() + "/" + stableKey(d.Reason)
 	switch d.Action {
@@ -118,7 +133,15 @@ func decideStopped(in Input) Action {
 		return Action{Kind: DoWait, Reason: "waiting: " + d.Reason, Key: key, Start: d, ReleaseLock: true}
 	case ActIdle:
 		return Action{Kind: DoIdle, Reason: "idle: " + d.Reason, Key: key, Start: d, ReleaseLock: true}
-	case ActStartAsIs, ActStartNew:
+	case ActStartNew:
+		if l.StateDirError != "" {
+			// The marker is the proof that this host became a member: a
+			// host that forms the cluster and cannot keep it would later
+			// take itself for a new one.
+			return giveBack(wait("new-state-dir", "not forming a new cluster while the state dir cannot be written (%s): %s", l.StateDirError, d.Reason))
+		}
+		return Action{Kind: DoStart, Reason: "started etcd: " + d.Reason, Key: key, Start: d}
+	case ActStartAsIs:
 		return Action{Kind: DoStart, Reason: "started etcd: " + d.Reason, Key: key, Start: d}
 	}
 	// etcd refuses lease grants and transactions — and so the cluster lock
@@ -173,6 +196,15 @@ func decideRunning(in Input) Action {
 		return stopForRepair(in)
 	}
 	if a.Leader == 0 {
+		// A cluster of another ID answers at the spec's other members,
+		// and its recovery record names mine: it was recovered while this
+		// host was away (the same ID, after --force-new-cluster, makes
+		// etcd itself exit this member as removed).
+		if c := in.Cluster; c != nil && c.ClusterID != a.ClusterID && l.NoLeaderFor >= NoLeaderLook {
+			if act, ok := lateFence(in); ok {
+				return act
+			}
+		}
 		return wait("no-leader", "local member has no leader")
 	}
 	if a.IsLearner {

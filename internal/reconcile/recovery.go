@@ -2,6 +2,8 @@ package reconcile
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/etcdkeeper/etcdkeeper/internal/model"
 )
@@ -9,6 +11,7 @@ import (
 // The recovery steps the agent journals (recovery.Step's values).
 const (
 	recoveryForced = "forced"
+	recoveryLed    = "led"
 )
 
 // decideRecovery is the decision of a host that takes part in a recovery
@@ -36,7 +39,8 @@ func decideSource(in Input) Action {
 	if !l.Running && l.RestartIn > 0 {
 		return wait("backoff", "%s: restart backoff after %s (%s)", what, l.LastExit.Text, l.LastExit.Class)
 	}
-	if r.Step == recoveryForced {
+	forced := r.Step == recoveryForced || r.Step == recoveryLed
+	if forced {
 		switch {
 		case l.Running && l.Answer != nil && l.Answer.Leader != 0 && !l.Answer.IsLearner:
 			return Action{Kind: DoFinishRecovery, Reason: fmt.Sprintf("%s: done, member %x serves the recovered cluster; the other members rejoin it", what, l.Answer.MemberID),
@@ -52,9 +56,18 @@ func decideSource(in Input) Action {
 			return wait("recovery/other-cluster", "%s: cluster %x answers with a leader and does not list my member %x: not forcing a second cluster next to it; check the hosts (etcdkeeper recover --config F shows them)",
 				what, in.Cluster.ClusterID, l.Data.MemberID)
 		}
-		// The forced start crashed or was killed: again (idempotent).
+		if took := forcedTook(r, l.Data); took != "" {
+			// No cluster in sight (a partition, the others down) and a
+			// journal the finish could not close: a second forced start
+			// would drop the members that joined since, and serve next to
+			// them once the partition heals.
+			return Action{Kind: DoStart, Start: StartDecision{Action: ActStartAsIs}, Key: "recovery/start-forced",
+				Reason: fmt.Sprintf("%s: %s: starting it as it is, never forcing twice", what, took)}
+		}
+		// The forced start never took (etcd did not start, or died before
+		// it wrote the removal of the others): again.
 	}
-	if c := in.Cluster; c != nil && r.Step != recoveryForced {
+	if c := in.Cluster; c != nil && !forced {
 		if voters, healthy := c.Voters(0); healthy >= model.Quorum(voters) {
 			changed := "nothing was changed"
 			if r.Step == "moved" || r.Step == "restored" {
@@ -66,17 +79,51 @@ func decideSource(in Input) Action {
 	}
 	// Stopped only after that check: a stopped source cannot count itself
 	// among the healthy voters it refuses for.
-	if l.Running && r.Step != recoveryForced {
+	if l.Running && !forced {
 		return Action{Kind: DoStopForRecovery, Reason: what + ": stopping etcd to restart it as a one-member cluster", Key: "recovery/stop"}
 	}
 	if r.FromSnapshot {
 		return Action{Kind: DoRestoreSnapshot, Reason: what + ": restoring the snapshot as a new one-member cluster", Key: "recovery/restore"}
 	}
-	if r.Step != recoveryForced && l.Data.Kind != model.DataHealthy {
+	if !forced && l.Data.Kind != model.DataHealthy {
 		return Action{Kind: DoRefuseRecovery, Reason: fmt.Sprintf("%s refused: the data dir is %s (%s), it cannot be the source; nothing was changed",
 			what, l.Data.Kind, l.Data.Reason), Key: "recovery/refuse"}
 	}
 	return Action{Kind: DoForceNewCluster, Reason: what + ": starting etcd from its own data as a one-member cluster (--force-new-cluster)", Key: "recovery/force"}
+}
+
+// forcedTook says how the source's data shows that its forced start took
+// (its member led a cluster of its own), or "" when it may not have: the
+// journal says it led, or the data's membership is no longer the one it
+// was forced from (the others removed, new members joined). When the
+// journal does not say what it was forced from, any other member the data
+// lists counts: never forcing twice is the safe side.
+func forcedTook(r model.Recovery, d model.Data) string {
+	if r.Step == recoveryLed {
+		return "the journal says the forced start led already"
+	}
+	if d.Members == nil || d.MemberID == 0 {
+		return ""
+	}
+	var others, joined []string
+	for _, id := range d.Members {
+		if id == d.MemberID {
+			continue
+		}
+		others = append(others, fmt.Sprintf("%x", id))
+		if r.ForcedFrom != nil && !slices.Contains(r.ForcedFrom, id) {
+			joined = append(joined, fmt.Sprintf("%x", id))
+		}
+	}
+	switch {
+	case len(others) == 0:
+		return fmt.Sprintf("my data lists my member %x alone: the forced start took", d.MemberID)
+	case r.ForcedFrom == nil:
+		return fmt.Sprintf("my data lists members %s besides mine and the journal does not say which it was forced from", strings.Join(others, ", "))
+	case len(joined) > 0:
+		return fmt.Sprintf("my data lists members %s, which joined after the forced start", strings.Join(joined, ", "))
+	}
+	return ""
 }
 
 // decideFenced keeps a fenced host's old member stopped. Its new member,
@@ -157,7 +204,8 @@ func lateFence(in Input) (Action, bool) {
 	if r.ClusterID != c.ClusterID || r.OldClusterID == 0 || r.ID == l.Recovery.ID {
 		return Action{}, false
 	}
-	ours := l.Data.ClusterID == r.OldClusterID || (l.Marker != nil && l.Marker.ClusterID == r.OldClusterID)
+	ours := l.Data.ClusterID == r.OldClusterID || (l.Marker != nil && l.Marker.ClusterID == r.OldClusterID) ||
+		(l.Answer != nil && l.Answer.ClusterID == r.OldClusterID)
 	if !ours {
 		return Action{}, false
 	}

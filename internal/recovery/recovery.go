@@ -60,6 +60,10 @@ const (
 	// StepForced: the source's etcd was started as a one-member cluster
 	// (--force-new-cluster, or on the restored data).
 	StepForced Step = "forced"
+	// StepLed: the source's forced start took: its member led the
+	// recovered cluster. Never forced again; the record in the recovered
+	// cluster and the end of the journal may still be missing.
+	StepLed Step = "led"
 	// StepFenced: this host's old member is stopped for good; it rejoins
 	// the recovered cluster when that answers.
 	StepFenced Step = "fenced"
@@ -128,6 +132,9 @@ type Journal struct {
 	MemberID  uint64 `json:"memberID,omitempty"`
 	// Aside is where the source's data dir went (from a snapshot).
 	Aside string `json:"aside,omitempty"`
+	// ForcedFrom are the members the source's data listed when it was
+	// forced: once its data lists others, the forced start took.
+	ForcedFrom []uint64 `json:"forcedFrom,omitempty"`
 	// Error is why the request was refused.
 	Error string `json:"error,omitempty"`
 }

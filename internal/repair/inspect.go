@@ -60,6 +60,10 @@ type Report struct {
 	// member's data goes, for choosing a recovery source.
 	Term, CommitIndex, LastIndex uint64
 	Revision                     int64
+	// Members are the member IDs the db's membership lists (learners
+	// too); nil when the db was not read. A source's forced start is
+	// recognised by it (reconcile's forcedTook).
+	Members []uint64
 }
 
 // errLocked marks a data dir in use by another process.
@@ -145,7 +149,7 @@ func inspect(lg *zap.Logger, dataDir string) (Report, error) {
 		w, walErr = inspectWAL(lg, walDir)
 		return walErr
 	})
-	r.DBSize, r.ConsistentIndex, r.Revision = db.size, db.consistentIndex, db.revision
+	r.DBSize, r.ConsistentIndex, r.Revision, r.Members = db.size, db.consistentIndex, db.revision, db.members
 	r.ClusterID, r.MemberID, r.SnapshotIndex = w.clusterID, w.memberID, w.snapshotIndex
 	r.Term, r.CommitIndex, r.LastIndex = w.term, w.commit, w.lastIndex
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -27,6 +28,9 @@ type dbFacts struct {
 	consistentIndex uint64
 	// revision is the newest revision in the key bucket (0: none).
 	revision int64
+	// members are the member IDs the members bucket lists (nil: none
+	// read).
+	members []uint64
 }
 
 // inspectDB opens the db read-only (a shared flock: it fails while etcd
@@ -67,7 +71,7 @@ func inspectDB(path string, before func() error) (dbFacts, error) {
 		// Whether the rest of it reads adds nothing to the WAL's proof.
 		_ = safely("reading the database", func() error {
 			var err error
-			f.consistentIndex, f.revision, err = checkDB(path, f.size, false)
+			f.consistentIndex, f.revision, f.members, err = checkDB(path, f.size, false)
 			return err
 		})
 		return f, beforeErr
@@ -77,7 +81,7 @@ func inspectDB(path string, before func() error) (dbFacts, error) {
 	}
 	err = safely("checking the database", func() error {
 		var err error
-		f.consistentIndex, f.revision, err = checkDB(path, f.size, true)
+		f.consistentIndex, f.revision, f.members, err = checkDB(path, f.size, true)
 		return err
 	})
 	return f, err
@@ -127,15 +131,15 @@ func readThrough(file *os.File) error {
 
 // checkDB opens the db read-only, walks every page when walk is set, and
 // reads its consistent index and newest revision.
-func checkDB(path string, size int64, walk bool) (index uint64, rev int64, err error) {
+func checkDB(path string, size int64, walk bool) (index uint64, rev int64, members []uint64, err error) {
 	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: dbLockTimeout})
 	if errors.Is(err, berrors.ErrTimeout) {
-		return 0, 0, fmt.Errorf("%w: %s is locked by another process (a running etcd?)", errLocked, path)
+		return 0, 0, nil, fmt.Errorf("%w: %s is locked by another process (a running etcd?)", errLocked, path)
 	}
 	if err != nil {
 		// etcd panics with "failed to open database" on the same errors
 		// (storage/backend/backend.go).
-		return 0, 0, fmt.Errorf("failed to open database %s: %w", path, err)
+		return 0, 0, nil, fmt.Errorf("failed to open database %s: %w", path, err)
 	}
 	defer db.Close()
 	err = db.View(func(tx *bolt.Tx) error {
@@ -146,10 +150,29 @@ func checkDB(path string, size int64, walk bool) (index uint64, rev int64, err e
 		} else if err := checkPages(tx, size); err != nil {
 			return err
 		}
-		index, rev = readConsistentIndex(tx), readRevision(tx)
+		index, rev, members = readConsistentIndex(tx), readRevision(tx), readMembers(tx)
 		return nil
 	})
-	return index, rev, err
+	return index, rev, members, err
+}
+
+// readMembers lists the member IDs of the members bucket, as etcd's
+// membership store keeps them (schema.BackendMemberKey: the ID in hex),
+// in the bucket's order; nil when the bucket is missing. Learners count:
+// they are members a forced start would drop too.
+func readMembers(tx *bolt.Tx) []uint64 {
+	b := tx.Bucket(schema.Members.Name())
+	if b == nil {
+		return nil
+	}
+	ids := []uint64{}
+	_ = b.ForEach(func(k, _ []byte) error {
+		if id, err := strconv.ParseUint(string(k), 16, 64); err == nil {
+			ids = append(ids, id)
+		}
+		return nil
+	})
+	return ids
 }
 
 // readRevision is the newest revision in the key bucket: its keys are
