@@ -32,7 +32,12 @@ func (a *Agent) inspect(ctx context.Context) model.Data {
 	a.mu.Lock()
 	a.lastReport = &r
 	a.mu.Unlock()
-	d := model.Data{ClusterID: r.ClusterID, MemberID: r.MemberID, Reason: r.Reason}
+	return dataOf(r)
+}
+
+// dataOf is an inspection's report as the decisions see it.
+func dataOf(r repair.Report) model.Data {
+	d := model.Data{ClusterID: r.ClusterID, MemberID: r.MemberID, Reason: r.Reason, Members: r.Members}
 	switch r.State {
 	case repair.DirHealthy, repair.DirTornTail:
 		// etcd cuts a torn WAL tail itself on start (keeping a .broken copy).

@@ -24,6 +24,8 @@ var agentMetrics = []string{
 	"etcdkeeper_backup_interval_seconds",
 	"etcdkeeper_backup_restore_checks_total",
 	"etcdkeeper_certificate_expiry_timestamp_seconds",
+	"etcdkeeper_state_dir_writable",
+	"etcdkeeper_recovery_unfinished",
 }
 
 var wantAlerts = []string{
@@ -37,6 +39,8 @@ var wantAlerts = []string{
 	"EtcdkeeperBackupStale",
 	"EtcdkeeperBackupRestoreCheckFailed",
 	"EtcdkeeperCertificateExpiresSoon",
+	"EtcdkeeperStateDirNotWritable",
+	"EtcdkeeperRecoveryUnfinished",
 }
 
 type ruleFile struct {
