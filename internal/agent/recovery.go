@@ -389,7 +389,6 @@ func (a *Agent) acceptFence(cur recovery.Journal, act reconcile.Action) (string,
 // this fenced host's new member is a voter of it.
 func (a *Agent) finishRecovery(ctx context.Context, j recovery.Journal, why string) (string, bool, error) {
 	st := a.Status()
-	s, _ := a.Spec()
 	j.ClusterID, _ = strconv.ParseUint(st.ClusterID, 16, 64)
 	j.MemberID, _ = strconv.ParseUint(st.MemberID, 16, 64)
 	if j.Role == recovery.RoleSource {
@@ -407,7 +406,7 @@ func (a *Agent) finishRecovery(ctx context.Context, j recovery.Journal, why stri
 			old = j.ClusterID // --force-new-cluster keeps the cluster ID
 		}
 		rec := model.Recovered{ID: j.ID, Source: j.Source, OldClusterID: old, ClusterID: j.ClusterID, At: time.Now().UTC()}
-		if err := a.client.PutRecovered(ctx, s.Cluster.Name, rec); err != nil {
+		if err := a.putRecovered(ctx, rec); err != nil {
 			return "recording the recovery in the recovered cluster", false, a.finishFailed(j, fmt.Errorf("recording the recovery in the recovered cluster: %w", err))
 		}
 	}
@@ -418,6 +417,21 @@ func (a *Agent) finishRecovery(ctx context.Context, j recovery.Journal, why stri
 	a.finishFailed(j, nil)
 	a.metrics.Recoveries.WithLabelValues("done").Inc()
 	return why, true, nil
+}
+
+// putRecovered writes the recovery record through the local member, which
+// leads the recovered cluster: the loop's client asks the spec's other
+// members, and until one of them has rejoined, those are stopped or, for
+// a host that was away, an old member without a leader that would take
+// the write and time out.
+func (a *Agent) putRecovered(ctx context.Context, rec model.Recovered) error {
+	s, self := a.Spec()
+	cli, err := cluster.DialSpec(s, self, self.ClientURLs[:1])
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	return cli.PutRecovered(ctx, s.Cluster.Name, rec)
 }
 
 // finishFailed reports that the end of this host's part in recovery j
