@@ -155,6 +155,9 @@ const maxQuickPasses = 5
 
 // Run runs the loop until ctx ends, then stops etcd and returns.
 func (a *Agent) Run(ctx context.Context) error {
+	// From the start (a leftover etcd may take seconds to stop) until etcd
+	// has stopped: deferred first, it ends last.
+	defer a.notify.Watchdog()()
 	s, self := a.Spec()
 	a.lg.Info("agent starting", zap.String("spec", s.Path), zap.String("generation", s.Generation),
 		zap.String("data-dir", self.DataDir), zap.String("state-dir", self.StateDir))
@@ -172,19 +175,21 @@ func (a *Agent) Run(ctx context.Context) error {
 	defer a.startBackups(ctx)()
 	quick := 0
 	for {
+		a.notify.Busy()
 		again := a.onePass(ctx)
 		a.notify.Ready()
 		a.notify.Status(a.statusLine())
-		a.notify.Ping()
 		if again && quick < maxQuickPasses && ctx.Err() == nil {
 			quick++
 			continue
 		}
 		quick = 0
-		timer := time.NewTimer(a.notify.MaxWait(a.interval()))
+		timer := time.NewTimer(a.interval())
+		a.notify.Idle()
 		select {
 		case <-ctx.Done():
 			timer.Stop()
+			a.notify.Busy() // the shutdown is work too
 			return nil
 		case <-timer.C:
 		case <-a.etcd.Done():
