@@ -40,8 +40,6 @@ func (a *Agent) reload() {
 		return
 	}
 	cur, curSelf := a.Spec()
-	a.notify.Reloading()
-	defer a.notify.Reloaded()
 	s, err := spec.Load(cur.Path)
 	if err != nil {
 		if err.Error() != a.lastSpecErr {
@@ -54,8 +52,10 @@ func (a *Agent) reload() {
 	}
 	a.lastSpecErr = ""
 	if s.Generation == cur.Generation {
-		return
+		return // the 30 s poll, or a SIGHUP with nothing new: nothing to announce
 	}
+	a.notify.Reloading()
+	defer a.notify.Reloaded()
 	self, inSpec := s.Lookup(curSelf.Name)
 	if !inSpec {
 		// Keep where our data lives: the member may still have to be
