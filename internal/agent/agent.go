@@ -101,9 +101,11 @@ type Agent struct {
 	steadyPasses int
 	lastSpecErr  string
 	reloadReq    atomic.Bool
-	notify       *notify.Notifier
-	metrics      *metrics.Metrics
-	backups      *backup.Scheduler // see startBackups
+	// reloadAnnounce: the pending reload came from SIGHUP (announce it).
+	reloadAnnounce atomic.Bool
+	notify         *notify.Notifier
+	metrics        *metrics.Metrics
+	backups        *backup.Scheduler // see startBackups
 	// recMu orders the recovery journal's writers: the endpoint that
 	// accepts a request and the loop that carries it out.
 	recMu sync.Mutex
