@@ -22,7 +22,10 @@ type Notifier struct {
 	ready    bool
 	status   string
 	watchdog time.Duration // 0: no watchdog
-	epoch    time.Time     // monotonic base of busySince
+	// patience is how long a pass may run before the loop counts as
+	// wedged: max(watchdog, passBudget).
+	patience time.Duration
+	epoch    time.Time // monotonic base of busySince
 	// busySince is when the loop last left its wait (nanoseconds since
 	// epoch, +1 so that 0 means "waiting"). See Watchdog.
 	busySince atomic.Int64
@@ -34,7 +37,7 @@ func New(lg *zap.Logger) *Notifier {
 	n := &Notifier{lg: lg, epoch: time.Now()}
 	n.Busy()
 	if d, err := daemon.SdWatchdogEnabled(false); err == nil && d > 0 {
-		n.watchdog = d
+		n.watchdog, n.patience = d, max(d, passBudget)
 	}
 	return n
 }
@@ -82,14 +85,21 @@ func (n *Notifier) busyFor() time.Duration {
 	return time.Since(n.epoch) - time.Duration(b-1)
 }
 
+// passBudget is the least time a pass may run before the loop counts as
+// wedged: its longest bounded step, a graceful stop of etcd (SIGTERM, 10 s,
+// then SIGKILL), fits in it. Under a short WatchdogSec (3 s) such a stop
+// must not get the agent killed; an etcd in D state that SIGKILL cannot
+// end, or a pass stuck for good, still does.
+const passBudget = 15 * time.Second
+
 // Watchdog pings WATCHDOG=1 every quarter of the watchdog interval — so
 // systemd sees one at least every half interval whatever the loop's
 // period (it sleeps 5 s once steady, longer than a 3 s WatchdogSec) —
-// but only while the loop is waiting or has been busy for less than one
-// watchdog interval. A loop wedged in a pass stops the pings a watchdog
-// interval after the pass began, and systemd restarts the agent one
-// interval later. A long step that still makes progress keeps systemd
-// patient with While. The returned stop ends the pinger and waits for it.
+// but only while the loop is waiting, or busy in a pass for less than
+// max(WatchdogSec, passBudget). A loop wedged in a pass stops the pings
+// then, and systemd restarts the agent one interval later. A long step
+// that still makes progress keeps systemd patient with While. The
+// returned stop ends the pinger and waits for it.
 func (n *Notifier) Watchdog() (stop func()) {
 	if n.watchdog == 0 {
 		return func() {}
@@ -102,12 +112,12 @@ func (n *Notifier) Watchdog() (stop func()) {
 		defer t.Stop()
 		wedged := false
 		for {
-			if busy := n.busyFor(); busy < n.watchdog {
+			if busy := n.busyFor(); busy < n.patience {
 				wedged = false
 				n.send(daemon.SdNotifyWatchdog)
 			} else if !wedged {
 				wedged = true
-				n.lg.Warn("the loop has been busy for a whole watchdog interval: no more watchdog pings from it",
+				n.lg.Warn("a pass has run too long: no more watchdog pings from the loop",
 					zap.Duration("busy", busy.Round(time.Millisecond)), zap.Duration("watchdog", n.watchdog))
 			}
 			select {
