@@ -68,7 +68,7 @@ type recoveryPKI struct {
 	// apiClient is signed by the peer CA but names no member (kubeadm's
 	// etcd CA signs apiserver-etcd-client too).
 	apiClient spec.TLSServer
-	peerCA                 *x509.CertPool
+	peerCA    *x509.CertPool
 }
 
 func newRecoveryPKI(t *testing.T) recoveryPKI {
@@ -91,7 +91,7 @@ func newRecoveryPKI(t *testing.T) recoveryPKI {
 		// certificate comes from another CA.
 		stranger:  tlsOf(otherCA.Issue(t, "node2", net.ParseIP("127.0.0.2")), "stranger", peerCAFile),
 		apiClient: tlsOf(peerCA.Issue(t, "apiserver-etcd-client"), "apiserver-etcd-client", peerCAFile),
-		peerCA:   pool,
+		peerCA:    pool,
 	}
 }
 

@@ -101,9 +101,9 @@ type Agent struct {
 	// RecoveryInsecure: serve recoveryAddr as plain HTTP without tls.peer:
 	// anyone who reaches it can fence members or force a new cluster. Only
 	// on a network that nobody but the members reaches.
-	RecoveryInsecure bool `yaml:"recoveryInsecure"`
-	StateDir     string `yaml:"stateDir"`
-	BackupDir    string `yaml:"backupDir"`
+	RecoveryInsecure bool   `yaml:"recoveryInsecure"`
+	StateDir         string `yaml:"stateDir"`
+	BackupDir        string `yaml:"backupDir"`
 	// Interval is the period of the reconcile loop when nothing triggers it;
 	// while the member and every other are healthy voters and the cluster
 	// matches the spec, the loop looks every 5 s at least.
