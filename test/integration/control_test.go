@@ -93,7 +93,7 @@ func TestControlOnlyFromTheAgentsUser(t *testing.T) {
 
 	// The dir opened up by mistake: the kernel's word on the caller
 	// (SO_PEERCRED) still refuses it.
-	for _, d := range []string{c.Dir, filepath.Join(c.Dir, "node1"), c.StateDir("node1")} {
+	for _, d := range []string{filepath.Dir(c.Dir), c.Dir, filepath.Join(c.Dir, "node1"), c.StateDir("node1")} {
 		if err := os.Chmod(d, 0o711); err != nil {
 			t.Fatal(err)
 		}
