@@ -126,8 +126,8 @@ func (a *Agent) Recover(r recovery.Request) (recovery.Journal, error) {
 }
 
 // firstPassWait bounds how long a recovery request waits for the loop's
-// first pass (the CLI gives each call 20 s).
-const firstPassWait = 15 * time.Second
+// first pass (the CLI gives each call 20 s); a variable for tests.
+var firstPassWait = 15 * time.Second
 
 // waitObserved waits for the loop's first pass: before it, the status is
 // all zero (no member, no health), which would pass for "no quorum".
