@@ -31,6 +31,9 @@ const SocketName = "agent.sock"
 // stateDir.
 func SocketPath(stateDir string) string { return filepath.Join(stateDir, SocketName) }
 
+// maxSocketPath is the size of sun_path, NUL included.
+const maxSocketPath = 108
+
 // peerKey carries a control connection's peer credentials in its
 // requests' contexts.
 type peerKey struct{}
@@ -47,6 +50,9 @@ type peer struct {
 // missing, and must be this user's own directory: a dir that others may
 // enter is closed (0700) first.
 func ServeControl(ctx context.Context, lg *zap.Logger, path string, h http.Handler) error {
+	if len(path) >= maxSocketPath {
+		return fmt.Errorf("control socket %s: %d bytes, Linux takes at most %d: use a shorter agent.stateDir", path, len(path), maxSocketPath-1)
+	}
 	if err := ownDir(lg, filepath.Dir(path)); err != nil {
 		return fmt.Errorf("control socket %s: %w", path, err)
 	}
