@@ -25,10 +25,10 @@ import (
 //   - without agent.recoveryAddr, another agent's agent.addr, for reads
 //     only.
 //
-// This host's agents are the one named --name (default: the host name);
-// on a host that runs no member of that name (a test bed: several agents
-// on one host), every member whose control socket is found in its state
-// dir.
+// This host's agents are the one named --name (default: the host name),
+// and any other whose control socket is found in its state dir here (a
+// test bed: several agents on one host; on a real host the other members'
+// state dirs are not there).
 type Control struct {
 	s          *spec.Spec
 	self       spec.Member
@@ -76,8 +76,8 @@ func (c *Control) Self() (m spec.Member, selfListed bool) { return c.self, c.sel
 // Local: m's agent runs on this host, and is reached through its control
 // socket.
 func (c *Control) Local(m spec.Member) bool {
-	if c.selfListed {
-		return m.Name == c.self.Name
+	if c.selfListed && m.Name == c.self.Name {
+		return true
 	}
 	fi, err := os.Stat(SocketPath(m.StateDir))
 	return err == nil && fi.Mode()&fs.ModeSocket != 0

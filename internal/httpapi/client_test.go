@@ -14,8 +14,8 @@ import (
 
 // TestControlRoutes: this host's agent is reached through its socket,
 // for reads and changes; another host's agent takes no change without
-// agent.recoveryAddr (refused here, before any call); on a host the spec
-// does not name (a test bed), every agent whose socket is found is local.
+// agent.recoveryAddr (refused here, before any call); an agent whose
+// socket is found here (a test bed) is on this host too.
 func TestControlRoutes(t *testing.T) {
 	dirA, dirB := socketDir(t), socketDir(t)
 	s := &spec.Spec{Members: []spec.Member{
@@ -59,6 +59,12 @@ func TestControlRoutes(t *testing.T) {
 	}
 	if !bed.Local(s.Members[0]) || bed.Local(s.Members[1]) {
 		t.Errorf("on a test bed: local a %v, b %v; want a (its socket is here), not b", bed.Local(s.Members[0]), bed.Local(s.Members[1]))
+	}
+	if err := ServeControl(ctx, zap.NewNop(), SocketPath(dirB), ControlHandler(agentSource{fake}, nil)); err != nil {
+		t.Fatal(err)
+	}
+	if !onA.Local(s.Members[1]) {
+		t.Error("on a: b's socket is here too, but b is not local")
 	}
 	resp, err = bed.Get(ctx, s.Members[0], "/status")
 	if err != nil {
