@@ -66,8 +66,18 @@ func decideSource(in Input) Action {
 		}
 	}
 	// Stopped only after that check: a stopped source cannot count itself
-	// among the healthy voters it refuses for.
+	// among the healthy voters it refuses for. And, as a fence, only once
+	// its member, asked at this pass, has had no leader for FenceNoLeader:
+	// the cluster's look above is skipped while it has none.
 	if l.Running && r.Step != recoveryForced {
+		if a := l.Answer; a != nil && a.Leader != 0 {
+			return Action{Kind: DoRefuseRecovery, Reason: fmt.Sprintf("%s refused: my member %x has a leader (%x): its cluster has a quorum and needs no recovery; nothing was changed",
+				what, a.MemberID, a.Leader), Key: "recovery/refuse"}
+		}
+		if l.LeaderlessFor < FenceNoLeader {
+			return wait("recovery/source-no-leader", "%s: my member has had no leader for %s; it is stopped only after %s without one",
+				what, l.LeaderlessFor.Round(time.Millisecond), FenceNoLeader)
+		}
 		return Action{Kind: DoStopForRecovery, Reason: what + ": stopping etcd to restart it as a one-member cluster", Key: "recovery/stop"}
 	}
 	if r.FromSnapshot {
