@@ -59,7 +59,7 @@ func curlAs(t *testing.T, uid int, sock, url, body string) (int, string) {
 // pointing to the socket), the control socket's dir keeps that user out,
 // and, were the dir opened up by mistake, the socket's peer check refuses
 // the user's uid (403). Nothing is journaled. root, through the socket, is
-// taken.
+// taken, and the fence carried out: the member had no leader long enough.
 func TestControlOnlyFromTheAgentsUser(t *testing.T) {
 	t.Parallel()
 	c, _ := runningCluster(t, 3, repairSpec)
@@ -116,6 +116,18 @@ func TestControlOnlyFromTheAgentsUser(t *testing.T) {
 	var j struct{ ID, Step string }
 	if err != nil || json.Unmarshal(b, &j) != nil || j.ID != "evil1" || j.Step != "fenced" {
 		t.Fatalf("root's fence: journal %s (%v), want recovery evil1 fenced", b, err)
+	}
+	// Its cluster has no quorum: the fence is carried out, once the
+	// member has had no leader for the required time.
+	pid := c.EtcdPID("node1")
+	testbed.Eventually(t, converge, "node1's fenced etcd to stop", func() string {
+		if testbed.Alive(pid) {
+			return fmt.Sprintf("etcd %d runs", pid)
+		}
+		return ""
+	})
+	if !c.LogContains("node1", "has had no leader for", "stopping it for good") {
+		t.Errorf("node1's agent did not say that its member had no leader long enough")
 	}
 }
 
