@@ -88,6 +88,8 @@ type Agent struct {
 	// the snap dir's size when silentSince was last set.
 	silentFirst time.Time
 	silentBytes int64
+	// leaderAt is when the local etcd last answered with a leader.
+	leaderAt time.Time
 	// stalled is the last etcd process seen stalled in its publish, and
 	// stallRestarts the restarts for it since etcd last answered.
 	stalled       *etcdproc.Process
@@ -113,6 +115,10 @@ type Agent struct {
 	// (guarded by mu), which GET /recovery reports instead of checking
 	// the data again in the handler.
 	lastReport *repair.Report
+	// observed is closed once the loop's first pass is over: a recovery
+	// request waits for it, never judged on a status nobody filled yet.
+	observed     chan struct{}
+	observedOnce sync.Once
 }
 
 // New checks that name is in the spec and prepares the agent.
@@ -128,7 +134,8 @@ func New(cfg Config) (*Agent, error) {
 		cfg.Env = os.Environ()
 	}
 	lg := cfg.Logger.With(zap.String("member", cfg.Name), zap.String("cluster", cfg.Spec.Cluster.Name))
-	a := &Agent{cfg: cfg, lg: lg, wake: make(chan struct{}, 1), spec: cfg.Spec, self: self, inSpec: true, pending: model.Pending{}, down: model.Down{}}
+	a := &Agent{cfg: cfg, lg: lg, wake: make(chan struct{}, 1), spec: cfg.Spec, self: self, inSpec: true, pending: model.Pending{}, down: model.Down{},
+		observed: make(chan struct{})}
 	a.etcd = etcdproc.NewSupervisor(lg.Named("etcd"), filepath.Join(self.StateDir, "etcd.pid"), cfg.Spec.Agent.StopTimeout.Duration)
 	a.etcd.Publish = etcdproc.PublishHooks{OnStall: a.Wake, OnPublished: a.Wake, Confirm: a.publishInSnapshot}
 	a.notify = notify.New(lg)
@@ -179,6 +186,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	for {
 		a.notify.Busy()
 		again := a.onePass(ctx)
+		a.observedOnce.Do(func() { close(a.observed) })
 		a.notify.Ready()
 		a.notify.Status(a.statusLine())
 		if again && quick < maxQuickPasses && ctx.Err() == nil {
