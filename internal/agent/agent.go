@@ -88,6 +88,10 @@ type Agent struct {
 	// the snap dir's size when silentSince was last set.
 	silentFirst time.Time
 	silentBytes int64
+	// still follows the silent etcd's process (stillPID): stopped, or
+	// neither working nor writing.
+	still    etcdproc.Stillness
+	stillPID int
 	// stalled is the last etcd process seen stalled in its publish, and
 	// stallRestarts the restarts for it since etcd last answered.
 	stalled       *etcdproc.Process

@@ -80,6 +80,13 @@ type Local struct {
 	Answer *Answer
 	// SilentFor is how long the running etcd has not answered.
 	SilentFor time.Duration
+	// StoppedFor is how long the silent etcd's process has been seen
+	// stopped (state T or t: SIGSTOP, a tracer); 0 when it is not.
+	StoppedFor time.Duration
+	// StillFor is how long neither the silent etcd's CPU time nor its
+	// data dir (WAL, snap) moved; 0 while they do and while it waits on
+	// the disk (state D).
+	StillFor time.Duration
 	// RestartIn is the restart backoff left after an exit (0: start now).
 	RestartIn time.Duration
 	// LastExit is etcd's last exit, classified; nil after a clean run.
