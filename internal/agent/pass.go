@@ -145,6 +145,7 @@ func (a *Agent) observeRunning(ctx context.Context, in *reconcile.Input) {
 			a.silentSince, a.silentBytes = time.Now(), b
 		}
 		l.SilentFor = time.Since(a.silentSince)
+		l.HandshakeRefused = cluster.HandshakeRefused(err)
 		l.StoppedFor, l.StillFor = a.observeStill(self.DataDir)
 		if reconcile.SilentTooLong(*l) {
 			in.Cluster = a.observeCluster(ctx)

@@ -235,8 +235,8 @@ func (c *Client) MoveLeader(ctx context.Context, leaderEndpoint string, to uint6
 }
 
 // Status asks one endpoint for its status.
-func (c *Client) Status(ctx context.Context, endpoint string) (*clientv3.StatusResponse, error) {
-	ctx, cancel := c.ctx(ctx)
+func (c *Client) Status(parent context.Context, endpoint string) (*clientv3.StatusResponse, error) {
+	ctx, cancel := c.ctx(parent)
 	defer cancel()
 	cli, err := c.conn()
 	if err != nil {
@@ -252,6 +252,13 @@ func (c *Client) Status(ctx context.Context, endpoint string) (*clientv3.StatusR
 		// clientv3's own Status does every time: gRPC's reconnect backoff
 		// (up to two minutes) would hide a member that is back.
 		c.dropStatusConn(endpoint, conn)
+		if c.tls != nil {
+			// gRPC's retries end in the deadline, which hides a refused
+			// handshake: a certificate etcd or the agent does not accept.
+			if herr := probeHandshake(parent, endpoint, c.tls); herr != nil {
+				return nil, fmt.Errorf("status of %s: %w", endpoint, herr)
+			}
+		}
 		return nil, fmt.Errorf("status of %s: %w", endpoint, clientv3.ContextError(ctx, err))
 	}
 	return (*clientv3.StatusResponse)(resp), nil

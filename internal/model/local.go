@@ -80,6 +80,11 @@ type Local struct {
 	Answer *Answer
 	// SilentFor is how long the running etcd has not answered.
 	SilentFor time.Duration
+	// HandshakeRefused is why the TLS handshake with the silent local
+	// etcd failed (etcd refused the agent's certificate, or the agent
+	// etcd's); "" when it did not. An etcd that refuses a handshake runs
+	// and serves its port: it is misconfigured, not stuck.
+	HandshakeRefused string
 	// StoppedFor is how long the silent etcd's process has been seen
 	// stopped (state T or t: SIGSTOP, a tracer); 0 when it is not.
 	StoppedFor time.Duration

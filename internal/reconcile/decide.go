@@ -250,6 +250,9 @@ func notAnswering(in Input) Action {
 	if l.LostPublishRace {
 		return publishStalled(in)
 	}
+	if l.HandshakeRefused != "" {
+		return wait("tls-refused", "local etcd does not answer the agent: the TLS handshake fails: %s; fix the certificates (etcdkeeper validate checks them)", l.HandshakeRefused)
+	}
 	if !SilentTooLong(l) {
 		return wait("not-answering", "local etcd is not answering yet")
 	}

@@ -49,6 +49,13 @@ func TestDecideSilent(t *testing.T) {
 		{name: "waiting on the disk (D), silent for a minute: wait",
 			l:       model.Local{SilentFor: time.Minute},
 			cluster: othersUp, want: DoWait, reason: "not answering yet"},
+		{name: "etcd refuses the agent's TLS handshake: say so",
+			l:    model.Local{SilentFor: 3 * time.Second, HandshakeRefused: "etcd refused the agent's certificate (tls.agent): remote error: tls: certificate required"},
+			want: DoWait, reason: "the TLS handshake fails: etcd refused the agent's certificate (tls.agent): remote error: tls: certificate required"},
+		// It answers handshakes: it runs and serves, it is not stuck.
+		{name: "TLS refused past ReadyDeadline, peers up: not stopped",
+			l:       model.Local{SilentFor: ReadyDeadline + time.Second, HandshakeRefused: "etcd refused the agent's certificate"},
+			cluster: othersUp, want: DoWait, reason: "the TLS handshake fails"},
 		{name: "silent, working, past ReadyDeadline: stopped as before",
 			l:       model.Local{SilentFor: ReadyDeadline + time.Second, StillFor: time.Second},
 			cluster: othersUp, want: DoStopStuck, reason: "not answering for 1m31s"},
@@ -59,7 +66,7 @@ func TestDecideSilent(t *testing.T) {
 			if got.Kind != tc.want || got.Kill != tc.kill || !strings.Contains(got.Reason, tc.reason) {
 				t.Errorf("got %s (kill %v) %q; want %s (kill %v) with %q", got.Kind, got.Kill, got.Reason, tc.want, tc.kill, tc.reason)
 			}
-			if SilentTooLong(tc.l) != (tc.want == DoStopStuck || strings.Contains(tc.reason, "quorum")) {
+			if tc.l.HandshakeRefused == "" && SilentTooLong(tc.l) != (tc.want == DoStopStuck || strings.Contains(tc.reason, "quorum")) {
 				t.Errorf("SilentTooLong %v disagrees with the decision", SilentTooLong(tc.l))
 			}
 		})
