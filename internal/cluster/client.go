@@ -100,6 +100,7 @@ func (c *Client) config(endpoints ...string) clientv3.Config {
 		Username:             c.auth.user,
 		Password:             c.auth.password,
 		Logger:               zap.NewNop(),
+		DialOptions:          []grpc.DialOption{grpc.WithChainUnaryInterceptor(c.reloginInterceptor())},
 	}
 }
 
