@@ -146,7 +146,7 @@ func (a *Agent) observeRunning(ctx context.Context, in *reconcile.Input) {
 		}
 		l.SilentFor = time.Since(a.silentSince)
 		l.HandshakeRefused = cluster.HandshakeRefused(err)
-		l.StoppedFor, l.StillFor = a.observeStill(self.DataDir)
+		a.observeStill(l, self.DataDir)
 		if reconcile.SilentTooLong(*l) {
 			in.Cluster = a.observeCluster(ctx)
 		}

@@ -9,16 +9,18 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/etcdkeeper/etcdkeeper/internal/etcdproc"
+	"github.com/etcdkeeper/etcdkeeper/internal/model"
 	"github.com/etcdkeeper/etcdkeeper/internal/repair"
 )
 
 // observeStill looks at the silent etcd's process and data dir: how long
-// it has been stopped (SIGSTOP), and how long neither its CPU time nor
-// its data dir moved (see etcdproc.Stillness).
-func (a *Agent) observeStill(dataDir string) (stopped, still time.Duration) {
+// it has been stopped (SIGSTOP), how long neither its CPU time nor its
+// data dir moved (see etcdproc.Stillness), and whether it waits on the
+// disk now.
+func (a *Agent) observeStill(l *model.Local, dataDir string) {
 	p := a.etcd.Process()
 	if p == nil {
-		return 0, 0
+		return
 	}
 	if a.stillPID != p.PID() {
 		a.still.Reset()
@@ -27,9 +29,10 @@ func (a *Agent) observeStill(dataDir string) (stopped, still time.Duration) {
 	x, err := etcdproc.ReadProc(p.PID())
 	if err != nil {
 		a.lg.Debug("reading the etcd process's state", zap.Error(err))
-		return 0, 0
+		return
 	}
-	return a.still.Observe(time.Now(), x, dataStamp(dataDir))
+	l.StoppedFor, l.StillFor = a.still.Observe(time.Now(), x, dataStamp(dataDir))
+	l.DiskSleep = x.State == etcdproc.ProcDiskSleep
 }
 
 // dataStamp changes whenever etcd writes to its WAL or snap dir: the

@@ -88,6 +88,10 @@ type Local struct {
 	// StoppedFor is how long the silent etcd's process has been seen
 	// stopped (state T or t: SIGSTOP, a tracer); 0 when it is not.
 	StoppedFor time.Duration
+	// DiskSleep: the silent etcd's process was seen waiting on the disk
+	// (state D) at the last look: no signal acts on it before the I/O
+	// returns, so stopping it would only block the agent.
+	DiskSleep bool
 	// StillFor is how long neither the silent etcd's CPU time nor its
 	// data dir (WAL, snap) moved; 0 while they do and while it waits on
 	// the disk (state D).

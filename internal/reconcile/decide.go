@@ -256,6 +256,9 @@ func notAnswering(in Input) Action {
 	if !SilentTooLong(l) {
 		return wait("not-answering", "local etcd is not answering yet")
 	}
+	if l.DiskSleep {
+		return wait("not-answering-disk", "local etcd is not answering and waits on its disk (process state D): not stopping it, no signal acts before the I/O returns")
+	}
 	if in.Cluster == nil || !othersHaveQuorum(in) {
 		return wait("not-answering-no-quorum", "local etcd is not answering and the peers have no healthy quorum without it")
 	}

@@ -44,11 +44,14 @@ func TestDecideSilent(t *testing.T) {
 		{name: "still, the others are no quorum without it: keep it",
 			l:       model.Local{SilentFor: 25 * time.Second, StillFor: StillDeadline + time.Second},
 			cluster: oneUp, want: DoWait, reason: "no healthy quorum without it"},
-		// A process in D has StillFor 0 (etcdproc.Stillness): only the
-		// deadline of a silent etcd applies to it.
+		// A process in D has StillFor 0 (etcdproc.Stillness), and is not
+		// stopped: SIGKILL acts only once its I/O returns.
 		{name: "waiting on the disk (D), silent for a minute: wait",
-			l:       model.Local{SilentFor: time.Minute},
+			l:       model.Local{SilentFor: time.Minute, DiskSleep: true},
 			cluster: othersUp, want: DoWait, reason: "not answering yet"},
+		{name: "waiting on the disk (D) past ReadyDeadline: not stopped",
+			l:       model.Local{SilentFor: ReadyDeadline + time.Second, DiskSleep: true},
+			cluster: othersUp, want: DoWait, reason: "waits on its disk (process state D): not stopping it"},
 		{name: "etcd refuses the agent's TLS handshake: say so",
 			l:    model.Local{SilentFor: 3 * time.Second, HandshakeRefused: "etcd refused the agent's certificate (tls.agent): remote error: tls: certificate required"},
 			want: DoWait, reason: "the TLS handshake fails: etcd refused the agent's certificate (tls.agent): remote error: tls: certificate required"},
@@ -66,7 +69,7 @@ func TestDecideSilent(t *testing.T) {
 			if got.Kind != tc.want || got.Kill != tc.kill || !strings.Contains(got.Reason, tc.reason) {
 				t.Errorf("got %s (kill %v) %q; want %s (kill %v) with %q", got.Kind, got.Kill, got.Reason, tc.want, tc.kill, tc.reason)
 			}
-			if tc.l.HandshakeRefused == "" && SilentTooLong(tc.l) != (tc.want == DoStopStuck || strings.Contains(tc.reason, "quorum")) {
+			if tc.l.HandshakeRefused == "" && SilentTooLong(tc.l) != (tc.want == DoStopStuck || strings.Contains(tc.reason, "quorum") || strings.Contains(tc.reason, "disk")) {
 				t.Errorf("SilentTooLong %v disagrees with the decision", SilentTooLong(tc.l))
 			}
 		})
