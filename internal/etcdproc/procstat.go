@@ -30,12 +30,18 @@ const (
 )
 
 // ProcSample is one look at a process: its state and the CPU time it has
-// used (user + system, in clock ticks).
+// used.
 type ProcSample struct {
 	State ProcState
 	// Letter is the state letter of the process (its main thread).
 	Letter byte
-	CPU    uint64
+	// CPU is user + system time in clock ticks (/proc/PID/stat), RunNS
+	// the time its live threads ran, in nanoseconds (their schedstat; 0
+	// where the kernel has none). A mostly idle etcd runs microseconds
+	// per raft tick: whole clock ticks may not move for a while, RunNS
+	// does.
+	CPU   uint64
+	RunNS uint64
 }
 
 // ReadProc looks at process pid in /proc.
@@ -54,18 +60,34 @@ func readProc(root string, pid int) (ProcSample, error) {
 	if err != nil {
 		return ProcSample{}, fmt.Errorf("process %d: %w", pid, err)
 	}
+	x := ProcSample{Letter: letter, CPU: cpu}
 	letters := []byte{letter}
-	if tasks, err := filepath.Glob(filepath.Join(dir, "task", "*", "stat")); err == nil && len(tasks) > 0 {
+	if tasks, err := filepath.Glob(filepath.Join(dir, "task", "*")); err == nil && len(tasks) > 0 {
 		letters = letters[:0]
 		for _, t := range tasks {
-			if tb, err := os.ReadFile(t); err == nil {
+			if tb, err := os.ReadFile(filepath.Join(t, "stat")); err == nil {
 				if l, _, err := parseStat(string(tb)); err == nil {
 					letters = append(letters, l)
 				}
 			}
+			if sb, err := os.ReadFile(filepath.Join(t, "schedstat")); err == nil {
+				x.RunNS += parseSchedstat(string(sb))
+			}
 		}
 	}
-	return ProcSample{State: ClassifyStates(letters), Letter: letter, CPU: cpu}, nil
+	x.State = ClassifyStates(letters)
+	return x, nil
+}
+
+// parseSchedstat is the first field of /proc/PID/task/TID/schedstat: the
+// nanoseconds the thread ran (0 when unreadable).
+func parseSchedstat(s string) uint64 {
+	f := strings.Fields(s)
+	if len(f) == 0 {
+		return 0
+	}
+	n, _ := strconv.ParseUint(f[0], 10, 64)
+	return n
 }
 
 // parseStat reads the state letter and utime+stime from a /proc/PID/stat
@@ -123,7 +145,7 @@ func ClassifyStates(letters []byte) ProcState {
 // is pure: the caller supplies the time and what it saw.
 type Stillness struct {
 	seen         bool
-	cpu          uint64
+	cpu, run     uint64
 	data         string
 	stoppedSince time.Time
 	stillSince   time.Time
@@ -134,8 +156,8 @@ type Stillness struct {
 // for how long the process has been seen stopped and for how long it has
 // been still (0 at the first look).
 func (s *Stillness) Observe(at time.Time, p ProcSample, data string) (stoppedFor, stillFor time.Duration) {
-	moved := !s.seen || p.CPU != s.cpu || data != s.data
-	s.seen, s.cpu, s.data = true, p.CPU, data
+	moved := !s.seen || p.CPU != s.cpu || p.RunNS != s.run || data != s.data
+	s.seen, s.cpu, s.run, s.data = true, p.CPU, p.RunNS, data
 	if p.State != ProcStopped {
 		s.stoppedSince = time.Time{}
 	} else if s.stoppedSince.IsZero() {

@@ -97,6 +97,11 @@ func TestStillness(t *testing.T) {
 			{10 * time.Second, ProcActive, 10, "a", 0, 10 * time.Second, ""},
 			{30 * time.Second, ProcActive, 10, "a", 0, 30 * time.Second, ""},
 		}},
+		{"run time moves within a clock tick", []look{
+			{0, ProcActive, 10, "a", 0, 0, ""},
+			{10 * time.Second, ProcActive, 10, "a", 0, 10 * time.Second, "nothing moved"},
+			{20 * time.Second, ProcActive, 10, "a", 0, 0, "ran 50µs: moved"},
+		}},
 		{"data dir moves (a snapshot arrives)", []look{
 			{0, ProcActive, 10, "a", 0, 0, ""},
 			{10 * time.Second, ProcActive, 10, "b", 0, 0, "data moved"},
@@ -112,7 +117,11 @@ func TestStillness(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var s Stillness
 			for i, l := range tc.looks {
-				stopped, still := s.Observe(t0.Add(l.at), ProcSample{State: l.state, CPU: l.cpu}, l.data)
+				x := ProcSample{State: l.state, CPU: l.cpu, RunNS: 1000}
+				if l.description == "ran 50µs: moved" {
+					x.RunNS += 50000
+				}
+				stopped, still := s.Observe(t0.Add(l.at), x, l.data)
 				if stopped != l.stopped || still != l.still {
 					t.Errorf("look %d (%s): stopped %s, still %s; want %s, %s", i, l.description, stopped, still, l.stopped, l.still)
 				}
@@ -155,8 +164,11 @@ func TestReadProcOfStoppedProcess(t *testing.T) {
 	}
 	a := waitState(ProcStopped)
 	time.Sleep(100 * time.Millisecond)
-	if b := waitState(ProcStopped); b.CPU != a.CPU {
-		t.Errorf("a stopped process used CPU: %d then %d ticks", a.CPU, b.CPU)
+	if b := waitState(ProcStopped); b.CPU != a.CPU || b.RunNS != a.RunNS {
+		t.Errorf("a stopped process used CPU: %d then %d ticks, ran %d then %d ns", a.CPU, b.CPU, a.RunNS, b.RunNS)
+	}
+	if a.RunNS == 0 {
+		t.Logf("no schedstat here: only clock ticks count")
 	}
 	if err := syscall.Kill(p.PID(), syscall.SIGCONT); err != nil {
 		t.Fatal(err)
@@ -203,5 +215,33 @@ func TestStopEscalationIsTheAgents(t *testing.T) {
 	}
 	if !strings.Contains(e.String(), "killed by the agent") || !strings.Contains(e.ByAgent, "after SIGTERM") {
 		t.Errorf("exit %q, want the agent's kill after SIGTERM", e.String())
+	}
+}
+
+// TestReadProcOfIdleProcess: a process that wakes only briefly (every
+// 100 ms, as raft ticks) may use no whole clock tick for a while; its
+// run time moves anyway, so it is never taken for still.
+func TestReadProcOfIdleProcess(t *testing.T) {
+	dir := t.TempDir()
+	s := NewSupervisor(zap.NewNop(), dir+"/etcd.pid", time.Minute)
+	p, err := s.Start(Command{Path: "/bin/sh", Args: []string{"-c", "while :; do sleep 0.1; done"}}, dir+"/data")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _, _ = s.Kill("test over") }()
+	var st Stillness
+	start := time.Now()
+	for time.Since(start) < 2*time.Second {
+		x, err := ReadProc(p.PID())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if x.RunNS == 0 {
+			t.Skip("no schedstat here")
+		}
+		if _, still := st.Observe(time.Now(), x, "same"); still > 500*time.Millisecond {
+			t.Fatalf("a process that wakes every 100 ms still for %s: %+v", still, x)
+		}
+		time.Sleep(300 * time.Millisecond)
 	}
 }
