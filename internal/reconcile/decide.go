@@ -279,7 +279,8 @@ func stopStuck(l model.Local) Action {
 			Reason: fmt.Sprintf("stopped process (state T: SIGSTOP) for %s, not answering, while its peers have a quorum without it", l.StoppedFor.Round(time.Second))}
 	case l.StillFor >= StillDeadline:
 		return Action{Kind: DoStopStuck, Key: "stop-stuck/still",
-			Reason: fmt.Sprintf("stopped etcd: not answering, and neither its CPU time nor its data dir moved for %s, while its peers are healthy", l.StillFor.Round(time.Second))}
+			Reason: fmt.Sprintf("stopped etcd: not answering for %s, and neither its CPU time nor its data dir moved for %s, while its peers are healthy",
+				l.SilentFor.Round(time.Second), l.StillFor.Round(time.Second))}
 	}
 	return Action{Kind: DoStopStuck, Key: "stop-stuck",
 		Reason: fmt.Sprintf("stopped etcd: not answering for %s while its peers are healthy", l.SilentFor.Round(time.Second))}
