@@ -17,6 +17,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/connectivity"
 
 	"github.com/etcdkeeper/etcdkeeper/internal/model"
 )
@@ -252,10 +253,13 @@ func (c *Client) Status(parent context.Context, endpoint string) (*clientv3.Stat
 		// A connection that failed is dialed afresh next time, as
 		// clientv3's own Status does every time: gRPC's reconnect backoff
 		// (up to two minutes) would hide a member that is back.
+		// gRPC's retries end in the deadline, which hides a refused
+		// handshake (a certificate etcd or the agent does not accept):
+		// a connection that failed, rather than one still connecting (a
+		// frozen etcd), is asked why.
+		failed := conn.GetState() == connectivity.TransientFailure
 		c.dropStatusConn(endpoint, conn)
-		if c.tls != nil {
-			// gRPC's retries end in the deadline, which hides a refused
-			// handshake: a certificate etcd or the agent does not accept.
+		if c.tls != nil && failed {
 			if herr := probeHandshake(parent, endpoint, c.tls); herr != nil {
 				return nil, fmt.Errorf("status of %s: %w", endpoint, herr)
 			}
