@@ -69,6 +69,9 @@ func (a *Agent) step(ctx context.Context, act reconcile.Action, in reconcile.Inp
 		return a.stop(act.Reason, &repair.Verdict{Class: repair.ClassCorrupt, Reason: act.Reason, Evidence: act.Reason})
 	case reconcile.DoStopStuck:
 		a.silentSince = time.Time{}
+		if act.Kill {
+			return a.kill(act.Reason)
+		}
 		return a.stop(act.Reason, nil)
 	case reconcile.DoRestartSettings:
 		return a.restartForSettings()
@@ -78,7 +81,7 @@ func (a *Agent) step(ctx context.Context, act reconcile.Action, in reconcile.Inp
 		return a.changeMembership(ctx, act.Step, in)
 	case reconcile.DoDisarm:
 		return a.disarm(ctx, act)
-	case reconcile.DoStopForRecovery, reconcile.DoForceNewCluster, reconcile.DoRestoreSnapshot, reconcile.DoFinishRecovery, reconcile.DoRefuseRecovery, reconcile.DoAcceptFence:
+	case reconcile.DoStopForRecovery, reconcile.DoForceNewCluster, reconcile.DoRestoreSnapshot, reconcile.DoFinishRecovery, reconcile.DoRefuseRecovery, reconcile.DoAcceptFence, reconcile.DoEndFence:
 		return a.recoverStep(ctx, act)
 	}
 	return act.Reason, false, nil
@@ -228,7 +231,7 @@ func (a *Agent) stop(why string, v *repair.Verdict) (string, bool, error) {
 		return "stopping etcd", false, err
 	}
 	if v == nil {
-		a.noteExit(e.String(), e.Uptime, repair.Classify(repair.Exit{Code: e.Code, Signal: e.Signal, Tail: e.Tail}), false)
+		a.noteExit(e.String(), e.Uptime, exitVerdict(e), false)
 		return why, false, nil
 	}
 	a.noteExit(e.String(), e.Uptime, *v, true)

@@ -122,6 +122,7 @@ func (a *Agent) observe(ctx context.Context) (reconcile.Input, error) {
 			}
 		}
 		a.observeRunning(ctx, &in)
+		l.LeaderlessFor = a.leaderlessFor(l.Answer)
 		return in, nil
 	}
 	if l.RestartIn = a.etcd.RestartIn(); l.RestartIn > 0 {
@@ -151,13 +152,16 @@ func (a *Agent) observeRunning(ctx context.Context, in *reconcile.Input) {
 			a.silentSince, a.silentBytes = time.Now(), b
 		}
 		l.SilentFor = time.Since(a.silentSince)
-		if l.SilentFor >= reconcile.ReadyDeadline {
+		l.HandshakeRefused = cluster.HandshakeRefused(err)
+		a.observeStill(l, self.DataDir)
+		if reconcile.SilentTooLong(*l) {
 			in.Cluster = a.observeCluster(ctx)
 		}
 		a.observeStall(ctx, l)
 		return
 	}
 	a.silentSince, a.silentFirst, a.stallRestarts = time.Time{}, time.Time{}, 0
+	a.still.Reset()
 	l.Answer = &model.Answer{MemberID: st.Header.MemberId, ClusterID: st.Header.ClusterId, Leader: st.Leader, IsLearner: st.IsLearner, Applied: st.RaftAppliedIndex}
 	a.updateStatus(func(s *Status) { s.RaftTerm, s.RaftIndex, s.Revision = st.RaftTerm, st.RaftIndex, st.Header.Revision })
 	if len(st.Errors) > 0 && st.Leader != 0 {
@@ -170,8 +174,8 @@ func (a *Agent) observeRunning(ctx context.Context, in *reconcile.Input) {
 	}
 	l.SettingsChanged = a.settings != "" && a.settings != etcdproc.Settings(s, self)
 	a.noteAnswer(*l.Answer)
-	l.NoLeaderFor = a.noLeaderFor(st.Leader)
-	if st.Leader == 0 && l.NoLeaderFor >= reconcile.NoLeaderLook && !l.Journal.Open() && !l.Recovery.Open() {
+	l.LeaderlessFor = a.leaderlessFor(l.Answer)
+	if st.Leader == 0 && l.LeaderlessFor >= reconcile.NoLeaderLook && !l.Journal.Open() && !l.Recovery.Open() {
 		a.observeAway(ctx, in)
 		return
 	}
@@ -190,19 +194,6 @@ func (a *Agent) observeRunning(ctx context.Context, in *reconcile.Input) {
 		}
 	}
 	a.pending.Stamp(in.Cluster, progressOf(in.Agents))
-}
-
-// noLeaderFor is how long the running etcd has answered without a leader
-// (0 while it has one).
-func (a *Agent) noLeaderFor(leader uint64) time.Duration {
-	if leader != 0 {
-		a.noLeaderSince = time.Time{}
-		return 0
-	}
-	if p := a.etcd.Process(); a.noLeaderSince.IsZero() || (p != nil && a.noLeaderSince.Before(p.Started())) {
-		a.noLeaderSince = time.Now()
-	}
-	return time.Since(a.noLeaderSince)
 }
 
 // observeAway looks at the cluster through the spec's other members for a
