@@ -24,10 +24,14 @@ func TestLateHostWhileNoLeader(t *testing.T) {
 	c := testbed.New(t, 3)
 	c.Extra, c.PerHostSpec = repairSpec, true
 	c.WriteSpec()
-	// recover cannot reach node3's agent (it listens elsewhere than the
-	// spec says): as for a host that is cut off.
+	// recover cannot reach node3's agent (its address and its control
+	// socket are elsewhere than the spec says): as for a host cut off.
 	m3 := c.Member("node3")
 	away := strings.Replace(c.SpecText(), fmt.Sprintf("agentAddr: %s:%d", m3.IP, m3.AgentPort), fmt.Sprintf("agentAddr: %s:%d", m3.IP, testbed.FreePort(t, m3.IP)), 1)
+	away = strings.Replace(away, "{name}/state\n", "{name}/state-away\n", 1)
+	if !strings.Contains(away, "state-away") {
+		t.Fatalf("no state dir to move in the spec:\n%s", away)
+	}
 	c.WriteHostSpec("node3", away)
 	startAll(c)
 	c.WaitVoters(converge, c.AllNames()...)
