@@ -55,7 +55,10 @@ func (a *Agent) loadSuspect(id uint64) *suspect {
 func (a *Agent) clearSuspect() {
 	if err := os.Remove(a.statePath(suspectFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		a.lg.Warn("clear "+suspectFile, zap.Error(err))
+		return
 	}
+	// A verdict that could not be kept is no longer needed either.
+	_ = a.noteWrite(suspectFile, nil)
 }
 
 func (a *Agent) statePath(name string) string {
