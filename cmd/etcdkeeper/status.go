@@ -146,7 +146,7 @@ func addRecoveries(ctx context.Context, s *spec.Spec, rows []statusRow) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	by := map[string]*recovery.Journal{}
-	for _, in := range ag.inspectAll(ctx) {
+	for _, in := range ag.inspectAll(ctx, 10*time.Second) {
 		if in.Recovery != nil && in.Recovery.Open() {
 			by[in.Name] = in.Recovery
 		}

@@ -195,3 +195,38 @@ func DecideRecovered(healthy, voters, members int, waited, limit time.Duration) 
 
 // names joins member names for a message.
 func joinNames(ns []string) string { return strings.Join(ns, ",") }
+
+// Resume says whether recovery id (recover run again, or on the next
+// host in turn, --id) may go on from src: its journals must name src.
+// started: the source's agent has it already (it is not asked to start
+// again, nor refused for the quorum it left).
+func Resume(id, src string, ins []Inspection) (started bool, err error) {
+	if err := (Request{ID: id, Role: RoleFenced, Source: src}).Check(); err != nil {
+		return false, fmt.Errorf("--id: %w", err)
+	}
+	for _, i := range ins {
+		j := i.Recovery
+		if j == nil || j.ID != id {
+			continue
+		}
+		if j.Source != src {
+			return false, fmt.Errorf("recovery %s is from %s, not %s", id, j.Source, src)
+		}
+		if i.Name == src && j.Role == RoleSource {
+			started = true
+		}
+	}
+	return started, nil
+}
+
+// CheckStart is the refusal before a recovery starts: a quorum is
+// healthy, another recovery is under way, the source's data is not
+// usable. A recovery resumed (--id) on a host that cannot reach the
+// source fences this host's side first: the source checks its own data
+// when its turn comes.
+func CheckStart(ins []Inspection, src string, q QuorumState, id string, fromSnapshot, resumed bool) error {
+	if fromSnapshot || (resumed && !find(ins, src).Reachable) {
+		return CheckFromSnapshot(ins, q, id)
+	}
+	return CheckFrom(ins, src, q, id)
+}

@@ -232,3 +232,23 @@ func TestDecideRecovered(t *testing.T) {
 		t.Errorf("2 of 3, late: %v %v", done, err)
 	}
 }
+
+// TestResume: --id names a recovery to go on with; its source must be
+// the one asked for, and a source that has it already is not asked to
+// start again (nor refused for the quorum it left).
+func TestResume(t *testing.T) {
+	src := &Journal{Request: Request{ID: "r1", Role: RoleSource, Source: "n1"}, Step: StepForced}
+	ins := []Inspection{{Name: "n1", Reachable: true, Recovery: src}, {Name: "n2"}}
+	if started, err := Resume("r1", "n1", ins); err != nil || !started {
+		t.Errorf("Resume(r1, n1) = %v %v, want started", started, err)
+	}
+	if _, err := Resume("r1", "n2", ins); err == nil || !strings.Contains(err.Error(), "is from n1") {
+		t.Errorf("another source for r1: %v", err)
+	}
+	if _, err := Resume("../x", "n1", ins); err == nil {
+		t.Errorf("an id that names a path was taken")
+	}
+	if started, err := Resume("r2", "n1", ins); err != nil || started {
+		t.Errorf("a recovery nobody has: %v %v", started, err)
+	}
+}

@@ -224,3 +224,12 @@ func (m *Membership) labels(roots []string) []string {
 	slices.Sort(out)
 	return out
 }
+
+// Known names every voter of the union, sorted.
+func (m *Membership) Known() []string {
+	roots := make([]string, 0, len(m.all))
+	for r := range m.all {
+		roots = append(roots, r)
+	}
+	return m.labels(roots)
+}
