@@ -24,6 +24,7 @@ var agentMetrics = []string{
 	"etcdkeeper_backup_interval_seconds",
 	"etcdkeeper_backup_restore_checks_total",
 	"etcdkeeper_certificate_expiry_timestamp_seconds",
+	"etcdkeeper_recovery_fence_stale",
 }
 
 var wantAlerts = []string{
@@ -37,6 +38,7 @@ var wantAlerts = []string{
 	"EtcdkeeperBackupStale",
 	"EtcdkeeperBackupRestoreCheckFailed",
 	"EtcdkeeperCertificateExpiresSoon",
+	"EtcdkeeperRecoveryFenceStale",
 }
 
 type ruleFile struct {
