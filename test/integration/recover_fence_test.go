@@ -1,0 +1,75 @@
+package integration
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/etcdkeeper/etcdkeeper/test/testbed"
+)
+
+// recoveryStep reads the step of member name's recovery journal.
+func recoveryStep(t *testing.T, c *testbed.Cluster, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(c.StateDir(name), "recovery.json"))
+	if err != nil {
+		return err.Error()
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if s, ok := strings.CutPrefix(strings.TrimSpace(l), `"step": "`); ok {
+			return strings.TrimSuffix(s, `",`)
+		}
+	}
+	return string(b)
+}
+
+// TestRecoverSourceRefusesAfterFence: the source takes the request, then
+// refuses it once its etcd is stopped (its full data check finds the WAL
+// corrupt, which recover's live look could not see). recover follows the
+// source's journal and calls the fence off: the fenced host's member is
+// not left stopped for good. Issue 20 / F7: on 8011516 recover returned
+// after the POST and node2 stayed fenced.
+func TestRecoverSourceRefusesAfterFence(t *testing.T) {
+	t.Parallel()
+	c, _ := runningCluster(t, 3, repairSpec)
+	putKeys(t, c, "/k", 30)
+	for _, name := range []string{"node2", "node3"} {
+		if err := c.Stop(name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// node2's agent runs (it can be fenced), its etcd cannot start;
+	// node3's host is off; node1's etcd runs without a leader.
+	c.CorruptWAL("node2")
+	c.Start("node2")
+	c.WaitPasses(converge, 2, "node2")
+	testbed.Eventually(t, converge, "node2 reports that quorum is lost", func() string {
+		if !c.LogContains("node2", "quorum lost: manual recovery needed") {
+			return "not yet"
+		}
+		return ""
+	})
+	// Damaged under the running etcd, which reads its WAL only at start.
+	c.CorruptWAL("node1")
+
+	out, err := recoverCLI(t, c, "--from", "node1", "--yes", "--wait", "0")
+	if err == nil {
+		t.Errorf("recover succeeded, though its source refused")
+	}
+	if !strings.Contains(out, "node2: fenced") {
+		t.Fatalf("node2 was not fenced: the test did not get to the point")
+	}
+	if !strings.Contains(out, "the source refused the recovery") || !strings.Contains(out, "node2: fence called off") {
+		t.Errorf("recover does not say that the source refused and that node2's fence was called off")
+	}
+	testbed.Eventually(t, converge, "node1's journal to say refused", func() string {
+		if s := recoveryStep(t, c, "node1"); s != "refused" {
+			return "node1: " + s
+		}
+		return ""
+	})
+	if s := recoveryStep(t, c, "node2"); s != "aborted" {
+		t.Errorf("node2's fence is at step %q after its source refused, want aborted", s)
+	}
+}
