@@ -31,12 +31,14 @@ type Deadlines struct {
 	// Call bounds one GET or POST.
 	Call time.Duration
 	// SourceStart is how long recover waits for the source to start
-	// after its POST; Poll how often it reads the source's journal.
-	SourceStart, Poll time.Duration
+	// after its POST; Poll how often it reads the source's journal;
+	// SourceSilent how long the source's agent may not answer, once it
+	// took the request, before recover leaves the recovery to it.
+	SourceStart, Poll, SourceSilent time.Duration
 }
 
 // DefaultDeadlines are recover's.
-var DefaultDeadlines = Deadlines{Call: 20 * time.Second, SourceStart: 2 * time.Minute, Poll: time.Second}
+var DefaultDeadlines = Deadlines{Call: 20 * time.Second, SourceStart: 2 * time.Minute, Poll: time.Second, SourceSilent: 5 * time.Second}
 
 // Command is one `recover --yes` (or --abort) run, carried out through
 // Agents; Say prints one line of progress.
@@ -118,7 +120,7 @@ func (c Command) Start(ctx context.Context, ins []Inspection, rec Recovery) erro
 // startSource posts the source's request and follows its journal.
 func (c Command) startSource(ctx context.Context, req Request, fenced []string) error {
 	src := req.Source
-	st := SourceState{ID: req.ID, Limit: c.Deadlines.SourceStart}
+	st := SourceState{ID: req.ID, Limit: c.Deadlines.SourceStart, SilentLimit: c.Deadlines.SourceSilent}
 	j, err := c.post(ctx, src, req)
 	var refused *RefusedError
 	switch {
@@ -130,12 +132,15 @@ func (c Command) startSource(ctx context.Context, req Request, fenced []string) 
 	default:
 		st.Post, st.PostError = PostAmbiguous, err.Error()
 	}
-	begin := time.Now()
+	begin, answered := time.Now(), time.Now()
 	for first := true; ; first = false {
 		if !first || st.Post != PostAccepted {
 			c.readSource(ctx, src, &st)
 		}
-		st.Waited = time.Since(begin)
+		if st.Read {
+			answered = time.Now()
+		}
+		st.Waited, st.Silent = time.Since(begin), time.Since(answered)
 		d := DecideSource(st)
 		switch d.Verdict {
 		case SourceStarted:
@@ -145,6 +150,9 @@ func (c Command) startSource(ctx context.Context, req Request, fenced []string) 
 			c.Say("  %s: %s: calling the fences off", src, d.Reason)
 			c.callOff(ctx, req.ID, src, fenced)
 			return fmt.Errorf("recovery %s did not go on: %s", req.ID, d.Reason)
+		case SourceHandedOver:
+			c.Say("  %s: %s; follow it with etcdkeeper status (or: etcdkeeper recover --config %s)", src, d.Reason, c.Config)
+			return nil
 		case SourceLeave:
 			c.Say("  %s: %s", src, d.Reason)
 			return fmt.Errorf("%w: recovery %s: %s; when you know that %s will never start it: etcdkeeper recover --config %s --abort %s --force",

@@ -18,8 +18,10 @@ type fakeAgents struct {
 	// down: the agent does not answer; lost: the source journals the
 	// POST but the answer is lost; refuse: the source answers 202, then
 	// its loop refuses at the nth GET.
-	down     map[string]bool
-	lost     bool
+	down map[string]bool
+	lost bool
+	// die: the source's agent is killed right after it journals the POST.
+	die      bool
 	refuseAt int
 	gets     int
 	posts    []string
@@ -73,6 +75,9 @@ func (f *fakeAgents) Post(_ context.Context, name string, r Request) (Journal, e
 	}
 	j := &Journal{Request: r, Step: step, StartedAt: time.Now()}
 	f.journals[name] = j
+	if r.Role == RoleSource && f.die {
+		f.down = map[string]bool{name: true}
+	}
 	if r.Role == RoleSource && f.lost {
 		return Journal{}, context.DeadlineExceeded
 	}
@@ -117,6 +122,9 @@ func TestCommandStart(t *testing.T) {
 		{name: "the source's answer lost, its journal has it: the fences stay", ins: all, fake: fakeAgents{lost: true}, forced: true,
 			wantSteps: map[string]Step{"n1": StepForced, "n2": StepFenced, "n3": StepFenced},
 			wantPosts: "fence n2,fence n3,source n1"},
+		{name: "the source's agent killed after it took the request: handed over, the fences stay", ins: all, fake: fakeAgents{die: true},
+			wantSteps: map[string]Step{"n1": StepRequested, "n2": StepFenced, "n3": StepFenced},
+			wantPosts: "fence n2,fence n3,source n1"},
 		{name: "source never starts: the fences stay, reported", ins: all,
 			wantErr:   "has not started after",
 			wantSteps: map[string]Step{"n1": StepRequested, "n2": StepFenced, "n3": StepFenced},
@@ -143,7 +151,7 @@ func TestCommandStart(t *testing.T) {
 			var out strings.Builder
 			c := Command{Agents: forcing{f, tt.forced}, Spec: specOf(3), Config: "F",
 				Say:       func(format string, args ...any) { fmt.Fprintf(&out, format+"\n", args...) },
-				Deadlines: Deadlines{Call: time.Second, SourceStart: 200 * time.Millisecond, Poll: 10 * time.Millisecond}}
+				Deadlines: Deadlines{Call: time.Second, SourceStart: 200 * time.Millisecond, Poll: 10 * time.Millisecond, SourceSilent: 50 * time.Millisecond}}
 			err := c.Start(context.Background(), tt.ins, Recovery{Request: Request{ID: "r1", Role: RoleSource, Source: "n1"}})
 			t.Logf("output:\n%s", out.String())
 			if (tt.wantErr == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tt.wantErr)) {

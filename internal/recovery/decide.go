@@ -84,6 +84,10 @@ type SourceState struct {
 	// Waited is how long recover has waited for the source to start, and
 	// Limit how long it may.
 	Waited, Limit time.Duration
+	// Silent is how long the source's agent has not answered since it
+	// took the request, and SilentLimit how long that may last before
+	// recover stops following it.
+	Silent, SilentLimit time.Duration
 }
 
 // SourceVerdict is what to do about the source.
@@ -102,6 +106,10 @@ const (
 	// started in time: the fences stay (each is reported as stale after
 	// FenceStaleAfter) until the source starts or `recover --abort ID`.
 	SourceLeave
+	// SourceHandedOver: the source journaled the recovery, then its agent
+	// stopped answering (killed, its host rebooted): it resumes from its
+	// journal when it runs again; the fences stay for it.
+	SourceHandedOver
 )
 
 // Decision is a verdict with its one-line reason.
@@ -125,6 +133,8 @@ func DecideSource(s SourceState) Decision[SourceVerdict] {
 		return Decision[SourceVerdict]{SourceCallOff, fmt.Sprintf("the source did not take the recovery: %s", s.PostError)}
 	case s.Post == PostAmbiguous && s.Read && !mine:
 		return Decision[SourceVerdict]{SourceCallOff, fmt.Sprintf("the source's answer was lost (%s), and its journal, read again, has no recovery %s: it did not take it", s.PostError, s.ID)}
+	case mine && !s.Read && s.Silent >= s.SilentLimit:
+		return Decision[SourceVerdict]{SourceHandedOver, fmt.Sprintf("the source took the recovery (step %s), then its agent stopped answering: it resumes from its journal when it runs again; the fences stay for it", j.Step)}
 	case !mine && !s.Read:
 		return Decision[SourceVerdict]{SourceLeave, fmt.Sprintf("the source's answer was lost (%s) and its journal cannot be read: it may have taken the recovery, so the fences stay", orNone(s.PostError))}
 	case s.Waited >= s.Limit:

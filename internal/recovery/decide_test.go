@@ -151,8 +151,10 @@ func TestDecideSource(t *testing.T) {
 		{"answer lost, journal unreadable: the fences stay", SourceState{ID: "r1", Post: PostAmbiguous, PostError: "timeout", Limit: lim}, SourceLeave},
 		{"refused, journal unreadable: the fences stay", SourceState{ID: "r1", Post: PostRefused, PostError: "x", Limit: lim}, SourceLeave},
 		{"accepted, not started in time: the fences stay", SourceState{ID: "r1", Post: PostAccepted, Read: true, Journal: journal("r1", RoleSource, StepStopped), Waited: lim, Limit: lim}, SourceLeave},
-		{"accepted, source unreachable since: wait", SourceState{ID: "r1", Post: PostAccepted, Journal: journal("r1", RoleSource, StepRequested), Limit: lim}, SourceWait},
-		{"accepted, source unreachable since, in time: the fences stay", SourceState{ID: "r1", Post: PostAccepted, Journal: journal("r1", RoleSource, StepRequested), Waited: lim, Limit: lim}, SourceLeave},
+		{"accepted, source unreachable since, briefly: wait", SourceState{ID: "r1", Post: PostAccepted, Journal: journal("r1", RoleSource, StepRequested), Limit: lim, Silent: time.Second, SilentLimit: 5 * time.Second}, SourceWait},
+		{"accepted, then its agent stopped answering: handed over", SourceState{ID: "r1", Post: PostAccepted, Journal: journal("r1", RoleSource, StepStopped), Limit: lim, Silent: 5 * time.Second, SilentLimit: 5 * time.Second}, SourceHandedOver},
+		{"answer lost, then the journal read once, then silent: handed over", SourceState{ID: "r1", Post: PostAmbiguous, Journal: journal("r1", RoleSource, StepRequested), Limit: lim, Silent: 5 * time.Second, SilentLimit: 5 * time.Second}, SourceHandedOver},
+		{"accepted, refused, then silent: the fences are called off", SourceState{ID: "r1", Post: PostAccepted, Journal: journal("r1", RoleSource, StepRefused), Limit: lim, Silent: time.Minute, SilentLimit: 5 * time.Second}, SourceCallOff},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

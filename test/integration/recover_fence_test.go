@@ -1,10 +1,14 @@
 package integration
 
 import (
+	"context"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/etcdkeeper/etcdkeeper/test/testbed"
 )
@@ -71,5 +75,51 @@ func TestRecoverSourceRefusesAfterFence(t *testing.T) {
 	})
 	if s := recoveryStep(t, c, "node2"); s != "aborted" {
 		t.Errorf("node2's fence is at step %q after its source refused, want aborted", s)
+	}
+}
+
+// TestRecoverSpecBehindCluster: the cluster has five voters, the spec
+// recover reads lists three (the extras not removed yet). node3, node4
+// and node5 are out of reach (stopped), so node1 and node2 have no
+// quorum; with node2 fenced, the old check counted 1 unfenced member of
+// the spec, fewer than its quorum of 2, and went ahead while three of
+// five could still serve. node1's etcd reports its five voters: 2 of 5
+// is no majority, refused. Issue 20 / F1.
+func TestRecoverSpecBehindCluster(t *testing.T) {
+	t.Parallel()
+	c, _ := runningCluster(t, 5, repairSpec)
+	for _, name := range []string{"node3", "node4", "node5"} {
+		if err := c.Stop(name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	view := filepath.Join(c.Dir, "behind.yaml")
+	if err := os.WriteFile(view, []byte(c.SpecText("node1", "node2", "node3")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	testbed.Eventually(t, converge, "node1 without a leader", func() string {
+		cli := c.Client("node1")
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		st, err := cli.Status(ctx, c.Member("node1").ClientURL())
+		if err != nil {
+			return err.Error()
+		}
+		if st.Leader != 0 {
+			return fmt.Sprintf("leader %x", st.Leader)
+		}
+		return ""
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), converge)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, testbed.Binary, "recover", "--config", view, "--name", "node1", "--from", "node1", "--yes", "--wait", "0").CombinedOutput()
+	t.Logf("etcdkeeper recover --from node1 --yes (spec of 3):\n%s", out)
+	if err == nil || !strings.Contains(string(out), "not a majority") || !strings.Contains(string(out), "only 2 of the 5 voters") {
+		t.Errorf("recover from 2 of 5 voters with a spec of 3: err %v, want refused for the 5 voters node1's etcd knows", err)
+	}
+	for _, n := range []string{"node1", "node2"} {
+		if _, err := os.Stat(filepath.Join(c.StateDir(n), "recovery.json")); err == nil {
+			t.Errorf("%s has a recovery journal after a refused recovery", n)
+		}
 	}
 }
