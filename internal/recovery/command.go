@@ -81,6 +81,12 @@ func (c Command) Start(ctx context.Context, ins []Inspection, rec Recovery) erro
 	// Fence first: no old member may run once the source is forced.
 	var fenced []string
 	for _, n := range fence {
+		if ctx.Err() != nil {
+			// Interrupted before the source was asked: nothing can have
+			// started, so the fences are called off.
+			c.callOff(ctx, req.ID, src, fenced)
+			return fmt.Errorf("recovery %s interrupted before its source was asked: %w", req.ID, ctx.Err())
+		}
 		r := req
 		r.Role, r.Snapshot, r.RevisionBump = RoleFenced, "", 0
 		j, err := c.post(ctx, n, r)

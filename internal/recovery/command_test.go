@@ -221,3 +221,31 @@ func TestCommandAbort(t *testing.T) {
 		})
 	}
 }
+
+// TestCommandInterrupted: recover interrupted (SIGINT) while it fences
+// calls off the fences it made: the source was not asked.
+func TestCommandInterrupted(t *testing.T) {
+	three := []string{"a1=n1", "a2=n2", "a3=n3"}
+	ins := []Inspection{member("n1", true, "a1", three...), member("n2", true, "a2", three...), member("n3", true, "a3", three...)}
+	f := &fakeAgents{mu: &sync.Mutex{}, journals: map[string]*Journal{}}
+	ctx, cancel := context.WithCancel(context.Background())
+	c := Command{Agents: cancelAfterFirst{f, cancel}, Spec: specOf(3), Config: "F", Say: func(string, ...any) {}, Deadlines: DefaultDeadlines}
+	err := c.Start(ctx, ins, Recovery{Request: Request{ID: "r1", Role: RoleSource, Source: "n1"}})
+	if err == nil || !strings.Contains(err.Error(), "interrupted") {
+		t.Fatalf("err = %v, want interrupted", err)
+	}
+	if got := strings.Join(f.posts, ","); got != "fence n2,abort n2" {
+		t.Errorf("posts = %s, want the one fence made called off", got)
+	}
+}
+
+// cancelAfterFirst cancels the command's context after the first POST.
+type cancelAfterFirst struct {
+	*fakeAgents
+	cancel context.CancelFunc
+}
+
+func (f cancelAfterFirst) Post(ctx context.Context, name string, r Request) (Journal, error) {
+	defer f.cancel()
+	return f.fakeAgents.Post(ctx, name, r)
+}
