@@ -97,19 +97,21 @@ func TestRecoverSpecBehindCluster(t *testing.T) {
 	if err := os.WriteFile(view, []byte(c.SpecText("node1", "node2", "node3")), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	testbed.Eventually(t, converge, "node1 without a leader", func() string {
-		cli := c.Client("node1")
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		st, err := cli.Status(ctx, c.Member("node1").ClientURL())
-		if err != nil {
-			return err.Error()
-		}
-		if st.Leader != 0 {
-			return fmt.Sprintf("leader %x", st.Leader)
-		}
-		return ""
-	})
+	for _, n := range []string{"node1", "node2"} {
+		testbed.Eventually(t, converge, n+" without a leader", func() string {
+			cli := c.Client(n)
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			st, err := cli.Status(ctx, c.Member(n).ClientURL())
+			if err != nil {
+				return err.Error()
+			}
+			if st.Leader != 0 {
+				return fmt.Sprintf("leader %x", st.Leader)
+			}
+			return ""
+		})
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), converge)
 	defer cancel()
 	out, err := exec.CommandContext(ctx, testbed.Binary, "recover", "--config", view, "--name", "node1", "--from", "node1", "--yes", "--wait", "0").CombinedOutput()
