@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -57,7 +58,30 @@ func TestRecoverSourceRefusesAfterFence(t *testing.T) {
 	// Damaged under the running etcd, which reads its WAL only at start.
 	c.CorruptWAL("node1")
 
-	out, err := recoverCLI(t, c, "--from", "node1", "--yes", "--wait", "0")
+	// Each agent reports the voters its etcd (node1, running) or its data
+	// (node2, stopped: the db's members bucket) knows.
+	out, err := recoverCLI(t, c, "-o", "json")
+	if err != nil {
+		t.Fatalf("recover -o json: %v", err)
+	}
+	var plan struct {
+		Members []struct {
+			Name       string
+			VotersFrom string
+			Voters     []struct{ ID, Name string }
+		}
+	}
+	if err := json.Unmarshal([]byte(out[strings.Index(out, "{"):]), &plan); err != nil {
+		t.Fatalf("recover -o json: %v", err)
+	}
+	for _, m := range plan.Members {
+		want := map[string]string{"node1": "etcd", "node2": "db", "node3": ""}[m.Name]
+		if m.VotersFrom != want || (want != "" && len(m.Voters) != 3) {
+			t.Errorf("%s reports %d voters from %q, want 3 from %q", m.Name, len(m.Voters), m.VotersFrom, want)
+		}
+	}
+
+	out, err = recoverCLI(t, c, "--from", "node1", "--yes", "--wait", "0")
 	if err == nil {
 		t.Errorf("recover succeeded, though its source refused")
 	}
