@@ -149,3 +149,54 @@ func TestRecoverSpecBehindCluster(t *testing.T) {
 		}
 	}
 }
+
+// TestRecoverAbortSourceUnreachable: on a host that cannot reach the
+// source, recover --abort refuses to call its fence off (the source may
+// have started: the old member would run next to it), until told
+// --force. Issue 20 / F8: on 8011516 the abort went ahead.
+func TestRecoverAbortSourceUnreachable(t *testing.T) {
+	t.Parallel()
+	c, _ := runningCluster(t, 3, repairSpec)
+	for _, name := range []string{"node2", "node3"} {
+		if err := c.Stop(name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.CorruptWAL("node2")
+	c.Start("node2")
+	c.WaitPasses(converge, 2, "node2")
+	// node2's view of the spec: no other agent can be reached.
+	text := c.SpecText()
+	for _, m := range c.Members {
+		if m.Name != "node2" {
+			text = strings.Replace(text, fmt.Sprintf("agentAddr: %s:%d", m.IP, m.AgentPort), fmt.Sprintf("agentAddr: %s:1", m.IP), 1)
+		}
+	}
+	view := filepath.Join(c.Dir, "view-node2.yaml")
+	if err := os.WriteFile(view, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	run := func(args ...string) (string, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), converge)
+		defer cancel()
+		out, err := exec.CommandContext(ctx, testbed.Binary, append([]string{"recover", "--config", view, "--name", "node2"}, args...)...).CombinedOutput()
+		t.Logf("on node2: etcdkeeper recover %s:\n%s", strings.Join(args, " "), out)
+		return string(out), err
+	}
+	if out, err := run("--from", "node1", "--yes", "--id", "r1", "--wait", "0"); err != nil || !strings.Contains(out, "node2: fenced") {
+		t.Fatalf("fencing node2 for a recovery from node1: %v", err)
+	}
+	out, err := run("--abort", "r1")
+	if err == nil || !strings.Contains(out, "cannot be reached") {
+		t.Errorf("--abort with the source out of reach: err %v, want a refusal", err)
+	}
+	if s := recoveryStep(t, c, "node2"); s != "fenced" {
+		t.Fatalf("node2's fence is at %q after a refused --abort, want fenced", s)
+	}
+	if out, err := run("--abort", "r1", "--force"); err != nil || !strings.Contains(out, "node2: fence called off") {
+		t.Errorf("--abort --force: err %v, want the fence called off", err)
+	}
+	if s := recoveryStep(t, c, "node2"); s != "aborted" {
+		t.Errorf("node2's fence is at %q after --abort --force, want aborted", s)
+	}
+}
