@@ -39,7 +39,8 @@ func recoverCmd() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "recover --config FILE [--from NAME | --from-snapshot FILE] [--yes]",
 		Short: "Plan or carry out the recovery of a cluster that lost its quorum",
-		Long: `recover asks every member's agent (over agent.recoveryAddr, or agent.addr) what
+		Long: `recover asks every member's agent (this host's through its control socket, as
+root or the agent's user; the others over agent.recoveryAddr, or agent.addr) what
 its data holds: data healthy, corrupt or empty, the raft term and index, the
 revision, the cluster and member IDs, the newest verified snapshot. It says
 whether a quorum of voters is healthy now, which member to recover from (the

@@ -1,16 +1,12 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"net/url"
-	"os"
 	"sync"
 	"time"
 
@@ -19,61 +15,32 @@ import (
 	"github.com/etcdkeeper/etcdkeeper/internal/spec"
 )
 
-// agents reaches each member's agent endpoint (GET and POST /recovery):
-// recovery.Agents over HTTP. All of recover's calls to the agents are
-// here; what they mean is decided in internal/recovery.
+// agents reaches each member's agent (GET and POST /recovery):
+// recovery.Agents over the CLI's transport (httpapi.Control: this host's
+// agent through its control socket, the others on agent.recoveryAddr or
+// agent.addr). All of recover's calls to the agents are here; what they
+// mean is decided in internal/recovery.
 type agents struct {
 	s    *spec.Spec
 	self spec.Member
 	// selfListed: --name (or the host name) is a member of the spec.
 	selfListed bool
-	http       *http.Client
-	// scheme is https when the recovery listener uses the peer TLS.
-	scheme string
+	ctl        *httpapi.Control
 }
 
 var _ recovery.Agents = (*agents)(nil)
 
 func newAgents(s *spec.Spec, name string) (*agents, error) {
-	if name == "" {
-		name, _ = os.Hostname()
+	ctl, err := httpapi.NewControl(s, name)
+	if err != nil {
+		return nil, fmt.Errorf("reaching the agents: %w", err)
 	}
-	self, ok := s.Lookup(name)
-	if !ok {
-		// Only to choose a peer certificate to call the others with.
-		self = spec.Member{Name: name, TLS: s.Members[0].TLS}
-	}
-	ag := &agents{s: s, self: self, selfListed: ok, scheme: "http"}
-	tr := &http.Transport{DialContext: (&net.Dialer{Timeout: 3 * time.Second}).DialContext}
-	if s.Agent.RecoveryAddr != "" {
-		cfg, err := httpapi.RecoveryClientTLS(self.TLS.Peer)
-		if err != nil {
-			return nil, fmt.Errorf("the peer certificate to call the other agents with: %w", err)
-		}
-		if cfg != nil {
-			tr.TLSClientConfig, ag.scheme = cfg, "https"
-		}
-	}
-	// Each call's deadline is its context's (recovery.Deadlines.Call).
-	ag.http = &http.Client{Transport: tr}
-	return ag, nil
+	self, ok := ctl.Self()
+	return &agents{s: s, self: self, selfListed: ok, ctl: ctl}, nil
 }
 
-// endpoint is where member m's agent serves /recovery: agent.recoveryAddr
-// on m's host (its peer URL's host when the address binds every IP), else
-// m's agent.addr.
-func (ag *agents) endpoint(m spec.Member) string {
-	if ra := ag.s.Agent.RecoveryAddr; ra != "" {
-		host, port, _ := net.SplitHostPort(ra)
-		if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
-			if u, err := url.Parse(m.PeerURLs[0]); err == nil {
-				host = u.Hostname()
-			}
-		}
-		return ag.scheme + "://" + net.JoinHostPort(host, port) + "/recovery"
-	}
-	return "http://" + m.AgentAddr + "/recovery"
-}
+// endpoint is where member m's agent serves /recovery, for messages.
+func (ag *agents) endpoint(m spec.Member) string { return ag.ctl.URL(m, "/recovery") }
 
 // inspectAll asks every member's agent at once, each call within d.
 func (ag *agents) inspectAll(ctx context.Context, d time.Duration) []recovery.Inspection {
@@ -97,11 +64,7 @@ func (ag *agents) Inspect(ctx context.Context, name string) recovery.Inspection 
 	if !ok {
 		return bad(fmt.Errorf("%s is not in the spec", name))
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, ag.endpoint(m), nil)
-	if err != nil {
-		return bad(err)
-	}
-	resp, err := ag.http.Do(req)
+	resp, err := ag.ctl.Get(ctx, m, "/recovery")
 	if err != nil {
 		return bad(err)
 	}
@@ -130,12 +93,7 @@ func (ag *agents) Post(ctx context.Context, name string, r recovery.Request) (re
 	if err != nil {
 		return recovery.Journal{}, fmt.Errorf("encoding the request: %w", err)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, ag.endpoint(m), bytes.NewReader(body))
-	if err != nil {
-		return recovery.Journal{}, fmt.Errorf("request to %s: %w", name, err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := ag.http.Do(req)
+	resp, err := ag.ctl.Post(ctx, m, "/recovery", body)
 	if err != nil {
 		return recovery.Journal{}, fmt.Errorf("%s: %w", ag.endpoint(m), err)
 	}

@@ -14,6 +14,26 @@ import (
 	"github.com/etcdkeeper/etcdkeeper/test/testbed"
 )
 
+// hostView writes text (a spec) as host name sees it: only its own
+// agent's state dir (with the control socket) is there, as on a real
+// host, so recover reaches the other agents over the network only.
+func hostView(t *testing.T, c *testbed.Cluster, name, text string) string {
+	t.Helper()
+	host := filepath.Join(c.Dir, "host-"+name)
+	if err := os.MkdirAll(filepath.Join(host, name), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(c.StateDir(name), filepath.Join(host, name, "state")); err != nil && !os.IsExist(err) {
+		t.Fatal(err)
+	}
+	text = strings.Replace(text, "stateDir: "+c.Dir+"/{name}/state", "stateDir: "+host+"/{name}/state", 1)
+	p := filepath.Join(c.Dir, "view-"+name+".yaml")
+	if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
 // recoveryStep reads the step of member name's recovery journal.
 func recoveryStep(t *testing.T, c *testbed.Cluster, name string) string {
 	t.Helper()
@@ -172,10 +192,7 @@ func TestRecoverAbortSourceUnreachable(t *testing.T) {
 			text = strings.Replace(text, fmt.Sprintf("agentAddr: %s:%d", m.IP, m.AgentPort), fmt.Sprintf("agentAddr: %s:1", m.IP), 1)
 		}
 	}
-	view := filepath.Join(c.Dir, "view-node2.yaml")
-	if err := os.WriteFile(view, []byte(text), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	view := hostView(t, c, "node2", text)
 	run := func(args ...string) (string, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), converge)
 		defer cancel()

@@ -141,7 +141,8 @@ func TestRecoverSplitTwoTwo(t *testing.T) {
 
 	went := 0
 	for _, from := range []string{"node1", "node3"} {
-		bin, args := c.Member(from).Host.Command(testbed.Binary, "recover", "--config", c.Spec, "--name", from, "--from", from, "--yes", "--wait", "0")
+		view := hostView(t, c, from, c.SpecText())
+		bin, args := c.Member(from).Host.Command(testbed.Binary, "recover", "--config", view, "--name", from, "--from", from, "--yes", "--wait", "0")
 		ctx, cancel := context.WithTimeout(context.Background(), converge)
 		out, err := exec.CommandContext(ctx, bin, args...).CombinedOutput()
 		cancel()
