@@ -52,8 +52,13 @@
 // A backup nobody ever restored is not a backup: after the first snapshot
 // of an agent's run, and then once a day, the newest snapshot is restored
 // with etcdutl's restore code into a throwaway data dir
-// (backup.dir/.restore-check-*), served by an embedded etcd on loopback,
-// and compared: the revision it serves, its key count, and the hash of its
-// key bucket against the snapshot's. The result goes into the sidecar and
-// the metrics; the throwaway dir is removed.
+// (backup.dir/.restore-check-*, 0700) and checked offline, with no server:
+// no port, no socket, nothing another local user could ask for the
+// keyspace while it runs. The restored dir must pass etcd's bootstrap
+// checks (repair.Inspect: WAL, snapshot record, the db's consistent
+// index), and etcd's own key-value store (mvcc and its lessor, opened on
+// the restored db as etcdserver does at start) is asked for the revision
+// and key count it would serve; these and the hash of the key bucket are
+// compared with the snapshot's. The result goes into the sidecar and the
+// metrics; the throwaway dir is removed.
 package backup
