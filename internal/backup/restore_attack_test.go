@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -89,17 +90,27 @@ func TestRestoreCheckExposesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
-	lines := make(chan string, 100)
+	// Everything the attacker prints, as it prints it (never blocking it).
+	var outMu sync.Mutex
+	var got []string
+	ready := make(chan struct{})
 	go func() {
-		defer close(lines)
 		sc := bufio.NewScanner(out)
 		sc.Buffer(make([]byte, 1<<20), 1<<24)
 		for sc.Scan() {
-			lines <- sc.Text()
+			if sc.Text() == "ready" {
+				close(ready)
+				continue
+			}
+			outMu.Lock()
+			got = append(got, sc.Text())
+			outMu.Unlock()
 		}
 	}()
-	if l := <-lines; l != "ready" {
-		t.Fatalf("attacker: %q, want ready", l)
+	select {
+	case <-ready:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the attacker did not start")
 	}
 
 	// Our own watch: TCP listeners of this process, by socket inode.
@@ -143,8 +154,27 @@ func TestRestoreCheckExposesNothing(t *testing.T) {
 	stopWatch()
 	<-watched
 
+	// Every listener the attacker saw while the checks ran gets its READ
+	// line (curl gives up after 3 s): wait for those, then judge.
+	outMu.Lock()
+	cut := len(got)
+	outMu.Unlock()
+	answered := func() bool {
+		outMu.Lock()
+		defer outMu.Unlock()
+		for _, l := range got[:cut] {
+			if port, ok := strings.CutPrefix(l, "LISTENER "); ok && !slices.ContainsFunc(got, func(r string) bool { return strings.HasPrefix(r, "READ "+port+" ") || r == "READ "+port }) {
+				return false
+			}
+		}
+		return true
+	}
+	for deadline := time.Now().Add(60 * time.Second); !answered() && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+	}
+	outMu.Lock()
 	var reads []string
-	collect := func(l string) {
+	for _, l := range got {
 		if strings.HasPrefix(l, "READ ") && strings.Contains(l, b64(secret)) {
 			reads = append(reads, l[:min(len(l), 200)])
 		}
@@ -152,30 +182,7 @@ func TestRestoreCheckExposesNothing(t *testing.T) {
 			t.Logf("attacker: %.200s", l)
 		}
 	}
-	// What the attacker printed so far; a READ follows each LISTENER.
-	drain := time.After(5 * time.Second)
-	pending := 0
-loop:
-	for {
-		select {
-		case l, ok := <-lines:
-			if !ok {
-				break loop
-			}
-			if strings.HasPrefix(l, "LISTENER ") {
-				pending++
-			}
-			if strings.HasPrefix(l, "READ ") {
-				pending--
-			}
-			collect(l)
-		case <-drain:
-			if pending <= 0 {
-				break loop
-			}
-			drain = time.After(5 * time.Second)
-		}
-	}
+	outMu.Unlock()
 	mu.Lock()
 	defer mu.Unlock()
 	if len(opened) > 0 {
