@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/etcdkeeper/etcdkeeper/internal/model"
+	"github.com/etcdkeeper/etcdkeeper/internal/spec"
 )
 
 func TestNames(t *testing.T) {
@@ -333,5 +334,30 @@ func TestNewestVerified(t *testing.T) {
 	}
 	if got := newest("c1d"); got != "" {
 		t.Errorf("in a group-writable dir: %q, want none", got)
+	}
+}
+
+func TestSaveDir(t *testing.T) {
+	shared := &spec.Spec{Members: []spec.Member{{Name: "a", SnapshotDir: "/b"}, {Name: "c", SnapshotDir: "/b"}}}
+	perMember := &spec.Spec{Members: []spec.Member{{Name: "a", SnapshotDir: "/b/a"}, {Name: "c", SnapshotDir: "/b/c"}}}
+	tests := []struct {
+		name     string
+		s        *spec.Spec
+		out      string
+		self     spec.Member
+		isMember bool
+		want     string // "" = refused
+	}{
+		{"--out wins", perMember, "/o", perMember.Members[1], true, "/o"},
+		{"this host's member", perMember, "", perMember.Members[1], true, "/b/c"},
+		{"no member, shared dir", shared, "", spec.Member{}, false, "/b"},
+		{"no member, per-member dirs: refused", perMember, "", spec.Member{}, false, ""},
+		{"no member, --out", perMember, "/o", spec.Member{}, false, "/o"},
+	}
+	for _, tt := range tests {
+		got, err := SaveDir(tt.s, tt.out, tt.self, tt.isMember)
+		if got != tt.want || (err != nil) != (tt.want == "") {
+			t.Errorf("%s: SaveDir = %q, %v; want %q", tt.name, got, err, tt.want)
+		}
 	}
 }
