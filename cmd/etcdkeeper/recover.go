@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -9,10 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"net/url"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -44,7 +40,8 @@ func recoverCmd() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "recover --config FILE [--from NAME | --from-snapshot FILE] [--yes]",
 		Short: "Plan or carry out the recovery of a cluster that lost its quorum",
-		Long: `recover asks every member's agent (over agent.recoveryAddr, or agent.addr) what
+		Long: `recover asks every member's agent (this host's through its control socket, as
+root or the agent's user; the others over agent.recoveryAddr, or agent.addr) what
 its data holds: data healthy, corrupt or empty, the raft term and index, the
 revision, the cluster and member IDs, the newest verified snapshot. It says
 whether a quorum of voters is healthy now, which member to recover from (the
@@ -407,56 +404,27 @@ func newRecoveryID() string {
 	return time.Now().UTC().Format("20060102T150405Z") + "-" + hex.EncodeToString(b)
 }
 
-// agents reaches each member's agent endpoint.
+// agents reaches each member's agent (the transport: httpapi.Control).
 type agents struct {
 	s    *spec.Spec
 	self spec.Member
 	// selfListed: --name (or the host name) is a member of the spec.
 	selfListed bool
-	http       *http.Client
-	// scheme is https when the recovery listener uses the peer TLS.
-	scheme string
+	ctl        *httpapi.Control
 }
 
 func newAgents(s *spec.Spec, name string) (*agents, error) {
-	if name == "" {
-		name, _ = os.Hostname()
+	ctl, err := httpapi.NewControl(s, name)
+	if err != nil {
+		return nil, err
 	}
-	self, ok := s.Lookup(name)
-	if !ok {
-		// Only to choose a peer certificate to call the others with.
-		self = spec.Member{Name: name, TLS: s.Members[0].TLS}
-	}
-	ag := &agents{s: s, self: self, selfListed: ok, scheme: "http"}
-	tr := &http.Transport{DialContext: (&net.Dialer{Timeout: 3 * time.Second}).DialContext}
-	if s.Agent.RecoveryAddr != "" {
-		cfg, err := httpapi.RecoveryClientTLS(self.TLS.Peer)
-		if err != nil {
-			return nil, fmt.Errorf("the peer certificate to call the other agents with: %w", err)
-		}
-		if cfg != nil {
-			tr.TLSClientConfig, ag.scheme = cfg, "https"
-		}
-	}
-	ag.http = &http.Client{Transport: tr, Timeout: 20 * time.Second}
-	return ag, nil
+	self, ok := ctl.Self()
+	return &agents{s: s, self: self, selfListed: ok, ctl: ctl}, nil
 }
 
-// endpoint is where member m's agent serves /recovery: agent.recoveryAddr
-// on m's host (its peer URL's host when the address binds every IP), else
-// m's agent.addr.
-func (ag *agents) endpoint(m spec.Member) string {
-	if ra := ag.s.Agent.RecoveryAddr; ra != "" {
-		host, port, _ := net.SplitHostPort(ra)
-		if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
-			if u, err := url.Parse(m.PeerURLs[0]); err == nil {
-				host = u.Hostname()
-			}
-		}
-		return ag.scheme + "://" + net.JoinHostPort(host, port) + "/recovery"
-	}
-	return "http://" + m.AgentAddr + "/recovery"
-}
+// endpoint is where member m's agent serves /recovery: its control socket
+// on this host, else agent.recoveryAddr on m's host, else m's agent.addr.
+func (ag *agents) endpoint(m spec.Member) string { return ag.ctl.URL(m, "/recovery") }
 
 func (ag *agents) inspectAll(ctx context.Context) []recovery.Inspection {
 	out := make([]recovery.Inspection, len(ag.s.Members))
@@ -470,11 +438,7 @@ func (ag *agents) inspectAll(ctx context.Context) []recovery.Inspection {
 
 func (ag *agents) inspect(ctx context.Context, m spec.Member) recovery.Inspection {
 	bad := func(err error) recovery.Inspection { return recovery.Inspection{Name: m.Name, Error: err.Error()} }
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, ag.endpoint(m), nil)
-	if err != nil {
-		return bad(err)
-	}
-	resp, err := ag.http.Do(req)
+	resp, err := ag.ctl.Get(ctx, m, "/recovery")
 	if err != nil {
 		return bad(err)
 	}
@@ -500,12 +464,7 @@ func (ag *agents) post(ctx context.Context, name string, r recovery.Request) (re
 	if err != nil {
 		return recovery.Journal{}, err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, ag.endpoint(m), bytes.NewReader(body))
-	if err != nil {
-		return recovery.Journal{}, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := ag.http.Do(req)
+	resp, err := ag.ctl.Post(ctx, m, "/recovery", body)
 	if err != nil {
 		return recovery.Journal{}, err
 	}

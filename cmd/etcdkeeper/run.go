@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -76,18 +77,18 @@ func runAgent(f runFlags) error {
 		}
 	}()
 	_, member := a.Spec()
-	if err := httpapi.Serve(ctx, lg, member.AgentAddr, httpapi.Handler(a, a.Metrics().Registry)); err != nil {
+	// Changes (POST /recovery) only through the control socket, from root
+	// or the agent's user; agent.addr serves reads.
+	sock := httpapi.SocketPath(member.StateDir)
+	if err := httpapi.ServeControl(ctx, lg, sock, httpapi.ControlHandler(a, a.Metrics().Registry)); err != nil {
+		lg.Error("control socket not served: this agent takes no recovery request from this host", zap.Error(err))
+	}
+	if err := httpapi.Serve(ctx, lg, member.AgentAddr, httpapi.Handler(a, a.Metrics().Registry, sock)); err != nil {
 		// The endpoint is for observers; the member is kept running without it.
 		lg.Error("agent endpoint not served", zap.Error(err))
 	}
 	if s.Agent.RecoveryAddr != "" {
-		// The other hosts' `recover` reaches this agent here; only
-		// /recovery is served, over mutual TLS when the peers use TLS.
-		cfg, err := httpapi.RecoveryTLS(member.TLS.Peer)
-		if err == nil {
-			err = httpapi.ServeTLS(ctx, lg, s.Agent.RecoveryAddr, httpapi.RecoveryHandler(a), cfg)
-		}
-		if err != nil {
+		if err := serveRecovery(ctx, lg, a, s, member); err != nil {
 			lg.Error("recovery endpoint not served", zap.Error(err))
 		}
 	}
@@ -105,6 +106,25 @@ func memberName(s *spec.Spec, name string) string {
 		return m.Name
 	}
 	return hostname()
+}
+
+// serveRecovery serves /recovery on agent.recoveryAddr for the other
+// hosts' `recover`: over mutual TLS to the members' peer certificates, or,
+// only where the spec says agent.recoveryInsecure, plain HTTP to anyone
+// who reaches it.
+func serveRecovery(ctx context.Context, lg *zap.Logger, a *agent.Agent, s *spec.Spec, member spec.Member) error {
+	cfg, err := httpapi.RecoveryTLS(member.TLS.Peer)
+	if err != nil {
+		return err
+	}
+	members := func() []spec.Member { s, _ := a.Spec(); return s.Members }
+	if cfg == nil {
+		if !s.Agent.RecoveryInsecure {
+			return errors.New("agent.recoveryAddr without tls.peer needs agent.recoveryInsecure: true")
+		}
+		members = nil
+	}
+	return httpapi.ServeTLS(ctx, lg, s.Agent.RecoveryAddr, httpapi.RecoveryHandler(a, members), cfg)
 }
 
 func newLogger(level, format string) (*zap.Logger, error) {

@@ -78,7 +78,7 @@ func (a *Agent) step(ctx context.Context, act reconcile.Action, in reconcile.Inp
 		return a.changeMembership(ctx, act.Step, in)
 	case reconcile.DoDisarm:
 		return a.disarm(ctx, act)
-	case reconcile.DoStopForRecovery, reconcile.DoForceNewCluster, reconcile.DoRestoreSnapshot, reconcile.DoFinishRecovery, reconcile.DoRefuseRecovery, reconcile.DoAcceptFence:
+	case reconcile.DoStopForRecovery, reconcile.DoForceNewCluster, reconcile.DoRestoreSnapshot, reconcile.DoFinishRecovery, reconcile.DoRefuseRecovery, reconcile.DoAcceptFence, reconcile.DoEndFence:
 		return a.recoverStep(ctx, act)
 	}
 	return act.Reason, false, nil

@@ -88,6 +88,8 @@ type Agent struct {
 	// the snap dir's size when silentSince was last set.
 	silentFirst time.Time
 	silentBytes int64
+	// leaderAt is when the local etcd last answered with a leader.
+	leaderAt time.Time
 	// stalled is the last etcd process seen stalled in its publish, and
 	// stallRestarts the restarts for it since etcd last answered.
 	stalled       *etcdproc.Process
@@ -101,9 +103,11 @@ type Agent struct {
 	steadyPasses int
 	lastSpecErr  string
 	reloadReq    atomic.Bool
-	notify       *notify.Notifier
-	metrics      *metrics.Metrics
-	backups      *backup.Scheduler // see startBackups
+	// reloadAnnounce: the pending reload came from SIGHUP (announce it).
+	reloadAnnounce atomic.Bool
+	notify         *notify.Notifier
+	metrics        *metrics.Metrics
+	backups        *backup.Scheduler // see startBackups
 	// recMu orders the recovery journal's writers: the endpoint that
 	// accepts a request and the loop that carries it out.
 	recMu sync.Mutex
@@ -111,6 +115,10 @@ type Agent struct {
 	// (guarded by mu), which GET /recovery reports instead of checking
 	// the data again in the handler.
 	lastReport *repair.Report
+	// observed is closed once the loop's first pass is over: a recovery
+	// request waits for it, never judged on a status nobody filled yet.
+	observed     chan struct{}
+	observedOnce sync.Once
 }
 
 // New checks that name is in the spec and prepares the agent.
@@ -126,7 +134,8 @@ func New(cfg Config) (*Agent, error) {
 		cfg.Env = os.Environ()
 	}
 	lg := cfg.Logger.With(zap.String("member", cfg.Name), zap.String("cluster", cfg.Spec.Cluster.Name))
-	a := &Agent{cfg: cfg, lg: lg, wake: make(chan struct{}, 1), spec: cfg.Spec, self: self, inSpec: true, pending: model.Pending{}, down: model.Down{}}
+	a := &Agent{cfg: cfg, lg: lg, wake: make(chan struct{}, 1), spec: cfg.Spec, self: self, inSpec: true, pending: model.Pending{}, down: model.Down{},
+		observed: make(chan struct{})}
 	a.etcd = etcdproc.NewSupervisor(lg.Named("etcd"), filepath.Join(self.StateDir, "etcd.pid"), cfg.Spec.Agent.StopTimeout.Duration)
 	a.etcd.Publish = etcdproc.PublishHooks{OnStall: a.Wake, OnPublished: a.Wake, Confirm: a.publishInSnapshot}
 	a.notify = notify.New(lg)
@@ -155,6 +164,9 @@ const maxQuickPasses = 5
 
 // Run runs the loop until ctx ends, then stops etcd and returns.
 func (a *Agent) Run(ctx context.Context) error {
+	// From the start (a leftover etcd may take seconds to stop) until etcd
+	// has stopped: deferred first, it ends last.
+	defer a.notify.Watchdog()()
 	s, self := a.Spec()
 	a.lg.Info("agent starting", zap.String("spec", s.Path), zap.String("generation", s.Generation),
 		zap.String("data-dir", self.DataDir), zap.String("state-dir", self.StateDir))
@@ -172,19 +184,22 @@ func (a *Agent) Run(ctx context.Context) error {
 	defer a.startBackups(ctx)()
 	quick := 0
 	for {
+		a.notify.Busy()
 		again := a.onePass(ctx)
+		a.observedOnce.Do(func() { close(a.observed) })
 		a.notify.Ready()
 		a.notify.Status(a.statusLine())
-		a.notify.Ping()
 		if again && quick < maxQuickPasses && ctx.Err() == nil {
 			quick++
 			continue
 		}
 		quick = 0
-		timer := time.NewTimer(a.notify.MaxWait(a.interval()))
+		timer := time.NewTimer(a.interval())
+		a.notify.Idle()
 		select {
 		case <-ctx.Done():
 			timer.Stop()
+			a.notify.Busy() // the shutdown is work too
 			return nil
 		case <-timer.C:
 		case <-a.etcd.Done():

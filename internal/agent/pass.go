@@ -116,6 +116,7 @@ func (a *Agent) observe(ctx context.Context) (reconcile.Input, error) {
 			}
 		}
 		a.observeRunning(ctx, &in)
+		l.LeaderlessFor = a.leaderlessFor(l.Answer)
 		return in, nil
 	}
 	if l.RestartIn = a.etcd.RestartIn(); l.RestartIn > 0 {

@@ -65,6 +65,9 @@ func recoveryOf(j recovery.Journal) model.Recovery {
 // a healthy voter (its cluster has a quorum), or while another recovery
 // is under way on this host.
 func (a *Agent) Recover(r recovery.Request) (recovery.Journal, error) {
+	if err := a.waitObserved(); err != nil {
+		return recovery.Journal{}, err
+	}
 	a.recMu.Lock()
 	defer a.recMu.Unlock()
 	s, self := a.Spec()
@@ -95,11 +98,8 @@ func (a *Agent) Recover(r recovery.Request) (recovery.Journal, error) {
 	if cur.ID == r.ID && cur.Role == r.Role {
 		return cur, nil // asked again: the same recovery, under way or done
 	}
-	if ans, ok := a.liveAnswer(); ok && ans.Leader == 0 {
-		// No leader now: whatever the last pass saw, no quorum.
-	} else if st := a.Status(); st.Healthy && st.Voters > 0 && st.HealthyVoters >= model.Quorum(st.Voters) {
-		return recovery.Journal{}, fmt.Errorf("%s is a healthy voter and %d of %d voters are healthy: the cluster needs no recovery; nothing was changed",
-			self.Name, st.HealthyVoters, st.Voters)
+	if err := a.needsRecovery(self.Name); err != nil {
+		return recovery.Journal{}, err
 	}
 	old := a.memberID()
 	if m, err := a.loadMarker(); err == nil && m != nil {
@@ -123,6 +123,57 @@ func (a *Agent) Recover(r recovery.Request) (recovery.Journal, error) {
 		a.Wake()
 	}
 	return j, nil
+}
+
+// firstPassWait bounds how long a recovery request waits for the loop's
+// first pass (the CLI gives each call 20 s); a variable for tests.
+var firstPassWait = 15 * time.Second
+
+// waitObserved waits for the loop's first pass: before it, the status is
+// all zero (no member, no health), which would pass for "no quorum".
+func (a *Agent) waitObserved() error {
+	t := time.NewTimer(firstPassWait)
+	defer t.Stop()
+	select {
+	case <-a.observed:
+		return nil
+	case <-t.C:
+		return fmt.Errorf("the agent has not finished its first look at its member in %s: try again; nothing was changed", firstPassWait)
+	}
+}
+
+// needsRecovery refuses a request while this member, asked now, has a
+// leader (its cluster has a quorum), or, when it does not answer, while
+// the loop's last pass saw it a healthy voter of a cluster with a healthy
+// quorum. It is only the first of the guards: the loop asks again at each
+// pass before it stops anything (reconcile.decideFenced, decideSource).
+func (a *Agent) needsRecovery(name string) error {
+	if ans, ok := a.liveAnswer(); ok {
+		if ans.Leader != 0 {
+			return fmt.Errorf("%s answers with a leader (%x): its cluster has a quorum and needs no recovery; nothing was changed", name, ans.Leader)
+		}
+		return nil // no leader now; the loop waits for reconcile.FenceNoLeader before a stop
+	}
+	if st := a.Status(); st.Healthy && st.Voters > 0 && st.HealthyVoters >= model.Quorum(st.Voters) {
+		return fmt.Errorf("%s is a healthy voter and %d of %d voters are healthy: the cluster needs no recovery; nothing was changed",
+			name, st.HealthyVoters, st.Voters)
+	}
+	return nil
+}
+
+// leaderlessFor is how long the local etcd has had no leader (see
+// model.Local.LeaderlessFor), given this pass's answer.
+func (a *Agent) leaderlessFor(ans *model.Answer) time.Duration {
+	now := time.Now()
+	if ans != nil && ans.Leader != 0 {
+		a.leaderAt = now
+		return 0
+	}
+	since := a.leaderAt
+	if p := a.etcd.Process(); p != nil && p.Started().After(since) {
+		since = p.Started()
+	}
+	return now.Sub(since)
 }
 
 // Inspect reports this member's data for a recovery plan (GET /recovery):
@@ -206,6 +257,11 @@ func (a *Agent) recoverStep(ctx context.Context, act reconcile.Action) (string, 
 		j.Step, j.Error = recovery.StepRefused, act.Reason
 		a.metrics.Recoveries.WithLabelValues("refused").Inc()
 		return act.Reason, false, a.saveRecovery(j)
+	case reconcile.DoEndFence:
+		// Called off by this agent: its cluster has a quorum.
+		j.Step, j.Error = recovery.StepAborted, act.Reason
+		a.metrics.Recoveries.WithLabelValues("fence-ended").Inc()
+		return act.Reason, true, a.saveRecovery(j)
 	case reconcile.DoForceNewCluster:
 		return a.forceNewCluster(j, act.Reason)
 	case reconcile.DoRestoreSnapshot:

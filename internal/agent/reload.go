@@ -17,9 +17,19 @@ const (
 	specPoll     = 30 * time.Second
 )
 
-// RequestReload asks the loop to re-read the spec file (a file event,
-// SIGHUP, the periodic poll) and wakes it.
+// RequestReload asks the loop to re-read the spec file (SIGHUP) and wakes
+// it. The reload is announced to systemd (RELOADING=1, then READY=1)
+// whether or not the file changed: `systemctl reload` may come after the
+// file watch already applied the edit.
 func (a *Agent) RequestReload() {
+	a.reloadAnnounce.Store(true)
+	a.requestLook()
+}
+
+// requestLook is RequestReload for a file event or the periodic poll: the
+// reload is announced only when a new spec is applied, so the 30 s poll
+// is not a heartbeat in systemd's log.
+func (a *Agent) requestLook() {
 	a.reloadReq.Store(true)
 	a.Wake()
 }
@@ -27,7 +37,7 @@ func (a *Agent) RequestReload() {
 // watchSpec turns changes of the spec file into reload requests.
 func (a *Agent) watchSpec(ctx context.Context) {
 	s, _ := a.Spec()
-	if err := spec.Watch(ctx, s.Path, specDebounce, specPoll, a.RequestReload); err != nil {
+	if err := spec.Watch(ctx, s.Path, specDebounce, specPoll, a.requestLook); err != nil {
 		a.lg.Error("spec watch failed; SIGHUP still reloads", zap.Error(err))
 	}
 }
@@ -40,8 +50,11 @@ func (a *Agent) reload() {
 		return
 	}
 	cur, curSelf := a.Spec()
-	a.notify.Reloading()
-	defer a.notify.Reloaded()
+	announced := a.reloadAnnounce.Swap(false)
+	if announced {
+		a.notify.Reloading()
+		defer a.notify.Reloaded()
+	}
 	s, err := spec.Load(cur.Path)
 	if err != nil {
 		if err.Error() != a.lastSpecErr {
@@ -55,6 +68,10 @@ func (a *Agent) reload() {
 	a.lastSpecErr = ""
 	if s.Generation == cur.Generation {
 		return
+	}
+	if !announced {
+		a.notify.Reloading()
+		defer a.notify.Reloaded()
 	}
 	self, inSpec := s.Lookup(curSelf.Name)
 	if !inSpec {

@@ -30,26 +30,26 @@ type Recoverer interface {
 const maxRequest = 64 << 10
 
 // RecoveryHandler serves /recovery only: what the cross-host listener
-// (agent.recoveryAddr) exposes.
-func RecoveryHandler(r Recoverer) http.Handler {
+// (agent.recoveryAddr) exposes. With members (over mutual TLS), a caller
+// whose certificate names no member of the spec gets 403: the peer CA may
+// sign more than the members' certificates (kubeadm's etcd CA signs
+// apiserver-etcd-client and healthcheck-client too). members nil: no
+// check (agent.recoveryInsecure).
+func RecoveryHandler(r Recoverer, members func() []spec.Member) http.Handler {
 	mux := http.NewServeMux()
-	addRecovery(mux, r, false)
-	return mux
+	addRecovery(mux, r)
+	if members == nil {
+		return mux
+	}
+	return onlyMembers(mux, members)
 }
 
-// addRecovery adds the recovery routes. localOnly: POST only from
-// loopback callers — the agent endpoint (agent.addr) may be bound to
-// every address for metrics, but a recovery is started from another host
-// only over the recovery listener, which checks the caller's certificate.
-func addRecovery(mux *http.ServeMux, r Recoverer, localOnly bool) {
+// addRecovery adds the recovery routes.
+func addRecovery(mux *http.ServeMux, r Recoverer) {
 	mux.HandleFunc("GET /recovery", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, r.Inspect())
 	})
 	mux.HandleFunc("POST /recovery", func(w http.ResponseWriter, req *http.Request) {
-		if localOnly && !fromLoopback(req) {
-			writeJSON(w, http.StatusForbidden, map[string]string{"error": "a recovery request from another host is taken only on agent.recoveryAddr (mutual TLS with the peer certificates); agent.addr takes it from this host only"})
-			return
-		}
 		var rq recovery.Request
 		dec := json.NewDecoder(http.MaxBytesReader(w, req.Body, maxRequest))
 		dec.DisallowUnknownFields()
@@ -64,12 +64,6 @@ func addRecovery(mux *http.ServeMux, r Recoverer, localOnly bool) {
 		}
 		writeJSON(w, http.StatusAccepted, j)
 	})
-}
-
-func fromLoopback(req *http.Request) bool {
-	host, _, err := net.SplitHostPort(req.RemoteAddr)
-	ip := net.ParseIP(host)
-	return err == nil && ip != nil && ip.IsLoopback()
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {
@@ -147,6 +141,9 @@ func ServeTLS(ctx context.Context, lg *zap.Logger, addr string, h http.Handler, 
 	return nil
 }
 
+// readHeaderTimeout bounds a request's headers on every listener.
+const readHeaderTimeout = 5 * time.Second
+
 // listen opens addr, with TLS when cfg is not nil.
 func listen(addr string, cfg *tls.Config) (net.Listener, error) {
 	l, err := net.Listen("tcp", addr)
@@ -161,7 +158,11 @@ func listen(addr string, cfg *tls.Config) (net.Listener, error) {
 
 // serve serves h on l (opened for addr) until ctx ends.
 func serve(ctx context.Context, lg *zap.Logger, addr string, l net.Listener, h http.Handler, withTLS bool) {
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	serveServer(ctx, lg, addr, l, &http.Server{Handler: h, ReadHeaderTimeout: readHeaderTimeout}, withTLS)
+}
+
+// serveServer runs srv on l (opened for addr) until ctx ends.
+func serveServer(ctx context.Context, lg *zap.Logger, addr string, l net.Listener, srv *http.Server, withTLS bool) {
 	go func() {
 		<-ctx.Done()
 		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/json"
 	"errors"
 	"io"
@@ -64,7 +65,10 @@ func (f *fakeRecoverer) calls() (int, []recovery.Request) {
 // to a temporary dir.
 type recoveryPKI struct {
 	server, peer, stranger spec.TLSServer
-	peerCA                 *x509.CertPool
+	// apiClient is signed by the peer CA but names no member (kubeadm's
+	// etcd CA signs apiserver-etcd-client too).
+	apiClient spec.TLSServer
+	peerCA    *x509.CertPool
 }
 
 func newRecoveryPKI(t *testing.T) recoveryPKI {
@@ -85,8 +89,9 @@ func newRecoveryPKI(t *testing.T) recoveryPKI {
 		peer:   tlsOf(peerCA.Issue(t, "node2", net.ParseIP("127.0.0.2")), "node2", peerCAFile),
 		// Trusts the peer CA (it reaches the server), but its own
 		// certificate comes from another CA.
-		stranger: tlsOf(otherCA.Issue(t, "node2", net.ParseIP("127.0.0.2")), "stranger", peerCAFile),
-		peerCA:   pool,
+		stranger:  tlsOf(otherCA.Issue(t, "node2", net.ParseIP("127.0.0.2")), "stranger", peerCAFile),
+		apiClient: tlsOf(peerCA.Issue(t, "apiserver-etcd-client"), "apiserver-etcd-client", peerCAFile),
+		peerCA:    pool,
 	}
 }
 
@@ -107,8 +112,15 @@ func serveRecovery(t *testing.T, server spec.TLSServer, r Recoverer) string {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	serve(ctx, zap.NewNop(), "127.0.0.1:0", l, RecoveryHandler(r), true)
+	serve(ctx, zap.NewNop(), "127.0.0.1:0", l, RecoveryHandler(r, func() []spec.Member { return testMembers }), true)
 	return "https://" + l.Addr().String()
+}
+
+// testMembers are the spec's members the recovery listener's callers
+// must name.
+var testMembers = []spec.Member{
+	{Name: "node1", PeerURLs: []string{"https://127.0.0.1:2380"}},
+	{Name: "node2", PeerURLs: []string{"https://127.0.0.2:2380"}},
 }
 
 func client(cfg *tls.Config) *http.Client {
@@ -278,6 +290,86 @@ func TestRecoveryEndpointRefusesStrangers(t *testing.T) {
 	}
 }
 
+// TestRecoveryEndpointTakesMembersOnly: a certificate the peer CA signed
+// is not enough: it must name a member of the spec. A client certificate
+// of the same CA (CN=apiserver-etcd-client) is refused, for reads and
+// changes, and the agent is not asked; a member's peer certificate is
+// taken.
+func TestRecoveryEndpointTakesMembersOnly(t *testing.T) {
+	pki := newRecoveryPKI(t)
+	fake := &fakeRecoverer{ins: recovery.Inspection{Name: "node1", Reachable: true}}
+	url := serveRecovery(t, pki.server, fake)
+	body := `{"id":"r1","role":"fenced","source":"node3"}`
+	for _, tt := range []struct {
+		name   string
+		caller spec.TLSServer
+		want   int
+	}{
+		{"apiserver-etcd-client, signed by the peer CA", pki.apiClient, http.StatusForbidden},
+		{"node2's peer certificate", pki.peer, http.StatusAccepted},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, err := RecoveryClientTLS(tt.caller)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, before := fake.calls()
+			req, _ := http.NewRequest(http.MethodPost, url+"/recovery", strings.NewReader(body))
+			resp, err := client(cfg).Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			_ = resp.Body.Close()
+			_, after := fake.calls()
+			if resp.StatusCode != tt.want || (len(after) > len(before)) != (tt.want == http.StatusAccepted) {
+				t.Fatalf("POST: %s %s, agent asked %d times; want %d", resp.Status, b, len(after)-len(before), tt.want)
+			}
+			if tt.want == http.StatusForbidden && !strings.Contains(string(b), `the certificate \"apiserver-etcd-client\"`) {
+				t.Errorf("refusal %s does not name the certificate", b)
+			}
+			get, _ := http.NewRequest(http.MethodGet, url+"/recovery", nil)
+			resp, err = client(cfg).Do(get)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_ = resp.Body.Close()
+			if wantGet := map[bool]int{true: http.StatusForbidden, false: http.StatusOK}[tt.want == http.StatusForbidden]; resp.StatusCode != wantGet {
+				t.Errorf("GET: %s, want %d", resp.Status, wantGet)
+			}
+		})
+	}
+}
+
+// TestMemberNamed: which certificates name a member: by the common name
+// or a DNS name equal to the member's name or its peer URL's host, or an
+// IP equal to its peer URL's IP.
+func TestMemberNamed(t *testing.T) {
+	members := []spec.Member{
+		{Name: "cp1", PeerURLs: []string{"https://10.0.0.1:2380"}},
+		{Name: "cp2", PeerURLs: []string{"https://cp2.example.com:2380"}},
+	}
+	for _, tt := range []struct {
+		name string
+		cert x509.Certificate
+		want string
+	}{
+		{"CN is a member's name", x509.Certificate{Subject: pkix.Name{CommonName: "cp1"}}, "cp1"},
+		{"DNS name is a peer URL's host", x509.Certificate{Subject: pkix.Name{CommonName: "etcd-peer"}, DNSNames: []string{"localhost", "CP2.example.com"}}, "cp2"},
+		{"IP is a peer URL's IP", x509.Certificate{IPAddresses: []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("10.0.0.1")}}, "cp1"},
+		{"kubeadm's apiserver-etcd-client", x509.Certificate{Subject: pkix.Name{CommonName: "kube-apiserver-etcd-client"}}, ""},
+		{"kubeadm's healthcheck-client", x509.Certificate{Subject: pkix.Name{CommonName: "kube-etcd-healthcheck-client"}}, ""},
+		{"localhost and loopback only", x509.Certificate{Subject: pkix.Name{CommonName: "cp3"}, DNSNames: []string{"localhost"}, IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}}, ""},
+		{"a DNS name that is a member's IP", x509.Certificate{DNSNames: []string{"10.0.0.1"}}, ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got, ok := memberNamed(&tt.cert, members); got != tt.want || ok != (tt.want != "") {
+				t.Errorf("memberNamed = %q, %v; want %q", got, ok, tt.want)
+			}
+		})
+	}
+}
+
 // TestRecoveryTLS: no peer TLS, no TLS; a peer certificate needs the peer
 // CA to check callers against.
 func TestRecoveryTLS(t *testing.T) {
@@ -344,7 +436,7 @@ func TestServeTLSListenError(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	err = ServeTLS(context.Background(), zap.NewNop(), l.Addr().String(), RecoveryHandler(&fakeRecoverer{}), nil)
+	err = ServeTLS(context.Background(), zap.NewNop(), l.Addr().String(), RecoveryHandler(&fakeRecoverer{}, nil), nil)
 	if err == nil || !strings.Contains(err.Error(), "agent endpoint "+l.Addr().String()) {
 		t.Errorf("ServeTLS on a port in use: %v, want an agent endpoint error", err)
 	}
@@ -357,32 +449,31 @@ func (agentSource) StatusJSON() any       { return map[string]string{} }
 func (agentSource) Live() (bool, string)  { return true, "ok" }
 func (agentSource) Ready() (bool, string) { return true, "ok" }
 
-// TestAgentEndpointTakesRecoveriesFromThisHostOnly: agent.addr may be
-// bound to every address (for metrics), but a recovery request from
-// another host is refused there (403, not passed on); from loopback it is
-// taken. Reading the inspection stays open.
-func TestAgentEndpointTakesRecoveriesFromThisHostOnly(t *testing.T) {
-	for _, tt := range []struct {
-		remote string
-		want   int
-	}{{"127.0.0.1:40000", http.StatusAccepted}, {"[::1]:40000", http.StatusAccepted}, {"10.0.0.5:40000", http.StatusForbidden}, {"198.18.0.7:40000", http.StatusForbidden}} {
+// TestAgentEndpointServesReadsOnly: agent.addr takes no change from
+// anyone, loopback included (any local user, a hostNetwork pod or a local
+// proxy has a loopback address): a POST gets 403, naming the control
+// socket, and the agent is not asked. Reads are served.
+func TestAgentEndpointServesReadsOnly(t *testing.T) {
+	for _, remote := range []string{"127.0.0.1:40000", "[::1]:40000", "10.0.0.5:40000", "198.18.0.7:40000"} {
 		f := &fakeRecoverer{}
-		h := Handler(agentSource{f}, prometheus.NewRegistry())
-		req := httptest.NewRequest(http.MethodPost, "/recovery", strings.NewReader(`{"id":"r1","role":"fenced","source":"a"}`))
-		req.RemoteAddr = tt.remote
-		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, req)
-		_, reqs := f.calls()
-		n := len(reqs)
-		if rec.Code != tt.want || (n == 1) != (tt.want == http.StatusAccepted) {
-			t.Errorf("POST from %s: %d, %d calls; want %d", tt.remote, rec.Code, n, tt.want)
+		h := Handler(agentSource{f}, prometheus.NewRegistry(), "/var/lib/etcdkeeper/a/agent.sock")
+		for _, method := range []string{http.MethodPost, http.MethodPut, http.MethodDelete} {
+			req := httptest.NewRequest(method, "/recovery", strings.NewReader(`{"id":"r1","role":"fenced","source":"a"}`))
+			req.RemoteAddr = remote
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, req)
+			if _, reqs := f.calls(); rec.Code != http.StatusForbidden || len(reqs) != 0 || !strings.Contains(rec.Body.String(), "/var/lib/etcdkeeper/a/agent.sock") {
+				t.Errorf("%s /recovery from %s: %d, %d calls, %s; want 403 naming the socket, the agent not asked", method, remote, rec.Code, len(reqs), rec.Body)
+			}
 		}
-		get := httptest.NewRequest(http.MethodGet, "/recovery", nil)
-		get.RemoteAddr = tt.remote
-		rec = httptest.NewRecorder()
-		h.ServeHTTP(rec, get)
-		if rec.Code != http.StatusOK {
-			t.Errorf("GET from %s: %d, want 200", tt.remote, rec.Code)
+		for _, path := range []string{"/recovery", "/status", "/healthz", "/readyz", "/metrics"} {
+			get := httptest.NewRequest(http.MethodGet, path, nil)
+			get.RemoteAddr = remote
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, get)
+			if rec.Code != http.StatusOK {
+				t.Errorf("GET %s from %s: %d, want 200", path, remote, rec.Code)
+			}
 		}
 	}
 }

@@ -1,6 +1,9 @@
-// Package httpapi serves the agent's HTTP endpoint: /healthz (the loop is
-// alive), /readyz (the local member is a healthy voter), /status (JSON)
-// and /metrics (Prometheus).
+// Package httpapi serves the agent's HTTP endpoints: /healthz (the loop
+// is alive), /readyz (the local member is a healthy voter), /status
+// (JSON), /metrics (Prometheus) and /recovery; and reaches them from the
+// CLI (Control). Reads are served on agent.addr; changes only on the
+// control socket (control.go) and, from the other members, on
+// agent.recoveryAddr.
 package httpapi
 
 import (
@@ -24,8 +27,20 @@ type Source interface {
 	Ready() (bool, string)
 }
 
-// Handler builds the endpoint's routes.
-func Handler(src Source, reg *prometheus.Registry) http.Handler {
+// Handler builds agent.addr's routes: reads only; a POST gets 403 and is
+// pointed to socket, the control socket.
+func Handler(src Source, reg *prometheus.Registry, socket string) http.Handler {
+	return readOnly(routes(src, reg), socket)
+}
+
+// ControlHandler builds the control socket's routes: the reads, and the
+// changes (POST /recovery). Serve it only where the caller is known
+// (ServeControl).
+func ControlHandler(src Source, reg *prometheus.Registry) http.Handler {
+	return routes(src, reg)
+}
+
+func routes(src Source, reg *prometheus.Registry) *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/healthz", probe(src.Live))
 	mux.HandleFunc("/readyz", probe(src.Ready))
@@ -37,7 +52,7 @@ func Handler(src Source, reg *prometheus.Registry) http.Handler {
 	})
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	if r, ok := src.(Recoverer); ok {
-		addRecovery(mux, r, true)
+		addRecovery(mux, r)
 	}
 	return mux
 }

@@ -21,7 +21,7 @@ type Metrics struct {
 	ReconcileErrors   prometheus.Counter
 	MembershipChanges *prometheus.CounterVec // kind
 	Repairs           *prometheus.CounterVec // outcome: done, failed, refused
-	Recoveries        *prometheus.CounterVec // outcome: done, refused
+	Recoveries        *prometheus.CounterVec // outcome: done, refused, fence-ended
 	EtcdRestarts      *prometheus.CounterVec // cause: the exit class
 	PublishStalls     *prometheus.CounterVec // action: restarted, waited
 	ConfigReloads     *prometheus.CounterVec // result: ok, failed
@@ -46,7 +46,7 @@ func New() *Metrics {
 	m.ReconcileErrors = prometheus.NewCounter(prometheus.CounterOpts{Name: "etcdkeeper_reconcile_errors_total", Help: "Reconcile passes that ended in an error."})
 	m.MembershipChanges = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "etcdkeeper_membership_changes_total", Help: "Membership changes made by this agent, by kind (add-learner, promote, remove, update-peer-urls, move-leader)."}, []string{"kind"})
 	m.Repairs = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "etcdkeeper_repairs_total", Help: "Repairs (rejoins that replace unusable data) by outcome: done, failed, refused."}, []string{"outcome"})
-	m.Recoveries = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "etcdkeeper_recoveries_total", Help: "This host's parts in recoveries from quorum loss (etcdkeeper recover --yes), by outcome: done, refused."}, []string{"outcome"})
+	m.Recoveries = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "etcdkeeper_recoveries_total", Help: "This host's parts in recoveries from quorum loss (etcdkeeper recover --yes), by outcome: done, refused, fence-ended (a fence this agent called off: its cluster had a quorum)."}, []string{"outcome"})
 	m.EtcdRestarts = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "etcdkeeper_etcd_restarts_total", Help: "Exits of the local etcd, by cause (the classified failure class)."}, []string{"cause"})
 	m.PublishStalls = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "etcdkeeper_etcd_publish_stalls_total", Help: "Times the local etcd lost etcd's publish race (docs/etcd-publish-stall.md), by what the agent did: restarted (a joining learner), waited (the 7 s publish timeout: a voter, or agent.restartPublishStall off)."}, []string{"action"})
 	m.ConfigReloads = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "etcdkeeper_config_reloads_total", Help: "Spec reloads by result: ok (applied) or failed (rejected, last good spec kept)."}, []string{"result"})

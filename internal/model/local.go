@@ -80,6 +80,10 @@ type Local struct {
 	Answer *Answer
 	// SilentFor is how long the running etcd has not answered.
 	SilentFor time.Duration
+	// LeaderlessFor is how long the running etcd has not answered with a
+	// leader (silent, or answering without one), since it last did or,
+	// if it never did, since it started; 0 while it has one.
+	LeaderlessFor time.Duration
 	// RestartIn is the restart backoff left after an exit (0: start now).
 	RestartIn time.Duration
 	// LastExit is etcd's last exit, classified; nil after a clean run.

@@ -7,28 +7,37 @@ package notify
 import (
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/coreos/go-systemd/v22/daemon"
 	"go.uber.org/zap"
 )
 
-// Notifier sends the agent's sd_notify messages. It is not safe for
-// concurrent use: the reconcile loop owns it.
+// Notifier sends the agent's sd_notify messages. Ready, Status,
+// Reloading and Stopping are the reconcile loop's (not safe for concurrent
+// use); Busy and Idle may be called from anywhere.
 type Notifier struct {
 	lg       *zap.Logger
 	ready    bool
 	status   string
 	watchdog time.Duration // 0: no watchdog
-	lastPing time.Time
+	// patience is how long a pass may run before the loop counts as
+	// wedged: max(watchdog, passBudget).
+	patience time.Duration
+	epoch    time.Time // monotonic base of busySince
+	// busySince is when the loop last left its wait (nanoseconds since
+	// epoch, +1 so that 0 means "waiting"). See Watchdog.
+	busySince atomic.Int64
 }
 
 // New reads the watchdog interval systemd gave this process
 // (WATCHDOG_USEC, WATCHDOG_PID).
 func New(lg *zap.Logger) *Notifier {
-	n := &Notifier{lg: lg}
+	n := &Notifier{lg: lg, epoch: time.Now()}
+	n.Busy()
 	if d, err := daemon.SdWatchdogEnabled(false); err == nil && d > 0 {
-		n.watchdog = d
+		n.watchdog, n.patience = d, max(d, passBudget)
 	}
 	return n
 }
@@ -60,15 +69,68 @@ func (n *Notifier) Status(line string) {
 	n.send("STATUS=" + line)
 }
 
-// Ping sends WATCHDOG=1 when half the watchdog interval has passed. It is
-// called from the reconcile loop itself, so a wedged loop stops the pings
-// and systemd restarts the agent.
-func (n *Notifier) Ping() {
-	if n.watchdog == 0 || time.Since(n.lastPing) < n.watchdog/2 {
-		return
+// Busy says the loop has left its wait: a pass, or the start before the
+// first one. Idle says it waits again (for its timer, a wake or its end).
+func (n *Notifier) Busy() { n.busySince.Store(int64(time.Since(n.epoch)) + 1) }
+
+// Idle: see Busy.
+func (n *Notifier) Idle() { n.busySince.Store(0) }
+
+// busyFor is how long the loop has been busy, 0 while it waits.
+func (n *Notifier) busyFor() time.Duration {
+	b := n.busySince.Load()
+	if b == 0 {
+		return 0
 	}
-	n.lastPing = time.Now()
-	n.send(daemon.SdNotifyWatchdog)
+	return time.Since(n.epoch) - time.Duration(b-1)
+}
+
+// passBudget is the least time a pass may run before the loop counts as
+// wedged: its longest bounded step, a graceful stop of etcd (SIGTERM, 10 s,
+// then SIGKILL), fits in it. Under a short WatchdogSec (3 s) such a stop
+// must not get the agent killed; an etcd in D state that SIGKILL cannot
+// end, or a pass stuck for good, still does.
+const passBudget = 15 * time.Second
+
+// Watchdog pings WATCHDOG=1 every quarter of the watchdog interval — so
+// systemd sees one at least every half interval whatever the loop's
+// period (it sleeps 5 s once steady, longer than a 3 s WatchdogSec) —
+// but only while the loop is waiting, or busy in a pass for less than
+// max(WatchdogSec, passBudget). A loop wedged in a pass stops the pings
+// then, and systemd restarts the agent one interval later. A long step
+// that still makes progress keeps systemd patient with While. The
+// returned stop ends the pinger and waits for it.
+func (n *Notifier) Watchdog() (stop func()) {
+	if n.watchdog == 0 {
+		return func() {}
+	}
+	every := n.watchdog / 4
+	done, finished := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		wedged := false
+		for {
+			if busy := n.busyFor(); busy < n.patience {
+				wedged = false
+				n.send(daemon.SdNotifyWatchdog)
+			} else if !wedged {
+				wedged = true
+				n.lg.Warn("a pass has run too long: no more watchdog pings from the loop",
+					zap.Duration("busy", busy.Round(time.Millisecond)), zap.Duration("watchdog", n.watchdog))
+			}
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-finished
+	}
 }
 
 // Reloading brackets a spec reload: RELOADING=1 with the monotonic time
@@ -84,15 +146,6 @@ func (n *Notifier) Reloaded() { n.send(daemon.SdNotifyReady) }
 
 // Stopping says the agent is shutting down.
 func (n *Notifier) Stopping() { n.send(daemon.SdNotifyStopping) }
-
-// MaxWait is the longest the loop may sleep, at most d, so that watchdog
-// pings stay on time.
-func (n *Notifier) MaxWait(d time.Duration) time.Duration {
-	if n.watchdog > 0 && n.watchdog/2 < d {
-		return n.watchdog / 2
-	}
-	return d
-}
 
 // startupExtension is how much more time each EXTEND_TIMEOUT_USEC asks
 // for while a long step runs before READY=1.
@@ -150,6 +203,5 @@ func (n *Notifier) While(progress func() int64) (stop func()) {
 	return func() {
 		close(done)
 		<-finished
-		n.lastPing = time.Time{} // the loop pings again at once
 	}
 }

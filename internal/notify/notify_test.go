@@ -79,12 +79,9 @@ func TestDatagrams(t *testing.T) {
 	expect("STATUS=starting")
 	expect("STATUS=running")
 
-	n.Ping()
-	n.Ping() // within half the interval: not sent
-	expect("WATCHDOG=1")
-	n.lastPing = n.lastPing.Add(-30 * time.Minute) // half the interval passes
-	n.Ping()
-	expect("WATCHDOG=1")
+	stop := n.Watchdog()
+	expect("WATCHDOG=1") // at once
+	stop()
 
 	before := monotonicUsec(t)
 	n.Reloading()
@@ -112,24 +109,83 @@ func TestWatchdogForAnotherPID(t *testing.T) {
 	t.Setenv("WATCHDOG_USEC", "1000000")
 	t.Setenv("WATCHDOG_PID", strconv.Itoa(os.Getpid()+1))
 	n := New(zap.NewNop())
-	n.Ping()
-	if got := next(t, conn, 100*time.Millisecond); got != "" {
+	stop := n.Watchdog()
+	defer stop()
+	if got := next(t, conn, 600*time.Millisecond); got != "" {
 		t.Errorf("datagram %q, want none: the watchdog is another process's", got)
-	}
-	if got := n.MaxWait(time.Hour); got != time.Hour {
-		t.Errorf("MaxWait(1h) = %v without a watchdog, want 1h", got)
 	}
 }
 
-func TestMaxWait(t *testing.T) {
-	t.Setenv("WATCHDOG_USEC", "10000000") // 10s
-	t.Setenv("WATCHDOG_PID", "")
-	n := New(zap.NewNop())
-	if got := n.MaxWait(time.Second); got != time.Second {
-		t.Errorf("MaxWait(1s) = %v, want 1s", got)
+// pingGaps collects the WATCHDOG=1 datagrams for d and returns the longest
+// gap between two of them (from the start of d for the first), and the
+// time of the last one.
+func pingGaps(t *testing.T, conn *net.UnixConn, d time.Duration) (longest time.Duration, last time.Time, pings int) {
+	t.Helper()
+	start := time.Now()
+	prev := start
+	for end := start.Add(d); time.Now().Before(end); {
+		got := next(t, conn, time.Until(end))
+		if got == "" {
+			continue
+		}
+		if got != "WATCHDOG=1" {
+			t.Fatalf("unexpected datagram %q", got)
+		}
+		now := time.Now()
+		longest = max(longest, now.Sub(prev))
+		prev, last = now, now
+		pings++
 	}
-	if got := n.MaxWait(time.Minute); got != 5*time.Second {
-		t.Errorf("MaxWait(1m) = %v, want 5s (half the watchdog interval)", got)
+	return max(longest, time.Since(prev)), last, pings
+}
+
+// TestWatchdogAcrossSteadyPeriod: with a 1 s watchdog, a loop that works
+// for a few milliseconds and then waits 5 s (the agent's steady period)
+// still gets a WATCHDOG=1 at least every half second; a loop wedged in a
+// pass stops getting them once the pass ran for its patience, so systemd
+// restarts the agent.
+func TestWatchdogAcrossSteadyPeriod(t *testing.T) {
+	conn := listen(t)
+	t.Setenv("WATCHDOG_USEC", "1000000")
+	t.Setenv("WATCHDOG_PID", strconv.Itoa(os.Getpid()))
+	n := New(zap.NewNop())
+	if n.patience != passBudget {
+		t.Errorf("patience with a 1 s watchdog: %v, want %v (a graceful etcd stop fits in a pass)", n.patience, passBudget)
+	}
+	n.patience = time.Second // for a short test: a pass wedges after 1 s
+	stop := n.Watchdog()
+	defer stop()
+
+	loop := make(chan struct{})
+	go func() { // two steady passes: 20 ms of work, then 5 s of waiting
+		defer close(loop)
+		for range 2 {
+			n.Busy()
+			time.Sleep(20 * time.Millisecond)
+			n.Idle()
+			time.Sleep(5 * time.Second)
+		}
+	}()
+	longest, _, pings := pingGaps(t, conn, 10*time.Second)
+	<-loop
+	// systemd kills at the watchdog interval; the pinger aims at a
+	// quarter of it, so a gap of a whole half means it is late.
+	if longest >= 500*time.Millisecond {
+		t.Errorf("longest gap between WATCHDOG=1 across two 5 s waits: %v, want < 500ms (1 s watchdog)", longest)
+	}
+	if pings < 20 {
+		t.Errorf("%d pings in 10 s with a 1 s watchdog, want one every 250ms", pings)
+	}
+
+	n.Busy() // the loop wedges in a pass
+	wedged := time.Now()
+	_, last, _ := pingGaps(t, conn, 3*time.Second)
+	if last.After(wedged.Add(time.Second + 200*time.Millisecond)) {
+		t.Errorf("WATCHDOG=1 %v after the loop wedged in a pass: a stuck loop must stop the pings once a pass ran for its patience (1 s here)", last.Sub(wedged))
+	}
+	n.Idle() // it comes back: pings again
+	if got := next(t, conn, 2*time.Second); got != "WATCHDOG=1" {
+		t.Errorf("after the loop waits again: datagram %q, want WATCHDOG=1", got)
 	}
 }
 
@@ -139,13 +195,10 @@ func TestNoSocket(t *testing.T) {
 	n := New(zap.NewNop())
 	n.Ready()
 	n.Status("x")
-	n.Ping()
+	n.Watchdog()()
 	n.Reloading()
 	n.Reloaded()
 	n.Stopping()
-	if got := n.MaxWait(time.Minute); got != time.Minute {
-		t.Errorf("MaxWait(1m) = %v without a watchdog, want 1m", got)
-	}
 }
 
 // TestWhilePingsOnlyOnProgress: during a long step, WATCHDOG=1 keeps

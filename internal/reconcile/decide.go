@@ -64,6 +64,7 @@ const (
 	DoFinishRecovery                     // finish-recovery
 	DoRefuseRecovery                     // refuse-recovery
 	DoAcceptFence                        // accept-fence
+	DoEndFence                           // end-fence
 )
 
 // Action is Decide's answer: one step, why, and a key that stays the same

@@ -68,7 +68,11 @@ func TestSourceChecksQuorumBeforeStopping(t *testing.T) {
 	if got := Decide(in); got.Kind != DoRefuseRecovery || !strings.Contains(got.Reason, "3 of 3 voters") {
 		t.Errorf("Decide = %s %q, want a refusal before any stop", got.Kind, got.Reason)
 	}
-	in.Cluster = nil // no quorum to see: stop, then force
+	in.Cluster = nil // not seen, but the member has a leader: still refused
+	if got := Decide(in); got.Kind != DoRefuseRecovery || !strings.Contains(got.Reason, "has a leader (1)") {
+		t.Errorf("with a leader, no cluster seen: Decide = %s %q, want a refusal", got.Kind, got.Reason)
+	}
+	in.Local.Answer.Leader, in.Local.LeaderlessFor = 0, FenceNoLeader // no quorum: stop, then force
 	if got := Decide(in); got.Kind != DoStopForRecovery {
 		t.Errorf("without a quorum: Decide = %s %q, want stop-for-recovery", got.Kind, got.Reason)
 	}

@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/etcdkeeper/etcdkeeper/internal/model"
 )
@@ -65,8 +66,18 @@ func decideSource(in Input) Action {
 		}
 	}
 	// Stopped only after that check: a stopped source cannot count itself
-	// among the healthy voters it refuses for.
+	// among the healthy voters it refuses for. And, as a fence, only once
+	// its member, asked at this pass, has had no leader for FenceNoLeader:
+	// the cluster's look above is skipped while it has none.
 	if l.Running && r.Step != recoveryForced {
+		if a := l.Answer; a != nil && a.Leader != 0 {
+			return Action{Kind: DoRefuseRecovery, Reason: fmt.Sprintf("%s refused: my member %x has a leader (%x): its cluster has a quorum and needs no recovery; nothing was changed",
+				what, a.MemberID, a.Leader), Key: "recovery/refuse"}
+		}
+		if l.LeaderlessFor < FenceNoLeader {
+			return wait("recovery/source-no-leader", "%s: my member has had no leader for %s; it is stopped only after %s without one",
+				what, l.LeaderlessFor.Round(time.Millisecond), FenceNoLeader)
+		}
 		return Action{Kind: DoStopForRecovery, Reason: what + ": stopping etcd to restart it as a one-member cluster", Key: "recovery/stop"}
 	}
 	if r.FromSnapshot {
@@ -79,23 +90,71 @@ func decideSource(in Input) Action {
 	return Action{Kind: DoForceNewCluster, Reason: what + ": starting etcd from its own data as a one-member cluster (--force-new-cluster)", Key: "recovery/force"}
 }
 
-// decideFenced keeps a fenced host's old member stopped. Its new member,
-// once it runs, follows the ordinary decisions; the recovery is done for
-// this host when that member is a healthy voter and its rejoin is closed.
+// FenceNoLeader is how long a fenced host's old member must have had no
+// leader, asked at each pass, before the fence stops it: several of
+// etcd's election timeouts (1 s by default), so that an election (a
+// leader's restart, a leader move) is never taken for a lost quorum.
+const FenceNoLeader = 3 * time.Second
+
+// decideFenced keeps a fenced host's old member stopped, but only while
+// its cluster has lost its quorum: a fence is an order to stand aside for
+// a recovery, and a cluster with a quorum needs none. So the old member
+// is stopped only once it has had no leader for FenceNoLeader, and the
+// fence is called off when it answers with a leader, or, stopped, when
+// the cluster that answers has a healthy quorum and still lists it. Its
+// new member, once it runs, follows the ordinary decisions; the recovery
+// is done for this host when that member is a healthy voter and its
+// rejoin is closed.
 func decideFenced(in Input) (Action, bool) {
 	r, l := in.Local.Recovery, in.Local
 	if !l.Running {
-		return Action{}, false // DecideStart, with the fence (startInput)
+		return fenceNeeded(in) // else DecideStart, with the fence (startInput)
 	}
 	if runsOldMember(l, r) {
-		return Action{Kind: DoStopForRecovery, Reason: fmt.Sprintf("fenced by recovery %s from %s: stopping my old member %x for good; it rejoins the recovered cluster",
-			r.ID, r.Source, r.OldMemberID), Key: "recovery/fence-stop", ReleaseLock: true}, true
+		return fenceRunning(in), true
 	}
 	if a := l.Answer; a != nil && a.Leader != 0 && !a.IsLearner && !l.Journal.Open() {
 		return Action{Kind: DoFinishRecovery, Reason: fmt.Sprintf("recovery %s: done here, member %x is a voter of the recovered cluster", r.ID, a.MemberID),
 			Key: "recovery/finish", ReleaseLock: true}, true
 	}
 	return Action{}, false
+}
+
+// fenceRunning decides on a fenced host's old member that still runs:
+// asked at this pass, with a leader it stays and the fence ends; without
+// one for FenceNoLeader it is stopped; before that, wait.
+func fenceRunning(in Input) Action {
+	r, l := in.Local.Recovery, in.Local
+	what := fmt.Sprintf("fenced by recovery %s from %s", r.ID, r.Source)
+	if a := l.Answer; a != nil && a.Leader != 0 {
+		return Action{Kind: DoEndFence, Key: "recovery/fence-end",
+			Reason: fmt.Sprintf("%s: my member %x has a leader (%x): its cluster has a quorum and needs no recovery; the fence is called off, the member keeps running", what, a.MemberID, a.Leader)}
+	}
+	if l.LeaderlessFor < FenceNoLeader {
+		return wait("recovery/fence-no-leader", "%s: my member %x has had no leader for %s; it is stopped only after %s without one",
+			what, r.OldMemberID, l.LeaderlessFor.Round(time.Millisecond), FenceNoLeader)
+	}
+	return Action{Kind: DoStopForRecovery, Reason: fmt.Sprintf("%s: my old member %x has had no leader for %s: stopping it for good; it rejoins the recovered cluster",
+		what, r.OldMemberID, l.LeaderlessFor.Round(time.Millisecond)), Key: "recovery/fence-stop", ReleaseLock: true}
+}
+
+// fenceNeeded calls off the fence of a stopped old member whose cluster
+// answers with a healthy quorum and still lists it: no recovery happened
+// (a recovered cluster never lists a fenced member's old ID: the forced
+// start drops every other member before it serves, a restored snapshot
+// is a new cluster), so the member starts again as it was.
+func fenceNeeded(in Input) (Action, bool) {
+	r, c := in.Local.Recovery, in.Cluster
+	if c == nil || r.OldMemberID == 0 || !c.Listed(r.OldMemberID) {
+		return Action{}, false
+	}
+	voters, healthy := c.Voters(0)
+	if healthy < model.Quorum(voters) {
+		return Action{}, false
+	}
+	return Action{Kind: DoEndFence, Key: "recovery/fence-end",
+		Reason: fmt.Sprintf("fenced by recovery %s from %s: cluster %x has a quorum (%d of %d voters healthy) and lists my member %x: no recovery is needed; the fence is called off, the member starts again",
+			r.ID, r.Source, c.ClusterID, healthy, voters, r.OldMemberID)}, true
 }
 
 // runsOldMember: the running etcd is the member the fence stopped for

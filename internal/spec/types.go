@@ -91,12 +91,19 @@ type Agent struct {
 	// host binds every address) that serves only the recovery endpoint
 	// (GET/POST /recovery) to the other hosts, so that
 	// `etcdkeeper recover` reaches every agent while etcd cannot carry
-	// the coordination. With tls.peer it is mutual TLS: the peer
-	// certificate, and callers must present one signed by the peer CA.
-	// Empty (the default): /recovery is served on addr only.
+	// the coordination. It is mutual TLS with tls.peer: the member's
+	// peer certificate, and callers must present one the peer CA signed
+	// that names a member of the spec. Without tls.peer the spec is not
+	// valid unless RecoveryInsecure says so.
+	// Empty (the default): /recovery is served on addr (reads) and on
+	// the control socket in stateDir (changes, from this host only).
 	RecoveryAddr string `yaml:"recoveryAddr"`
-	StateDir     string `yaml:"stateDir"`
-	BackupDir    string `yaml:"backupDir"`
+	// RecoveryInsecure: serve recoveryAddr as plain HTTP without tls.peer:
+	// anyone who reaches it can fence members or force a new cluster. Only
+	// on a network that nobody but the members reaches.
+	RecoveryInsecure bool   `yaml:"recoveryInsecure"`
+	StateDir         string `yaml:"stateDir"`
+	BackupDir        string `yaml:"backupDir"`
 	// Interval is the period of the reconcile loop when nothing triggers it;
 	// while the member and every other are healthy voters and the cluster
 	// matches the spec, the loop looks every 5 s at least.

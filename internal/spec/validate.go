@@ -23,9 +23,7 @@ func (d *doc) checkFields(s *Spec) {
 	d.checkPath("etcd.dataDir", s.Etcd.DataDir)
 	d.checkFlags(s)
 	d.checkAgent(s.Agent)
-	if s.Agent.RecoveryAddr != "" && s.TLS.Peer.CertFile == "" {
-		d.warning(map[string]bool{}, false, "agent.recoveryAddr", "agent.recoveryAddr %s without tls.peer: any host that reaches it can start a recovery from quorum loss; firewall it like etcd's peer port, or use tls.peer (mutual TLS)", s.Agent.RecoveryAddr)
-	}
+	d.checkRecoveryAddr(s)
 	d.checkRepair(s.Repair)
 	d.checkBackup(s.Backup)
 	d.checkSecurityFields(s)
@@ -38,6 +36,26 @@ func (d *doc) checkCluster(c Cluster) {
 		d.errorf(d.line("cluster.name", "cluster"), "cluster.name: missing: name the cluster, e.g. cluster: {name: prod}")
 	case !validName.MatchString(c.Name):
 		d.errorf(d.line("cluster.name"), "cluster.name: %s: use only letters, digits, '.', '_' and '-'", quote(c.Name))
+	}
+}
+
+// checkRecoveryAddr: the recovery listener takes orders that fence
+// members and force a new cluster; without the peer TLS anyone who
+// reaches it gives them, so that takes the operator's explicit word.
+func (d *doc) checkRecoveryAddr(s *Spec) {
+	a := s.Agent
+	switch {
+	case a.RecoveryAddr == "" && a.RecoveryInsecure:
+		d.warning(map[string]bool{}, false, "agent.recoveryInsecure", "agent.recoveryInsecure without agent.recoveryAddr: it has no effect")
+	case a.RecoveryAddr == "":
+	case s.TLS.Peer.CertFile != "" && s.TLS.Peer.TrustedCAFile == "":
+		d.errorf(d.line("tls.peer", "tls"), "tls.peer: agent.recoveryAddr %s checks its callers against the peer CA: set tls.peer.trustedCAFile", quote(a.RecoveryAddr))
+	case s.TLS.Peer.CertFile != "" && a.RecoveryInsecure:
+		d.warning(map[string]bool{}, false, "agent.recoveryInsecure", "agent.recoveryInsecure is ignored: with tls.peer, agent.recoveryAddr is mutual TLS")
+	case s.TLS.Peer.CertFile == "" && a.RecoveryInsecure:
+		d.warning(map[string]bool{}, false, "agent.recoveryAddr", "agent.recoveryAddr %s is plain HTTP (agent.recoveryInsecure): any host that reaches it can fence members and force a new cluster; firewall it like etcd's peer port", quote(a.RecoveryAddr))
+	case s.TLS.Peer.CertFile == "":
+		d.errorf(d.line("agent.recoveryAddr", "agent"), "agent.recoveryAddr %s without tls.peer: any host that reaches it could fence members and force a new cluster; set tls.peer (mutual TLS with the members' peer certificates), or, on a network only the members reach, add recoveryInsecure: true next to it", quote(a.RecoveryAddr))
 	}
 }
 

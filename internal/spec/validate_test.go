@@ -336,20 +336,43 @@ members:
 	}
 }
 
-// TestRecoveryAddr: a bad agent.recoveryAddr is an error with its line;
-// one without tls.peer validates with a warning that says how to protect
-// it.
+// TestRecoveryAddr: agent.recoveryAddr takes orders that fence members
+// and force a new cluster. Without tls.peer it is an error at its line
+// that says what to do, unless recoveryInsecure: true says the operator
+// means it (then a warning); a bad address is an error too.
 func TestRecoveryAddr(t *testing.T) {
 	const members = "cluster: {name: c}\nmembers:\n  - {name: a, peerURLs: [http://10.0.0.1:2380], clientURLs: [http://10.0.0.1:2379]}\n"
-	_, err := Parse([]byte(members+"agent:\n  recoveryAddr: nowhere\n"), "spec.yaml")
-	if err == nil || !strings.Contains(err.Error(), "spec.yaml:5: agent.recoveryAddr") || !strings.Contains(err.Error(), "must be host:port") {
-		t.Errorf("err = %v, want spec.yaml:5: agent.recoveryAddr ... must be host:port", err)
-	}
-	s, err := Parse([]byte(members+"agent:\n  recoveryAddr: ':2377'\n"), "spec.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if s.Agent.RecoveryAddr != ":2377" || len(s.Warnings) != 1 || !strings.Contains(s.Warnings[0].Error(), "without tls.peer") {
-		t.Errorf("recoveryAddr %q, warnings %v: want :2377 and one warning about tls.peer", s.Agent.RecoveryAddr, s.Warnings)
+	for _, tt := range []struct {
+		name, agent string
+		// err: the error's start (with its line) and a part of it; warn: a
+		// part of the only warning ("": none).
+		err, errPart, warn string
+	}{
+		{name: "not host:port", agent: "  recoveryAddr: nowhere\n", err: "spec.yaml:5: agent.recoveryAddr", errPart: "must be host:port"},
+		{name: "without tls.peer", agent: "  recoveryAddr: ':2377'\n", err: `spec.yaml:5: agent.recoveryAddr ":2377" without tls.peer`,
+			errPart: "set tls.peer (mutual TLS with the members' peer certificates), or, on a network only the members reach, add recoveryInsecure: true next to it"},
+		{name: "without tls.peer, recoveryInsecure false", agent: "  recoveryAddr: ':2377'\n  recoveryInsecure: false\n", err: "spec.yaml:5: agent.recoveryAddr", errPart: "without tls.peer"},
+		{name: "without tls.peer, recoveryInsecure: true", agent: "  recoveryAddr: ':2377'\n  recoveryInsecure: true\n", warn: "is plain HTTP (agent.recoveryInsecure)"},
+		{name: "recoveryInsecure alone", agent: "  recoveryInsecure: true\n", warn: "agent.recoveryInsecure without agent.recoveryAddr: it has no effect"},
+		{name: "neither", agent: "  interval: 1s\n"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s, err := Parse([]byte(members+"agent:\n"+tt.agent), "spec.yaml")
+			if tt.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.err) || !strings.Contains(err.Error(), tt.errPart) {
+					t.Fatalf("err = %v, want %q ... %q", err, tt.err, tt.errPart)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			switch {
+			case tt.warn == "" && len(s.Warnings) != 0:
+				t.Errorf("warnings %v, want none", s.Warnings)
+			case tt.warn != "" && (len(s.Warnings) != 1 || !strings.Contains(s.Warnings[0].Error(), tt.warn)):
+				t.Errorf("warnings %v, want one with %q", s.Warnings, tt.warn)
+			}
+		})
 	}
 }

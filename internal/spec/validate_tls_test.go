@@ -79,6 +79,24 @@ func loadTLS(t *testing.T, text string, prepare func(dir string)) (*Spec, string
 	return s, dir, err
 }
 
+// TestRecoveryAddrTLS: with tls.peer, agent.recoveryAddr is mutual TLS
+// and validates without a word; its callers are checked against the peer
+// CA, so tls.peer needs trustedCAFile.
+func TestRecoveryAddrTLS(t *testing.T) {
+	s, _, err := loadTLS(t, tlsSpec+"agent:\n  recoveryAddr: ':2377'\n", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Warnings) != 0 {
+		t.Errorf("warnings %v, want none", s.Warnings)
+	}
+	noCA := strings.Replace(strings.Replace(tlsSpec, "    trustedCAFile: pki/ca.crt\n    clientCertAuth: true\n  agent:", "  agent:", 1), "", "", 1)
+	_, _, err = loadTLS(t, noCA+"agent:\n  recoveryAddr: ':2377'\n", nil)
+	if err == nil || !strings.Contains(err.Error(), "spec.yaml:11: tls.peer: agent.recoveryAddr \":2377\" checks its callers against the peer CA: set tls.peer.trustedCAFile") {
+		t.Errorf("tls.peer without trustedCAFile: err = %v, want it at line 11", err)
+	}
+}
+
 func TestLoadTLS(t *testing.T) {
 	s, dir, err := loadTLS(t, tlsSpec, nil)
 	if err != nil {

@@ -306,7 +306,8 @@ func TestRecoverHostByHost(t *testing.T) {
 	}
 	c.WaitPasses(converge, 2, c.AllNames()...)
 	// view writes the spec as host name sees it: every other agent's
-	// address is one nobody listens on.
+	// address is one nobody listens on, and only its own agent's state
+	// dir (with the control socket) is there.
 	view := func(name string) string {
 		text := c.SpecText()
 		for _, m := range c.Members {
@@ -314,6 +315,14 @@ func TestRecoverHostByHost(t *testing.T) {
 				text = strings.Replace(text, fmt.Sprintf("agentAddr: %s:%d", m.IP, m.AgentPort), fmt.Sprintf("agentAddr: %s:1", m.IP), 1)
 			}
 		}
+		host := filepath.Join(c.Dir, "host-"+name)
+		if err := os.MkdirAll(filepath.Join(host, name), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(c.StateDir(name), filepath.Join(host, name, "state")); err != nil && !os.IsExist(err) {
+			t.Fatal(err)
+		}
+		text = strings.Replace(text, "stateDir: "+c.Dir+"/{name}/state", "stateDir: "+host+"/{name}/state", 1)
 		p := filepath.Join(c.Dir, "view-"+name+".yaml")
 		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
 			t.Fatal(err)
