@@ -230,7 +230,7 @@ func (a *Agent) Inspect() recovery.Inspection {
 		in.Term, in.Index, in.Revision = r.Term, r.CommitIndex, r.Revision
 	}
 	if entries, err := backup.List(self.SnapshotDir, s.Cluster.Name); err == nil {
-		if e, ok := backup.NewestVerified(entries); ok {
+		if e, ok := backup.NewestVerified(entries, a.snapshotClusterID(in.ClusterID)); ok {
 			v := e.Sidecar.Verification
 			in.Snapshot = &recovery.Snapshot{Path: e.Path(), TakenAt: e.Sidecar.TakenAt, Revision: v.Revision, Keys: v.TotalKey, Size: e.Size}
 		}
