@@ -33,9 +33,18 @@ for n in "${NAMES[@]}"; do
 	echo "started agent $n (pid $!), log: $DATA/$n.log"
 done
 
-echo "waiting for 3 healthy voters..."
+# Ready: status says every member is a healthy voter (exit 0) and every
+# agent has published its record as running: a healthy cluster alone is
+# not enough, an agent that has not yet looked since its etcd served
+# shows as "starting" or "no agent" in the table.
+ready() {
+	local out
+	out=$("$BIN" status --config "$SPEC" -o json 2>/dev/null) || return 1
+	[[ $(grep -c '"agent": "running"' <<<"$out") -eq ${#NAMES[@]} ]]
+}
+echo "waiting for ${#NAMES[@]} healthy voters and their agents..."
 for _ in $(seq 1 240); do
-	if "$BIN" status --config "$SPEC" --quiet >/dev/null 2>&1; then
+	if ready; then
 		break
 	fi
 	sleep 0.25

@@ -69,6 +69,9 @@ func (a *Agent) step(ctx context.Context, act reconcile.Action, in reconcile.Inp
 		return a.stop(act.Reason, &repair.Verdict{Class: repair.ClassCorrupt, Reason: act.Reason, Evidence: act.Reason})
 	case reconcile.DoStopStuck:
 		a.silentSince = time.Time{}
+		if act.Kill {
+			return a.kill(act.Reason)
+		}
 		return a.stop(act.Reason, nil)
 	case reconcile.DoRestartSettings:
 		return a.restartForSettings()
@@ -228,7 +231,7 @@ func (a *Agent) stop(why string, v *repair.Verdict) (string, bool, error) {
 		return "stopping etcd", false, err
 	}
 	if v == nil {
-		a.noteExit(e.String(), e.Uptime, repair.Classify(repair.Exit{Code: e.Code, Signal: e.Signal, Tail: e.Tail}), false)
+		a.noteExit(e.String(), e.Uptime, exitVerdict(e), false)
 		return why, false, nil
 	}
 	a.noteExit(e.String(), e.Uptime, *v, true)

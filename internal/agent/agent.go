@@ -90,6 +90,10 @@ type Agent struct {
 	silentBytes int64
 	// leaderAt is when the local etcd last answered with a leader.
 	leaderAt time.Time
+	// still follows the silent etcd's process (stillPID): stopped, or
+	// neither working nor writing.
+	still    etcdproc.Stillness
+	stillPID int
 	// stalled is the last etcd process seen stalled in its publish, and
 	// stallRestarts the restarts for it since etcd last answered.
 	stalled       *etcdproc.Process

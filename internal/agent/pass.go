@@ -146,13 +146,16 @@ func (a *Agent) observeRunning(ctx context.Context, in *reconcile.Input) {
 			a.silentSince, a.silentBytes = time.Now(), b
 		}
 		l.SilentFor = time.Since(a.silentSince)
-		if l.SilentFor >= reconcile.ReadyDeadline {
+		l.HandshakeRefused = cluster.HandshakeRefused(err)
+		a.observeStill(l, self.DataDir)
+		if reconcile.SilentTooLong(*l) {
 			in.Cluster = a.observeCluster(ctx)
 		}
 		a.observeStall(ctx, l)
 		return
 	}
 	a.silentSince, a.silentFirst, a.stallRestarts = time.Time{}, time.Time{}, 0
+	a.still.Reset()
 	l.Answer = &model.Answer{MemberID: st.Header.MemberId, ClusterID: st.Header.ClusterId, Leader: st.Leader, IsLearner: st.IsLearner, Applied: st.RaftAppliedIndex}
 	a.updateStatus(func(s *Status) { s.RaftTerm, s.RaftIndex, s.Revision = st.RaftTerm, st.RaftIndex, st.Header.Revision })
 	if len(st.Errors) > 0 && st.Leader != 0 {

@@ -232,7 +232,7 @@ func (a *Agent) Inspect() recovery.Inspection {
 	}
 	in.Voters, in.VotersFrom = a.knownVoters(in.EtcdRunning, st)
 	if entries, err := backup.List(self.SnapshotDir, s.Cluster.Name); err == nil {
-		if e, ok := backup.NewestVerified(entries); ok {
+		if e, ok := backup.NewestVerified(entries, a.snapshotClusterID(in.ClusterID)); ok {
 			v := e.Sidecar.Verification
 			in.Snapshot = &recovery.Snapshot{Path: e.Path(), TakenAt: e.Sidecar.TakenAt, Revision: v.Revision, Keys: v.TotalKey, Size: e.Size}
 		}

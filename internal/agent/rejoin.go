@@ -123,10 +123,10 @@ func (w watchedCluster) SaveSnapshot(ctx context.Context, endpoint, path string)
 	return w.Client.SaveSnapshot(ctx, endpoint, path)
 }
 
-// recentSnapshot is this host's newest verified scheduled snapshot when it
-// is at most repair.snapshotMaxAge old (and not from the future: a clock
-// stepped back proves nothing about its age).
-func (a *Agent) recentSnapshot() (string, bool) {
+// recentSnapshot is this host's newest verified scheduled snapshot of the
+// cluster clusterID when it is at most repair.snapshotMaxAge old (and not
+// from the future: a clock stepped back proves nothing about its age).
+func (a *Agent) recentSnapshot(clusterID uint64) (string, bool) {
 	s, self := a.Spec()
 	maxAge := s.Repair.SnapshotMaxAge.Duration
 	if maxAge <= 0 {
@@ -136,7 +136,7 @@ func (a *Agent) recentSnapshot() (string, bool) {
 	if err != nil {
 		return "", false
 	}
-	e, ok := backup.NewestVerified(entries)
+	e, ok := backup.NewestVerified(entries, fmt.Sprintf("%x", clusterID))
 	if !ok {
 		return "", false
 	}

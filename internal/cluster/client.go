@@ -17,6 +17,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/connectivity"
 
 	"github.com/etcdkeeper/etcdkeeper/internal/model"
 )
@@ -100,6 +101,7 @@ func (c *Client) config(endpoints ...string) clientv3.Config {
 		Username:             c.auth.user,
 		Password:             c.auth.password,
 		Logger:               zap.NewNop(),
+		DialOptions:          []grpc.DialOption{grpc.WithChainUnaryInterceptor(c.reloginInterceptor())},
 	}
 }
 
@@ -235,8 +237,8 @@ func (c *Client) MoveLeader(ctx context.Context, leaderEndpoint string, to uint6
 }
 
 // Status asks one endpoint for its status.
-func (c *Client) Status(ctx context.Context, endpoint string) (*clientv3.StatusResponse, error) {
-	ctx, cancel := c.ctx(ctx)
+func (c *Client) Status(parent context.Context, endpoint string) (*clientv3.StatusResponse, error) {
+	ctx, cancel := c.ctx(parent)
 	defer cancel()
 	cli, err := c.conn()
 	if err != nil {
@@ -251,7 +253,17 @@ func (c *Client) Status(ctx context.Context, endpoint string) (*clientv3.StatusR
 		// A connection that failed is dialed afresh next time, as
 		// clientv3's own Status does every time: gRPC's reconnect backoff
 		// (up to two minutes) would hide a member that is back.
+		// gRPC's retries end in the deadline, which hides a refused
+		// handshake (a certificate etcd or the agent does not accept):
+		// a connection that failed, rather than one still connecting (a
+		// frozen etcd), is asked why.
+		failed := conn.GetState() == connectivity.TransientFailure
 		c.dropStatusConn(endpoint, conn)
+		if c.tls != nil && failed {
+			if herr := probeHandshake(parent, endpoint, c.tls); herr != nil {
+				return nil, fmt.Errorf("status of %s: %w", endpoint, herr)
+			}
+		}
 		return nil, fmt.Errorf("status of %s: %w", endpoint, clientv3.ContextError(ctx, err))
 	}
 	return (*clientv3.StatusResponse)(resp), nil

@@ -32,11 +32,18 @@ type Exit struct {
 	At     time.Time
 	// Uptime is how long the process ran.
 	Uptime time.Duration
+	// ByAgent is why the agent itself killed the process (SIGKILL), ""
+	// when it did not: the signal alone would blame an operator or the
+	// OOM killer.
+	ByAgent string
 }
 
 // String is a one-line description such as "exit status 1" or "killed by
 // signal killed".
 func (e Exit) String() string {
+	if e.ByAgent != "" {
+		return "killed by the agent (SIGKILL: " + e.ByAgent + ")"
+	}
 	if e.Signal != "" {
 		return "killed by signal " + e.Signal
 	}
@@ -68,6 +75,8 @@ type Process struct {
 
 	mu   sync.Mutex
 	exit Exit
+	// killedBy is why the agent sent SIGKILL ("" until it does).
+	killedBy string
 }
 
 // Start starts etcd. The child gets its own process group (a Ctrl-C in a
@@ -149,6 +158,9 @@ func (p *Process) wait() {
 	e := Exit{At: time.Now(), Tail: p.tail.lines(), Uptime: time.Since(p.started)}
 	e.Code, e.Signal = exitCode(p.cmd.ProcessState, err)
 	p.mu.Lock()
+	if e.Signal == syscall.SIGKILL.String() {
+		e.ByAgent = p.killedBy
+	}
 	p.exit = e
 	p.mu.Unlock()
 	close(p.done)
@@ -178,6 +190,20 @@ func (p *Process) Stop(timeout time.Duration) error {
 		return nil
 	case <-time.After(timeout):
 	}
+	return p.Kill(fmt.Sprintf("still running %s after SIGTERM", timeout))
+}
+
+// Kill sends SIGKILL at once, noting why (the exit then says the agent
+// killed it), and returns once the process is gone. It is how a stopped
+// process (SIGSTOP) ends: it cannot act on SIGTERM, and SIGKILL needs no
+// SIGCONT.
+func (p *Process) Kill(why string) error {
+	if !p.Running() {
+		return nil
+	}
+	p.mu.Lock()
+	p.killedBy = why
+	p.mu.Unlock()
 	if err := p.cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
 		return fmt.Errorf("sigkill etcd pid %d: %w", p.PID(), err)
 	}

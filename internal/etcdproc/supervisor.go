@@ -130,6 +130,21 @@ func (s *Supervisor) Stop() (Exit, error) {
 	return e, nil
 }
 
+// Kill kills the running etcd at once (SIGKILL, see Process.Kill) and
+// reaps it; the next start may follow at once.
+func (s *Supervisor) Kill(why string) (Exit, error) {
+	if s.proc == nil {
+		return Exit{}, nil
+	}
+	if err := s.proc.Kill(why); err != nil {
+		return Exit{}, err
+	}
+	e := s.proc.Exit()
+	s.proc = nil
+	s.nextStart = time.Time{}
+	return e, nil
+}
+
 // Restart stops the running etcd gracefully and starts it again with the
 // very command it was started with. It is how a member stalled in its
 // publish is unstuck: etcd stops at once before it is ready, and the

@@ -84,6 +84,22 @@ type Local struct {
 	// leader (silent, or answering without one), since it last did or,
 	// if it never did, since it started; 0 while it has one.
 	LeaderlessFor time.Duration
+	// HandshakeRefused is why the TLS handshake with the silent local
+	// etcd failed (etcd refused the agent's certificate, or the agent
+	// etcd's); "" when it did not. An etcd that refuses a handshake runs
+	// and serves its port: it is misconfigured, not stuck.
+	HandshakeRefused string
+	// StoppedFor is how long the silent etcd's process has been seen
+	// stopped (state T or t: SIGSTOP, a tracer); 0 when it is not.
+	StoppedFor time.Duration
+	// DiskSleep: the silent etcd's process was seen waiting on the disk
+	// (state D) at the last look: no signal acts on it before the I/O
+	// returns, so stopping it would only block the agent.
+	DiskSleep bool
+	// StillFor is how long neither the silent etcd's CPU time nor its
+	// data dir (WAL, snap) moved; 0 while they do and while it waits on
+	// the disk (state D).
+	StillFor time.Duration
 	// RestartIn is the restart backoff left after an exit (0: start now).
 	RestartIn time.Duration
 	// LastExit is etcd's last exit, classified; nil after a clean run.

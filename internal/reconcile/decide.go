@@ -16,6 +16,20 @@ import (
 // peers are healthy, before the agent stops it and checks its data.
 const ReadyDeadline = 90 * time.Second
 
+// StoppedGrace is how long the silent local etcd's process may be seen
+// stopped (state T: SIGSTOP, a tracer) before it is killed: a stop of a
+// moment (kill -STOP, a look, kill -CONT) passes. A stopped process
+// answers nobody and cannot act on SIGTERM; waiting out ReadyDeadline
+// for it only keeps the cluster a vote short.
+const StoppedGrace = 5 * time.Second
+
+// StillDeadline is how long a silent local etcd may use no CPU time and
+// write nothing to its data dir before it is stopped. One that starts or
+// catches up works: raft ticks every heartbeat, data arrives. One that
+// does neither is frozen (a cgroup freezer, a lost wakeup). A process
+// waiting on the disk (state D) is never still.
+const StillDeadline = 20 * time.Second
+
 // Input is everything one pass observed: the spec in force, the local
 // member, the live cluster and the other agents. Decide reads nothing else.
 type Input struct {
@@ -82,6 +96,9 @@ type Action struct {
 	Alarms []model.Alarm
 	// Recovered is the recovery DoAcceptFence takes part in.
 	Recovered *model.Recovered
+	// Kill: DoStopStuck ends the process with SIGKILL at once (it is
+	// stopped: SIGTERM would wait for a SIGCONT that never comes).
+	Kill bool
 	// ReleaseLock: give the cluster lock back (if held) after this step.
 	// The lock stays with a member that is starting, rejoining or
 	// restarting until it is a healthy voter again.
@@ -227,17 +244,44 @@ func promote(in Input) Action {
 // notAnswering: waiting for a starting etcd is normal; but an etcd that
 // stays silent although the others form a healthy quorum is stuck (e.g.
 // it cut a damaged WAL and now lacks committed entries): stop it, so that
-// the start path inspects the data dir and decides again.
+// the start path inspects the data dir and decides again. A process that
+// is stopped, or that neither works nor writes, is stuck sooner.
 func notAnswering(in Input) Action {
 	l := in.Local
 	if l.LostPublishRace {
 		return publishStalled(in)
 	}
-	if l.SilentFor < ReadyDeadline {
+	if l.HandshakeRefused != "" {
+		return wait("tls-refused", "local etcd does not answer the agent: the TLS handshake fails: %s; fix the certificates (etcdkeeper validate checks them)", l.HandshakeRefused)
+	}
+	if !SilentTooLong(l) {
 		return wait("not-answering", "local etcd is not answering yet")
+	}
+	if l.DiskSleep {
+		return wait("not-answering-disk", "local etcd is not answering and waits on its disk (process state D): not stopping it, no signal acts before the I/O returns")
 	}
 	if in.Cluster == nil || !othersHaveQuorum(in) {
 		return wait("not-answering-no-quorum", "local etcd is not answering and the peers have no healthy quorum without it")
+	}
+	return stopStuck(l)
+}
+
+// SilentTooLong: the silent local etcd may be stuck, if the others keep
+// a quorum without it (the agent then observes the cluster to know).
+func SilentTooLong(l model.Local) bool {
+	return l.SilentFor >= ReadyDeadline || l.StoppedFor >= StoppedGrace || l.StillFor >= StillDeadline
+}
+
+// stopStuck stops a stuck etcd: a stopped process by SIGKILL at once.
+func stopStuck(l model.Local) Action {
+	switch {
+	case l.StoppedFor >= StoppedGrace:
+		return Action{Kind: DoStopStuck, Kill: true, Key: "stop-stuck/stopped",
+			Reason: fmt.Sprintf("stopped process (state T: SIGSTOP) for %s, not answering, while its peers have a quorum without it", l.StoppedFor.Round(time.Second))}
+	case l.StillFor >= StillDeadline:
+		return Action{Kind: DoStopStuck, Key: "stop-stuck/still",
+			Reason: fmt.Sprintf("stopped etcd: not answering for %s, and neither its CPU time nor its data dir moved for %s, while its peers are healthy",
+				l.SilentFor.Round(time.Second), l.StillFor.Round(time.Second))}
 	}
 	return Action{Kind: DoStopStuck, Key: "stop-stuck",
 		Reason: fmt.Sprintf("stopped etcd: not answering for %s while its peers are healthy", l.SilentFor.Round(time.Second))}

@@ -116,10 +116,11 @@ type Rejoin struct {
 	Snapshot    bool
 	// BackupDir receives the moved-aside data dir.
 	BackupDir string
-	// Reuse, when set, offers a verified scheduled snapshot young enough
-	// to stand for the safety snapshot (repair.snapshotMaxAge): the
-	// repair then transfers nothing before it starts.
-	Reuse func() (path string, ok bool)
+	// Reuse, when set, offers a verified scheduled snapshot of the cluster
+	// clusterID (the plan's) young enough to stand for the safety snapshot
+	// (repair.snapshotMaxAge): the repair then transfers nothing before it
+	// starts.
+	Reuse func(clusterID uint64) (path string, ok bool)
 	// Changed is told of each membership change made ("remove",
 	// "add-learner"), for metrics.
 	Changed func(kind string)
@@ -270,7 +271,7 @@ func (r *Rejoin) snapshot(ctx context.Context, j *Journal, p Plan) error {
 		return nil
 	}
 	if r.Reuse != nil {
-		if path, ok := r.Reuse(); ok {
+		if path, ok := r.Reuse(p.ClusterID); ok {
 			j.SnapshotPath = path
 			return r.advance(j, StepSnapshot, zap.String("path", path), zap.Bool("reused", true))
 		}

@@ -358,7 +358,7 @@ func TestRejoinCountsEveryAdd(t *testing.T) {
 func TestRejoinReusesRecentSnapshot(t *testing.T) {
 	f := &fakeWorld{}
 	r := newRejoin(f)
-	r.Reuse = func() (string, bool) { return "/backups/c-20261130T115900Z-rev42.db", true }
+	r.Reuse = func(uint64) (string, bool) { return "/backups/c-20261130T115900Z-rev42.db", true }
 	j, err := r.Run(context.Background(), repairPlan)
 	if err != nil {
 		t.Fatal(err)
@@ -372,7 +372,7 @@ func TestRejoinReusesRecentSnapshot(t *testing.T) {
 	// None recent enough: a fresh one, as before.
 	f2 := &fakeWorld{}
 	r2 := newRejoin(f2)
-	r2.Reuse = func() (string, bool) { return "", false }
+	r2.Reuse = func(uint64) (string, bool) { return "", false }
 	if _, err := r2.Run(context.Background(), repairPlan); err != nil {
 		t.Fatal(err)
 	}

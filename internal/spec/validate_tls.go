@@ -30,13 +30,29 @@ func (d *doc) checkSecurity(s *Spec) {
 	d.checkServerTLS("tls.client", s.TLS.Client)
 	d.checkServerTLS("tls.peer", s.TLS.Peer)
 	d.checkPair("tls.agent", s.TLS.Agent.CertFile, s.TLS.Agent.KeyFile)
-	if s.TLS.Client.ClientCertAuth && s.TLS.Agent.CertFile == "" && s.TLS.Agent.KeyFile == "" {
-		d.errorf(d.line("tls.agent", "tls.client.clientCertAuth"), "tls.agent: missing: tls.client.clientCertAuth is true, so etcd answers only clients with a certificate: give the agent one with tls.agent.certFile and keyFile")
-	}
+	d.checkAgentCert(s)
 	d.checkSchemes(s)
 	d.checkTLSFiles(s)
 	d.checkCredentialsFile(s.Auth.CredentialsFile)
 	d.checkBackupFiles(s.Backup.S3)
+}
+
+// checkAgentCert: etcd demands a client certificate of every client when
+// clientCertAuth is true, and also whenever tls.client has a trusted CA,
+// whatever clientCertAuth says (client/pkg/v3 transport's ServerConfig:
+// TrustedCAFile != "" || ClientCertAuth → RequireAndVerifyClientCert).
+// An agent without one is refused: "client didn't provide a certificate".
+func (d *doc) checkAgentCert(s *Spec) {
+	c := s.TLS.Client
+	if s.TLS.Agent.CertFile != "" || s.TLS.Agent.KeyFile != "" || !c.Enabled() {
+		return
+	}
+	switch {
+	case c.ClientCertAuth:
+		d.errorf(d.line("tls.agent", "tls.client.clientCertAuth"), "tls.agent: missing: tls.client.clientCertAuth is true, so etcd answers only clients with a certificate: give the agent one with tls.agent.certFile and keyFile")
+	case c.TrustedCAFile != "":
+		d.errorf(d.line("tls.client.trustedCAFile"), "tls.agent: missing: tls.client.trustedCAFile is set, and then etcd demands a client certificate of every client even with clientCertAuth false, so it would refuse the agent (%q): give the agent one with tls.agent.certFile and keyFile (signed by that CA), or remove tls.client.trustedCAFile", "client didn't provide a certificate")
+	}
 }
 
 func (d *doc) checkServerTLS(side string, t TLSServer) {
@@ -141,6 +157,7 @@ func (d *doc) checkTLSFilesOf(template TLS, m Member, reported map[string]bool) 
 		d.checkCA(reported, side+".trustedCAFile", data, labels)
 	}
 	d.checkCerts(reported, m, shared, data, labels)
+	d.checkUsages(reported, t, data, labels)
 }
 
 // checkKeyPair: etcd fails at start, and only then, when the key is not

@@ -1,6 +1,7 @@
 package spec
 
 import (
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
@@ -178,6 +179,23 @@ func TestTLSValidationErrors(t *testing.T) {
 			3, "members[0].clientURLs[0]", "must be http: tls.client sets no certFile and keyFile"},
 		{"client certificates without an agent certificate", replace("  agent:\n    certFile: pki/agent.crt\n    keyFile: pki/agent.key\n", "  agent:\n"), nil,
 			16, "tls.agent", "missing: tls.client.clientCertAuth is true"},
+		// etcd demands client certificates whenever tls.client has a
+		// trusted CA (client/pkg/v3 transport), clientCertAuth or not.
+		{"a trusted CA without clientCertAuth, no agent certificate", replace("clientCertAuth: true", "clientCertAuth: false",
+			"  agent:\n    certFile: pki/agent.crt\n    keyFile: pki/agent.key\n", "  agent:\n"), nil,
+			9, "tls.agent", "tls.client.trustedCAFile is set, and then etcd demands a client certificate of every client even with clientCertAuth false"},
+		{"peer certificate for serverAuth only", tlsSpec, func(dir string) {
+			testCA.IssueUsages(t, "b", []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, net.IPv4(127, 0, 0, 2)).Write(t, filepath.Join(dir, "pki"), "b-peer")
+		}, 12, "tls.peer.certFile", `(member b): its extended key usage is serverAuth only, without clientAuth: a member presents its peer certificate both as a server and`},
+		{"peer certificate for clientAuth only", tlsSpec, func(dir string) {
+			testCA.IssueUsages(t, "a", []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}, net.IPv4(127, 0, 0, 1)).Write(t, filepath.Join(dir, "pki"), "a-peer")
+		}, 12, "tls.peer.certFile", `(member a): its extended key usage is clientAuth only, without serverAuth`},
+		{"agent certificate without clientAuth", tlsSpec, func(dir string) {
+			testCA.IssueUsages(t, "root", []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}).Write(t, filepath.Join(dir, "pki"), "agent")
+		}, 17, "tls.agent.certFile", "its extended key usage is serverAuth only, without clientAuth: the agent presents it to etcd as its client certificate"},
+		{"server certificate without serverAuth", tlsSpec, func(dir string) {
+			testCA.IssueUsages(t, "a", []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}, net.IPv4(127, 0, 0, 1)).Write(t, filepath.Join(dir, "pki"), "a")
+		}, 7, "tls.client.certFile", "(member a): its extended key usage is clientAuth only, without serverAuth: the agent and etcd's clients check it"},
 		{"certFile without keyFile", replace("    keyFile: pki/{name}-peer.key\n", ""), nil,
 			12, "tls.peer.keyFile", "missing: certFile needs the private key"},
 		{"keyFile without certFile", replace("    certFile: pki/agent.crt\n", ""), nil,
@@ -236,6 +254,33 @@ func TestTLSValidationErrors(t *testing.T) {
 			t.Errorf("no error at line %d starts with %q and contains %q; got:\n%v", tt.line, tt.field, tt.msg, errs)
 		})
 	}
+}
+
+// TestTLSUsagesAllowed: certificates without the extended key usage
+// extension allow every usage; a peer certificate for serverAuth only is
+// enough while the members check no client certificates (no
+// tls.peer.trustedCAFile, no clientCertAuth).
+func TestTLSUsagesAllowed(t *testing.T) {
+	t.Run("no extended key usage", func(t *testing.T) {
+		_, _, err := loadTLS(t, tlsSpec, func(dir string) {
+			pki := filepath.Join(dir, "pki")
+			testCA.IssueUsages(t, "a", nil, net.IPv4(127, 0, 0, 1)).Write(t, pki, "a-peer")
+			testCA.IssueUsages(t, "a", nil, net.IPv4(127, 0, 0, 1)).Write(t, pki, "a")
+			testCA.IssueUsages(t, "root", nil).Write(t, pki, "agent")
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Run("serverAuth peer certificate, peers check no client certificates", func(t *testing.T) {
+		text := strings.Replace(tlsSpec, "    trustedCAFile: pki/ca.crt\n    clientCertAuth: true\n  agent", "  agent", 1)
+		_, _, err := loadTLS(t, text, func(dir string) {
+			testCA.IssueUsages(t, "b", []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, net.IPv4(127, 0, 0, 2)).Write(t, filepath.Join(dir, "pki"), "b-peer")
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	})
 }
 
 // TestCertificateNotValidNow: an expired or not yet valid certificate is

@@ -70,6 +70,20 @@ func (ca *CA) Issue(t testing.TB, cn string, ips ...net.IP) Pair {
 // certificate, or one that expires soon.
 func (ca *CA) IssueValid(t testing.TB, cn string, notBefore, notAfter time.Time, ips ...net.IP) Pair {
 	t.Helper()
+	return ca.issue(t, cn, notBefore, notAfter, []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}, ips)
+}
+
+// IssueUsages is Issue with the extended key usages ekus (none: the
+// certificate has no such extension, which allows every usage): a peer
+// certificate for serverAuth only, an agent certificate without
+// clientAuth.
+func (ca *CA) IssueUsages(t testing.TB, cn string, ekus []x509.ExtKeyUsage, ips ...net.IP) Pair {
+	t.Helper()
+	return ca.issue(t, cn, time.Now().Add(-time.Hour), time.Now().Add(365*24*time.Hour), ekus, ips)
+}
+
+func (ca *CA) issue(t testing.TB, cn string, notBefore, notAfter time.Time, ekus []x509.ExtKeyUsage, ips []net.IP) Pair {
+	t.Helper()
 	key := newKey(t)
 	tmpl := &x509.Certificate{
 		SerialNumber: nextSerial(),
@@ -77,7 +91,7 @@ func (ca *CA) IssueValid(t testing.TB, cn string, notBefore, notAfter time.Time,
 		NotBefore:    notBefore,
 		NotAfter:     notAfter,
 		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+		ExtKeyUsage:  ekus,
 		DNSNames:     []string{cn},
 		IPAddresses:  ips,
 	}
