@@ -35,10 +35,16 @@ type Deadlines struct {
 	// SourceSilent how long the source's agent may not answer, once it
 	// took the request, before recover leaves the recovery to it.
 	SourceStart, Poll, SourceSilent time.Duration
+	// FencesDown is how long recover waits, after the fences, for every
+	// fenced member to have stopped before it asks the source.
+	FencesDown time.Duration
 }
 
-// DefaultDeadlines are recover's.
-var DefaultDeadlines = Deadlines{Call: 20 * time.Second, SourceStart: 2 * time.Minute, Poll: time.Second, SourceSilent: 5 * time.Second}
+// DefaultDeadlines are recover's. FencesDown: a fenced agent stops its
+// old member once it has had no leader for 3 s, asked at each pass (up to
+// its 5 s steady period apart).
+var DefaultDeadlines = Deadlines{Call: 20 * time.Second, SourceStart: 2 * time.Minute, Poll: time.Second, SourceSilent: 5 * time.Second,
+	FencesDown: 30 * time.Second}
 
 // Command is one `recover --yes` (or --abort) run, carried out through
 // Agents; Say prints one line of progress.
@@ -102,6 +108,10 @@ func (c Command) Start(ctx context.Context, ins []Inspection, rec Recovery) erro
 		c.callOff(ctx, req.ID, src, fenced)
 		return fmt.Errorf("recovery refused: %w", err)
 	}
+	if err := c.waitFencesDown(ctx, req.ID, fenced); err != nil {
+		c.callOff(ctx, req.ID, src, fenced)
+		return fmt.Errorf("recovery refused: %w", err)
+	}
 	srcIn := find(ins, src)
 	switch {
 	case !srcIn.Reachable:
@@ -121,6 +131,41 @@ func (c Command) Start(ctx context.Context, ins []Inspection, rec Recovery) erro
 		}
 	}
 	return nil
+}
+
+// waitFencesDown waits until every fenced member's old etcd has stopped
+// under its fence. A fenced agent stops its member only after it has had
+// no leader for a while, and ends the fence by itself when the member
+// regains one: the source must not be forced while any old member may
+// still run (a partition that heals right after the fences).
+func (c Command) waitFencesDown(ctx context.Context, id string, fenced []string) error {
+	if len(fenced) == 0 {
+		return nil
+	}
+	deadline := time.Now().Add(c.Deadlines.FencesDown)
+	for {
+		var ins []Inspection
+		for _, n := range fenced {
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.Deadlines.Call)
+			ins = append(ins, c.Agents.Inspect(cctx, n))
+			cancel()
+		}
+		d := DecideFencesDown(ins, id)
+		if d.Down {
+			c.Say("  fenced members stopped: %s", joinNames(fenced))
+			return nil
+		}
+		if d.Ended != "" {
+			return fmt.Errorf("%s", d.Ended)
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return fmt.Errorf("after %v, %s", c.Deadlines.FencesDown, d.Waiting)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(c.Deadlines.Poll):
+		}
+	}
 }
 
 // startSource posts the source's request and follows its journal.

@@ -25,6 +25,11 @@ type fakeAgents struct {
 	refuseAt int
 	gets     int
 	posts    []string
+	// endFence: this fenced member's fence ends by itself (its old member
+	// found a leader) before recover looks; running: these fenced
+	// members' old etcd keeps running.
+	endFence string
+	running  map[string]bool
 }
 
 func (f *fakeAgents) Inspect(_ context.Context, name string) Inspection {
@@ -33,7 +38,10 @@ func (f *fakeAgents) Inspect(_ context.Context, name string) Inspection {
 	if f.down[name] {
 		return Inspection{Name: name, Error: "connection refused"}
 	}
-	in := Inspection{Name: name, Reachable: true}
+	in := Inspection{Name: name, Reachable: true, EtcdRunning: f.running[name]}
+	if j := f.journals[name]; j != nil && name == f.endFence && j.Step == StepFenced {
+		j.Step = StepAborted
+	}
 	if j := f.journals[name]; j != nil {
 		if j.Role == RoleSource {
 			f.gets++
@@ -133,6 +141,16 @@ func TestCommandStart(t *testing.T) {
 			wantErr:   "its journal cannot be read",
 			wantSteps: map[string]Step{"n2": StepFenced, "n3": StepFenced},
 			wantPosts: "fence n2,fence n3,source n1"},
+		{name: "a fence ends by itself before the source is asked (the partition healed): the source is never asked", ins: all,
+			fake:      fakeAgents{endFence: "n3"},
+			wantErr:   "n3's fence of recovery r1 ended",
+			wantSteps: map[string]Step{"n2": StepAborted, "n3": StepAborted},
+			wantPosts: "fence n2,fence n3,abort n2,abort n3"},
+		{name: "a fenced member's old etcd keeps running: the source is never asked", ins: all,
+			fake:      fakeAgents{running: map[string]bool{"n2": true}},
+			wantErr:   "not every fenced member has stopped: n2",
+			wantSteps: map[string]Step{"n2": StepAborted, "n3": StepAborted},
+			wantPosts: "fence n2,fence n3,abort n2,abort n3"},
 		{name: "a fence fails: no majority after, the other called off", ins: []Inspection{member("n1", true, "a1", three...), member("n2", true, "a2"), member("n3", false, "")},
 			fake:      fakeAgents{down: map[string]bool{"n2": true}},
 			wantErr:   "recovery refused",
@@ -150,8 +168,9 @@ func TestCommandStart(t *testing.T) {
 			}
 			var out strings.Builder
 			c := Command{Agents: forcing{f, tt.forced}, Spec: specOf(3), Config: "F",
-				Say:       func(format string, args ...any) { fmt.Fprintf(&out, format+"\n", args...) },
-				Deadlines: Deadlines{Call: time.Second, SourceStart: 200 * time.Millisecond, Poll: 10 * time.Millisecond, SourceSilent: 50 * time.Millisecond}}
+				Say: func(format string, args ...any) { fmt.Fprintf(&out, format+"\n", args...) },
+				Deadlines: Deadlines{Call: time.Second, SourceStart: 200 * time.Millisecond, Poll: 10 * time.Millisecond, SourceSilent: 50 * time.Millisecond,
+					FencesDown: 100 * time.Millisecond}}
 			err := c.Start(context.Background(), tt.ins, Recovery{Request: Request{ID: "r1", Role: RoleSource, Source: "n1"}})
 			t.Logf("output:\n%s", out.String())
 			if (tt.wantErr == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tt.wantErr)) {

@@ -240,3 +240,37 @@ func CheckStart(ins []Inspection, src string, q QuorumState, id string, fromSnap
 	}
 	return CheckFrom(ins, src, q, id)
 }
+
+// FencesDown is DecideFencesDown's answer: Down when every fenced member
+// has stopped; else Ended names a fence that ended (the recovery must not
+// go on), or Waiting the members still running.
+type FencesDown struct {
+	Down    bool
+	Ended   string
+	Waiting string
+}
+
+// DecideFencesDown: the source may be asked only once every fenced member
+// reports its fence of recovery id open and its old etcd stopped. A fence
+// that ended (its member found a leader, or a healthy quorum listing it)
+// or an agent that took another recovery means the old cluster may still
+// serve: the recovery must not go on. The order is the point.
+func DecideFencesDown(fenced []Inspection, id string) FencesDown {
+	var running []string
+	for _, in := range fenced {
+		switch j := in.Recovery; {
+		case !in.Reachable:
+			running = append(running, in.Name+" (not reached: "+in.Error+")")
+		case j == nil || j.ID != id:
+			return FencesDown{Ended: fmt.Sprintf("%s no longer holds the fence of recovery %s", in.Name, id)}
+		case j.Step != StepFenced:
+			return FencesDown{Ended: fmt.Sprintf("%s's fence of recovery %s ended (step %s): its old member has a leader or its cluster a quorum again", in.Name, id, j.Step)}
+		case in.EtcdRunning:
+			running = append(running, in.Name+" (its old member still runs: it stops once it has had no leader for a few seconds)")
+		}
+	}
+	if len(running) > 0 {
+		return FencesDown{Waiting: "not every fenced member has stopped: " + strings.Join(running, "; ")}
+	}
+	return FencesDown{Down: true}
+}

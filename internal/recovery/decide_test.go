@@ -254,3 +254,47 @@ func TestResume(t *testing.T) {
 		t.Errorf("a recovery nobody has: %v %v", started, err)
 	}
 }
+
+// TestDecideFencesDown: the source is asked only once every fenced member
+// reports the recovery's fence open and its old etcd stopped.
+func TestDecideFencesDown(t *testing.T) {
+	fenced := func(name string, running bool) Inspection {
+		return Inspection{Name: name, Reachable: true, EtcdRunning: running,
+			Recovery: &Journal{Request: Request{ID: "r1", Role: RoleFenced, Source: "n1"}, Step: StepFenced}}
+	}
+	aborted := fenced("n3", false)
+	aborted.Recovery.Step = StepAborted
+	other := fenced("n3", false)
+	other.Recovery.ID = "r0"
+	tests := []struct {
+		name string
+		ins  []Inspection
+		// want is "down", "waiting" or "ended"; with: in its text.
+		want, with string
+	}{
+		{"every fenced member stopped", []Inspection{fenced("n2", false), fenced("n3", false)}, "down", ""},
+		{"none fenced", nil, "down", ""},
+		{"one still runs: wait", []Inspection{fenced("n2", true), fenced("n3", false)}, "waiting", "n2 (its old member still runs"},
+		{"one not reached: wait (it may run)", []Inspection{fenced("n2", false), {Name: "n3", Error: "timeout"}}, "waiting", "n3 (not reached: timeout)"},
+		{"one fence ended by itself: never go on", []Inspection{fenced("n2", true), aborted}, "ended", "n3's fence of recovery r1 ended (step aborted)"},
+		{"one holds another recovery: never go on", []Inspection{fenced("n2", false), other}, "ended", "n3 no longer holds the fence"},
+		{"one lost its journal: never go on", []Inspection{fenced("n2", false), {Name: "n3", Reachable: true}}, "ended", "n3 no longer holds the fence"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d := DecideFencesDown(tt.ins, "r1")
+			got, text := "down", ""
+			switch {
+			case d.Ended != "":
+				got, text = "ended", d.Ended
+			case d.Waiting != "":
+				got, text = "waiting", d.Waiting
+			case !d.Down:
+				got = "nothing"
+			}
+			if got != tt.want || !strings.Contains(text, tt.with) {
+				t.Errorf("DecideFencesDown = %s %q, want %s with %q", got, text, tt.want, tt.with)
+			}
+		})
+	}
+}
