@@ -5,6 +5,9 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/etcdkeeper/etcdkeeper/internal/cluster"
+	"github.com/etcdkeeper/etcdkeeper/internal/reconcile"
 )
 
 // takeLock takes the cluster-wide lock (one actor at a time), or keeps
@@ -34,4 +37,32 @@ func (a *Agent) releaseLock(ctx context.Context) {
 		a.lg.Info("cluster lock released")
 	}
 	a.lock = nil
+}
+
+// checkLock proves that the cluster lock is still this agent's right
+// before a locked step (cluster.Lock.Check), and gives it up when it
+// cannot: a lock that is not provably ours must not be kept alive either.
+func (a *Agent) checkLock(ctx context.Context) error {
+	if a.lock == nil {
+		return cluster.ErrLockLost
+	}
+	if err := a.lock.Check(ctx); err != nil {
+		a.lg.Warn("cluster lock not provably ours: giving it up", zap.Error(err))
+		a.releaseLock(ctx)
+		return err
+	}
+	return nil
+}
+
+// lockKept says loudly when the lock's lease ran out while a locked step
+// ran: another agent may have acted at the same time. A rejoin checks
+// around each of its membership changes itself.
+func (a *Agent) lockKept(ctx context.Context, act reconcile.Action) {
+	if a.lock == nil || act.Kind == reconcile.DoRejoin {
+		return
+	}
+	if err := a.lock.Kept(ctx); err != nil {
+		a.lg.Error("the cluster lock was lost while a locked step ran: another agent may have changed the membership at the same time; check the member list",
+			zap.Stringer("step", act.Kind), zap.Error(err))
+	}
 }

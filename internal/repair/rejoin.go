@@ -77,14 +77,38 @@ type Journals interface {
 
 // Lock is the cluster lock the rejoin holds.
 type Lock interface {
-	// Held reports whether the lock's lease is still alive.
-	Held() bool
+	// Check proves, asked of the cluster, that the lock is still ours and
+	// stays ours for one call: right before each membership change
+	// (etcd's membership calls cannot be made conditional in a txn).
+	Check(ctx context.Context) error
+	// Kept reports, after a membership change, whether the lock's lease
+	// lived through it.
+	Kept(ctx context.Context) error
 	Release(ctx context.Context)
 }
 
 // errLockLost stops a rejoin whose lock expired (a long step, a
-// partition): another agent may hold it and change the membership.
-var errLockLost = errors.New("the cluster lock's lease expired: not changing the membership")
+// partition, a pause of this process): another agent may hold it and
+// change the membership.
+var errLockLost = errors.New("the cluster lock is not provably ours: not changing the membership")
+
+// checkLock is the fence before a membership change.
+func (r *Rejoin) checkLock(ctx context.Context) error {
+	if err := r.Lock.Check(ctx); err != nil {
+		return fmt.Errorf("%w: %w", errLockLost, err)
+	}
+	return nil
+}
+
+// lockKept says loudly when the lock's lease ran out while a membership
+// change was under way: the change is made (and journaled), but another
+// agent may have changed the membership at the same time.
+func (r *Rejoin) lockKept(ctx context.Context, change string) {
+	if err := r.Lock.Kept(ctx); err != nil {
+		r.Log.Error("the cluster lock was lost during a membership change: another agent may have changed the membership at the same time; check the member list",
+			zap.String("change", change), zap.Error(err))
+	}
+}
 
 // Plan is what the start decision asked of the rejoin, with the cluster
 // it observed.
@@ -298,13 +322,14 @@ func (r *Rejoin) remove(ctx context.Context, j *Journal, p Plan) error {
 	if p.StaleID == 0 {
 		return nil
 	}
-	if !r.Lock.Held() {
-		return errLockLost
+	if err := r.checkLock(ctx); err != nil {
+		return err
 	}
 	r.crash(StepRemove)
 	if err := r.Cluster.Remove(ctx, p.ClusterID, p.StaleID); err != nil {
 		return err
 	}
+	r.lockKept(ctx, "remove")
 	r.crashAfter(StepRemove)
 	r.changed("remove")
 	j.OldMemberID = p.StaleID
@@ -338,14 +363,15 @@ func (r *Rejoin) move(_ context.Context, j *Journal, p Plan) error {
 func (r *Rejoin) addAndStart(ctx context.Context, j *Journal, p Plan) error {
 	id, members := p.ReuseID, p.Members
 	if id == 0 {
-		if !r.Lock.Held() {
-			return errLockLost
+		if err := r.checkLock(ctx); err != nil {
+			return err
 		}
 		r.crash(StepAdd)
 		m, all, err := r.Cluster.AddLearner(ctx, p.PeerURLs)
 		if err != nil {
 			return err
 		}
+		r.lockKept(ctx, "add-learner")
 		id, members = m.ID, all
 		r.crashAfter(StepAdd)
 		r.changed("add-learner")
