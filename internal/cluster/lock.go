@@ -77,9 +77,10 @@ func (l *Lock) Held() bool {
 // by another agent has a new one), and its lease has at least callMargin
 // left on the leader. etcd's membership calls (MemberAdd, MemberRemove,
 // MemberPromote, MemberUpdate, MoveLeader) cannot be made part of a txn,
-// so this is the fence: the window in which another agent could act too
-// is what lies between this check and the call reaching the leader, and
-// the lease outlives that call's deadline.
+// so this is the fence: the call that follows carries a deadline shorter
+// than the lease's time left, so it is proposed while the lock is still
+// ours. Not covered: a pause of this process between the check and the
+// call longer than the margin (Kept after the call reports it).
 func (l *Lock) Check(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, CallTimeout)
 	defer cancel()
