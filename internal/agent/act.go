@@ -39,10 +39,13 @@ func (a *Agent) step(ctx context.Context, act reconcile.Action, in reconcile.Inp
 		// The decision saw the lock held; its lease may have expired since
 		// (a long pass, a partition, a pause): another agent may hold it
 		// now. Asked of the cluster, not of our client's belief.
-		if err := a.checkLock(ctx); err != nil {
+		fenced, cancel, err := a.fenceLock(ctx, act)
+		defer cancel()
+		if err != nil {
 			return "the cluster lock was lost before the step", false, fmt.Errorf("not acting: %w", err)
 		}
 		defer a.lockKept(ctx, act)
+		ctx = fenced
 	}
 	switch act.Kind {
 	case reconcile.DoStart:

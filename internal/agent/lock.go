@@ -39,19 +39,27 @@ func (a *Agent) releaseLock(ctx context.Context) {
 	a.lock = nil
 }
 
-// checkLock proves that the cluster lock is still this agent's right
-// before a locked step (cluster.Lock.Check), and gives it up when it
-// cannot: a lock that is not provably ours must not be kept alive either.
-func (a *Agent) checkLock(ctx context.Context) error {
+// fenceLock proves that the cluster lock is still this agent's right
+// before a locked step (cluster.Lock.Fence) and returns the context to
+// take the step with: it expires before the lock could. A lock that is
+// not provably ours is given up: it must not be kept alive either. A
+// rejoin fences each of its membership changes itself (its snapshot may
+// take longer than one call).
+func (a *Agent) fenceLock(ctx context.Context, act reconcile.Action) (context.Context, context.CancelFunc, error) {
 	if a.lock == nil {
-		return cluster.ErrLockLost
+		return ctx, func() {}, cluster.ErrLockLost
 	}
-	if err := a.lock.Check(ctx); err != nil {
+	fenced, cancel, err := a.lock.Fence(ctx)
+	if err != nil {
 		a.lg.Warn("cluster lock not provably ours: giving it up", zap.Error(err))
 		a.releaseLock(ctx)
-		return err
+		return ctx, cancel, err
 	}
-	return nil
+	if act.Kind == reconcile.DoRejoin {
+		cancel()
+		return ctx, func() {}, nil
+	}
+	return fenced, cancel, nil
 }
 
 // lockKept says loudly when the lock's lease ran out while a locked step

@@ -98,11 +98,11 @@ func (h agentHost) StartJoin(members []model.Member, id uint64) error {
 func (h agentHost) Load() (repair.Journal, error) { return h.a.loadJournal() }
 func (h agentHost) Save(j repair.Journal) error   { return h.a.saveJournal(j) }
 func (h agentHost) Release(ctx context.Context)   { h.a.releaseLock(ctx) }
-func (h agentHost) Check(ctx context.Context) error {
+func (h agentHost) Fence(ctx context.Context) (context.Context, context.CancelFunc, error) {
 	if h.a.lock == nil {
-		return cluster.ErrLockLost
+		return ctx, func() {}, cluster.ErrLockLost
 	}
-	return h.a.lock.Check(ctx)
+	return h.a.lock.Fence(ctx)
 }
 
 func (h agentHost) Kept(ctx context.Context) error {

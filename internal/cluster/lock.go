@@ -77,10 +77,9 @@ func (l *Lock) Held() bool {
 // by another agent has a new one), and its lease has at least callMargin
 // left on the leader. etcd's membership calls (MemberAdd, MemberRemove,
 // MemberPromote, MemberUpdate, MoveLeader) cannot be made part of a txn,
-// so this is the fence: the call that follows carries a deadline shorter
-// than the lease's time left, so it is proposed while the lock is still
-// ours. Not covered: a pause of this process between the check and the
-// call longer than the margin (Kept after the call reports it).
+// so this is the fence (see Fence): the call that follows carries a
+// deadline shorter than the lease's time left, so it is proposed while the
+// lock is still ours.
 func (l *Lock) Check(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, CallTimeout)
 	defer cancel()
@@ -103,6 +102,19 @@ func (l *Lock) Check(ctx context.Context) error {
 		return fmt.Errorf("%w: its lease %x has %s left, less than one call may take (%s)", ErrLockLost, l.session.Lease(), left, callMargin)
 	}
 	return nil
+}
+
+// Fence is Check for one call: the context it returns expires one call's
+// deadline (CallTimeout) after the check began, before the lease could
+// run out, so that a call made with it is sent while the lock is still
+// ours or not at all, even if this process pauses in between.
+func (l *Lock) Fence(ctx context.Context) (context.Context, context.CancelFunc, error) {
+	start := time.Now()
+	if err := l.Check(ctx); err != nil {
+		return ctx, func() {}, err
+	}
+	fenced, cancel := context.WithDeadline(ctx, start.Add(CallTimeout))
+	return fenced, cancel, nil
 }
 
 // Kept asks the cluster whether the lock's lease is still alive: after a

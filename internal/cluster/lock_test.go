@@ -206,3 +206,41 @@ func TestLockCheckWantsTimeLeft(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 	}
 }
+
+// TestFenceAfterAPause: an agent that pauses between the fence and its
+// membership call (a GC pause, a stopped VM) longer than one call's
+// deadline makes no change: the fenced context expired before the lock
+// could.
+func TestFenceAfterAPause(t *testing.T) {
+	ep := startEtcd(t)
+	ctx := context.Background()
+	a, err := Dial([]string{ep}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	l, err := a.TryLock(ctx, "pause")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = l.Unlock(ctx) }()
+	fenced, cancel, err := l.Fence(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cancel()
+	if d, ok := fenced.Deadline(); !ok || time.Until(d) > CallTimeout {
+		t.Fatalf("fenced context's deadline %v: not within one call", d)
+	}
+	<-fenced.Done() // the pause
+	if _, _, err := a.AddLearner(fenced, []string{"http://127.0.0.9:2380"}); err == nil {
+		t.Fatal("a learner was added with a fence that had expired")
+	}
+	_, members, err := a.Members(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(members) != 1 {
+		t.Errorf("%d members after an expired fence, want 1", len(members))
+	}
+}

@@ -77,10 +77,12 @@ type Journals interface {
 
 // Lock is the cluster lock the rejoin holds.
 type Lock interface {
-	// Check proves, asked of the cluster, that the lock is still ours and
-	// stays ours for one call: right before each membership change
-	// (etcd's membership calls cannot be made conditional in a txn).
-	Check(ctx context.Context) error
+	// Fence proves, asked of the cluster, that the lock is still ours and
+	// stays ours for one call, and returns the context to make that call
+	// with (it expires before the lock could): right before each
+	// membership change (etcd's membership calls cannot be made
+	// conditional in a txn).
+	Fence(ctx context.Context) (context.Context, context.CancelFunc, error)
 	// Kept reports, after a membership change, whether the lock's lease
 	// lived through it.
 	Kept(ctx context.Context) error
@@ -92,12 +94,13 @@ type Lock interface {
 // change the membership.
 var errLockLost = errors.New("the cluster lock is not provably ours: not changing the membership")
 
-// checkLock is the fence before a membership change.
-func (r *Rejoin) checkLock(ctx context.Context) error {
-	if err := r.Lock.Check(ctx); err != nil {
-		return fmt.Errorf("%w: %w", errLockLost, err)
+// fence is the lock's fence before a membership change.
+func (r *Rejoin) fence(ctx context.Context) (context.Context, context.CancelFunc, error) {
+	fenced, cancel, err := r.Lock.Fence(ctx)
+	if err != nil {
+		return ctx, cancel, fmt.Errorf("%w: %w", errLockLost, err)
 	}
-	return nil
+	return fenced, cancel, nil
 }
 
 // lockKept says loudly when the lock's lease ran out while a membership
@@ -322,11 +325,13 @@ func (r *Rejoin) remove(ctx context.Context, j *Journal, p Plan) error {
 	if p.StaleID == 0 {
 		return nil
 	}
-	if err := r.checkLock(ctx); err != nil {
+	fenced, cancel, err := r.fence(ctx)
+	defer cancel()
+	if err != nil {
 		return err
 	}
 	r.crash(StepRemove)
-	if err := r.Cluster.Remove(ctx, p.ClusterID, p.StaleID); err != nil {
+	if err := r.Cluster.Remove(fenced, p.ClusterID, p.StaleID); err != nil {
 		return err
 	}
 	r.lockKept(ctx, "remove")
@@ -363,11 +368,13 @@ func (r *Rejoin) move(_ context.Context, j *Journal, p Plan) error {
 func (r *Rejoin) addAndStart(ctx context.Context, j *Journal, p Plan) error {
 	id, members := p.ReuseID, p.Members
 	if id == 0 {
-		if err := r.checkLock(ctx); err != nil {
+		fenced, cancel, err := r.fence(ctx)
+		defer cancel()
+		if err != nil {
 			return err
 		}
 		r.crash(StepAdd)
-		m, all, err := r.Cluster.AddLearner(ctx, p.PeerURLs)
+		m, all, err := r.Cluster.AddLearner(fenced, p.PeerURLs)
 		if err != nil {
 			return err
 		}

@@ -37,9 +37,11 @@ func TestRejoinLockLostDuringChange(t *testing.T) {
 // realLock is the agent's lock as a rejoin sees it.
 type realLock struct{ l *cluster.Lock }
 
-func (r realLock) Check(ctx context.Context) error { return r.l.Check(ctx) }
-func (r realLock) Kept(ctx context.Context) error  { return r.l.Kept(ctx) }
-func (r realLock) Release(context.Context)         {}
+func (r realLock) Fence(ctx context.Context) (context.Context, context.CancelFunc, error) {
+	return r.l.Fence(ctx)
+}
+func (r realLock) Kept(ctx context.Context) error { return r.l.Kept(ctx) }
+func (r realLock) Release(context.Context)        {}
 
 // TestRejoinRefusesWithRevokedLock: the lock's lease is gone on the server
 // (revoked here; expired after a pause of the agent, in life) while the

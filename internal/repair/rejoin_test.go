@@ -80,9 +80,11 @@ func (f *fakeWorld) Save(j Journal) error {
 	f.saved = append(f.saved, j.Step)
 	return nil
 }
-func (f *fakeWorld) Release(context.Context)     { f.released++ }
-func (f *fakeWorld) Check(context.Context) error { return f.call("lock-check") }
-func (f *fakeWorld) Kept(context.Context) error  { return f.call("lock-kept") }
+func (f *fakeWorld) Release(context.Context) { f.released++ }
+func (f *fakeWorld) Fence(ctx context.Context) (context.Context, context.CancelFunc, error) {
+	return ctx, func() {}, f.call("lock-check")
+}
+func (f *fakeWorld) Kept(context.Context) error { return f.call("lock-kept") }
 
 func newRejoin(f *fakeWorld) *Rejoin {
 	t0 := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
