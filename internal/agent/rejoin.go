@@ -105,9 +105,9 @@ func (h agentHost) Fence(ctx context.Context) (context.Context, context.CancelFu
 	return h.a.lock.Fence(ctx)
 }
 
-func (h agentHost) Kept(ctx context.Context) error {
+func (h agentHost) Kept(ctx context.Context) (bool, error) {
 	if h.a.lock == nil {
-		return cluster.ErrLockLost
+		return false, nil
 	}
 	return h.a.lock.Kept(ctx)
 }

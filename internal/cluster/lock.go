@@ -118,18 +118,16 @@ func (l *Lock) Fence(ctx context.Context) (context.Context, context.CancelFunc, 
 }
 
 // Kept asks the cluster whether the lock's lease is still alive: after a
-// membership change, whether the change was made entirely under the lock.
-func (l *Lock) Kept(ctx context.Context) error {
+// membership change, whether the change was made entirely under the lock
+// (a lease never comes back). An error means it could not tell.
+func (l *Lock) Kept(ctx context.Context) (bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, CallTimeout)
 	defer cancel()
 	ttl, err := l.session.Client().TimeToLive(ctx, l.session.Lease())
 	if err != nil {
-		return fmt.Errorf("check the cluster lock's lease %x: %w", l.session.Lease(), err)
+		return false, fmt.Errorf("check the cluster lock's lease %x: %w", l.session.Lease(), err)
 	}
-	if ttl.TTL <= 0 {
-		return fmt.Errorf("%w: its lease %x expired", ErrLockLost, l.session.Lease())
-	}
-	return nil
+	return ttl.TTL > 0, nil
 }
 
 // Lease is the lease behind the lock.

@@ -84,8 +84,8 @@ type Lock interface {
 	// conditional in a txn).
 	Fence(ctx context.Context) (context.Context, context.CancelFunc, error)
 	// Kept reports, after a membership change, whether the lock's lease
-	// lived through it.
-	Kept(ctx context.Context) error
+	// lived through it (an error: it could not tell).
+	Kept(ctx context.Context) (bool, error)
 	Release(ctx context.Context)
 }
 
@@ -107,9 +107,12 @@ func (r *Rejoin) fence(ctx context.Context) (context.Context, context.CancelFunc
 // change was under way: the change is made (and journaled), but another
 // agent may have changed the membership at the same time.
 func (r *Rejoin) lockKept(ctx context.Context, change string) {
-	if err := r.Lock.Kept(ctx); err != nil {
+	switch kept, err := r.Lock.Kept(ctx); {
+	case err == nil && !kept:
 		r.Log.Error("the cluster lock was lost during a membership change: another agent may have changed the membership at the same time; check the member list",
 			zap.String("change", change), zap.Error(err))
+	case err != nil:
+		r.Log.Warn("could not confirm the cluster lock after a membership change", zap.String("change", change), zap.Error(err))
 	}
 }
 

@@ -40,8 +40,8 @@ type realLock struct{ l *cluster.Lock }
 func (r realLock) Fence(ctx context.Context) (context.Context, context.CancelFunc, error) {
 	return r.l.Fence(ctx)
 }
-func (r realLock) Kept(ctx context.Context) error { return r.l.Kept(ctx) }
-func (r realLock) Release(context.Context)        {}
+func (r realLock) Kept(ctx context.Context) (bool, error) { return r.l.Kept(ctx) }
+func (r realLock) Release(context.Context)                {}
 
 // TestRejoinRefusesWithRevokedLock: the lock's lease is gone on the server
 // (revoked here; expired after a pause of the agent, in life) while the

@@ -84,7 +84,10 @@ func (f *fakeWorld) Release(context.Context) { f.released++ }
 func (f *fakeWorld) Fence(ctx context.Context) (context.Context, context.CancelFunc, error) {
 	return ctx, func() {}, f.call("lock-check")
 }
-func (f *fakeWorld) Kept(context.Context) error { return f.call("lock-kept") }
+func (f *fakeWorld) Kept(context.Context) (bool, error) {
+	// "lock-kept" failing stands for a lease found gone.
+	return f.call("lock-kept") == nil, nil
+}
 
 func newRejoin(f *fakeWorld) *Rejoin {
 	t0 := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
