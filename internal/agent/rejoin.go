@@ -98,7 +98,19 @@ func (h agentHost) StartJoin(members []model.Member, id uint64) error {
 func (h agentHost) Load() (repair.Journal, error) { return h.a.loadJournal() }
 func (h agentHost) Save(j repair.Journal) error   { return h.a.saveJournal(j) }
 func (h agentHost) Release(ctx context.Context)   { h.a.releaseLock(ctx) }
-func (h agentHost) Held() bool                    { return h.a.lock != nil && h.a.lock.Held() }
+func (h agentHost) Fence(ctx context.Context) (context.Context, context.CancelFunc, error) {
+	if h.a.lock == nil {
+		return ctx, func() {}, cluster.ErrLockLost
+	}
+	return h.a.lock.Fence(ctx)
+}
+
+func (h agentHost) Kept(ctx context.Context) (bool, error) {
+	if h.a.lock == nil {
+		return false, nil
+	}
+	return h.a.lock.Kept(ctx)
+}
 
 // warnBackups reports, but never deletes, moved-aside data dirs beyond
 // repair.keepBackups: etcdkeeper does not delete data.
