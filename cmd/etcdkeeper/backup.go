@@ -4,13 +4,13 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/etcdkeeper/etcdkeeper/internal/backup"
+	"github.com/etcdkeeper/etcdkeeper/internal/cluster"
 	"github.com/etcdkeeper/etcdkeeper/internal/spec"
 )
 
@@ -26,21 +26,19 @@ shows them. Snapshots saved by hand are never deleted by the agents' retention.`
 	return c
 }
 
-// backupTarget is the spec and the member whose dir and certificate a
-// backup command uses: --name, or the member named like the host.
-func backupTarget(path, name string) (*spec.Spec, spec.Member, error) {
-	s, err := spec.Load(path)
-	if err != nil {
-		return nil, spec.Member{}, err
-	}
+// backupMember is the member a backup command acts for: --name, or the
+// member this host runs (spec.ForHost); isMember is false on a host that
+// runs none.
+func backupMember(s *spec.Spec, name string) (m spec.Member, isMember bool, err error) {
 	if name == "" {
-		name, _ = os.Hostname()
+		m, ok := s.ForHost(hostname())
+		return m, ok, nil
 	}
 	m, ok := s.Lookup(name)
 	if !ok {
-		return nil, spec.Member{}, fmt.Errorf("member %q is not in the spec (members: %v): pass --name", name, s.Names())
+		return spec.Member{}, false, fmt.Errorf("--name %q is not a member of the spec (members: %v)", name, s.Names())
 	}
-	return s, m, nil
+	return m, true, nil
 }
 
 func backupSaveCmd() *cobra.Command {
@@ -49,27 +47,39 @@ func backupSaveCmd() *cobra.Command {
 		Use:   "save --config FILE [--out DIR]",
 		Short: "Take one snapshot now from a healthy member, verify it, keep it in DIR or backup.dir",
 		Long: `save takes one snapshot through etcd's maintenance API from a healthy member (this
-host's own when it is a follower, else a follower, else the leader), verifies it
-like etcdutl snapshot status (bbolt check, hash, revision, key count, etcd's
-appended sha256) and keeps it as <cluster>-<UTC time>-rev<revision>.db with a
-sidecar .json. It is never deleted by the agents' retention.`,
+host's own when it is a follower, else a follower, else the leader; on a host
+that runs no member, any healthy one: it is a client call), verifies it like
+etcdutl snapshot status (bbolt check, hash, revision, key count, etcd's appended
+sha256) and keeps it as <cluster>-<UTC time>-rev<revision>.db with a sidecar
+.json, in DIR, else this host's member's backup.dir, else (a host that runs no
+member) the backup.dir all members share. It is never deleted by the agents'
+retention.`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			s, m, err := backupTarget(path, name)
+			s, err := spec.Load(path)
 			if err != nil {
 				return err
 			}
-			dir := m.SnapshotDir
-			if out != "" {
-				dir = out
+			m, isMember, err := backupMember(s, name)
+			if err != nil {
+				return err
 			}
-			client, err := dialSpec(s)
+			dir, err := backup.SaveDir(s, out, m, isMember)
+			if err != nil {
+				return err
+			}
+			dial := dialSpec
+			if isMember {
+				dial = func(s *spec.Spec) (*cluster.Client, error) { return dialAs(s, m) }
+			}
+			client, err := dial(s)
 			if err != nil {
 				return err
 			}
 			defer client.Close()
 			ctx, cancel := context.WithTimeout(c.Context(), 15*time.Minute)
 			defer cancel()
+			// Member "" (a host that runs none): no local member to prefer.
 			t := backup.Taker{Client: client, Cluster: s.Cluster.Name, Member: m.Name, Dir: dir, By: backup.ByHand}
 			e, err := t.Take(ctx)
 			if err != nil {
@@ -82,7 +92,7 @@ sidecar .json. It is never deleted by the agents' retention.`,
 		},
 	}
 	c.Flags().StringVarP(&path, "config", "c", "/etc/etcdkeeper/cluster.yaml", "the spec file")
-	c.Flags().StringVar(&name, "name", "", "the member this host runs (default: the host name)")
+	c.Flags().StringVar(&name, "name", "", "the member this host runs (default: the member named like the host, or like its first label)")
 	c.Flags().StringVar(&out, "out", "", "the dir to keep it in (default: backup.dir)")
 	return c
 }
@@ -91,17 +101,28 @@ func backupListCmd() *cobra.Command {
 	var path, name, dir, output string
 	c := &cobra.Command{
 		Use:   "list --config FILE [-o table|json]",
-		Short: "List the snapshots in backup.dir (or --dir), newest first",
+		Short: "List the snapshots on this host (every member's backup.dir, or --name's, or --dir), newest first",
 		Args:  cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			s, m, err := backupTarget(path, name)
+			s, err := spec.Load(path)
 			if err != nil {
 				return err
 			}
-			if dir == "" {
-				dir = m.SnapshotDir
+			dirs := backup.SnapshotDirs(s)
+			switch {
+			case dir != "":
+				dirs = []string{dir}
+			case name != "":
+				m, _, err := backupMember(s, name)
+				if err != nil {
+					return err
+				}
+				dirs = []string{m.SnapshotDir}
 			}
-			entries, err := backup.List(dir, s.Cluster.Name)
+			entries, warnings, err := backup.ListDirs(dirs, s.Cluster.Name)
+			for _, w := range warnings {
+				fmt.Fprintf(c.ErrOrStderr(), "warning: %v: its snapshots count for nothing\n", w)
+			}
 			if err != nil {
 				return err
 			}
@@ -109,8 +130,8 @@ func backupListCmd() *cobra.Command {
 		},
 	}
 	c.Flags().StringVarP(&path, "config", "c", "/etc/etcdkeeper/cluster.yaml", "the spec file")
-	c.Flags().StringVar(&name, "name", "", "the member this host runs (default: the host name)")
-	c.Flags().StringVar(&dir, "dir", "", "the dir to list (default: backup.dir)")
+	c.Flags().StringVar(&name, "name", "", "list only this member's backup.dir (default: every member's)")
+	c.Flags().StringVar(&dir, "dir", "", "the dir to list (default: every member's backup.dir)")
 	c.Flags().StringVarP(&output, "output", "o", "table", "table or json")
 	return c
 }
@@ -127,8 +148,14 @@ func printBackups(w io.Writer, entries []backup.Entry, output string) error {
 	for _, e := range entries {
 		keys, verified, by, where := "-", "no", "-", e.Dir
 		if sc := e.Sidecar; sc != nil {
-			keys, by = fmt.Sprint(sc.Verification.TotalKey), sc.By+" ("+sc.Member+")"
-			if e.Verified() {
+			keys, by = fmt.Sprint(sc.Verification.TotalKey), sc.By
+			if sc.Member != "" {
+				by += " (" + sc.Member + ")"
+			}
+			switch {
+			case e.Distrust != "":
+				verified = "no: " + e.Distrust
+			case e.Verified():
 				verified = "yes"
 			}
 			if rc := sc.RestoreCheck; rc != nil && rc.OK {

@@ -1,10 +1,13 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/etcdkeeper/etcdkeeper/internal/cluster"
 	"github.com/etcdkeeper/etcdkeeper/internal/model"
 	"github.com/etcdkeeper/etcdkeeper/internal/reconcile"
 	"github.com/etcdkeeper/etcdkeeper/internal/spec"
@@ -18,6 +21,9 @@ func planCmd() *cobra.Command {
 		Long: `plan observes the live cluster, runs the same decision the agents run, and
 prints the one change it would make next with its reason, followed by every
 difference between the spec and the cluster. It changes nothing.
+It observes twice, a second apart, to see whose raft index rises: a voter
+counts toward a removal (or an agent's restart or stop) only when it has
+caught up, and plan lists the ones that have not.
 Exit status: 0 when nothing is to be done, 2 when changes are pending, 1 on error.
 (Learner timeouts count from now: plan does not know how long a learner has waited.)`,
 		Args: cobra.NoArgs,
@@ -32,11 +38,10 @@ Exit status: 0 when nothing is to be done, 2 when changes are pending, 1 on erro
 				return err
 			}
 			defer cli.Close()
-			view, err := cli.Observe(c.Context())
+			obs, err := observeTwice(c.Context(), cli)
 			if err != nil {
 				return fmt.Errorf("cannot observe the cluster through the spec's client URLs: %w", err)
 			}
-			obs := view
 			model.Pending{}.Stamp(&obs, nil)
 			step := reconcile.Plan(s.Members, obs, reconcile.Options{LearnerTimeout: s.Agent.LearnerTimeout.Duration})
 			diff := reconcile.Diff(s.Members, obs)
@@ -46,6 +51,12 @@ Exit status: 0 when nothing is to be done, 2 when changes are pending, 1 on erro
 				fmt.Fprintf(out, " %s", step.Name)
 			}
 			fmt.Fprintf(out, "\n  why: %s\n", step.Reason)
+			if lag := obs.Lagging(0); len(lag) > 0 {
+				fmt.Fprintf(out, "catching up (%d): restarts, stops for repair and removals of serving members wait for these:\n", len(lag))
+				for _, l := range lag {
+					fmt.Fprintf(out, "  waiting: %s\n", l)
+				}
+			}
 			if len(diff) == 0 {
 				fmt.Fprintln(out, "diff: the cluster matches the spec")
 				return nil
@@ -59,4 +70,19 @@ Exit status: 0 when nothing is to be done, 2 when changes are pending, 1 on erro
 	}
 	c.Flags().StringVarP(&path, "config", "c", "/etc/etcdkeeper/cluster.yaml", "the spec file")
 	return c
+}
+
+// observeTwice observes the cluster, then again a second later: the
+// client marks a voter caught up only when its index is level with the
+// leader's or rose in between (model.CaughtUp).
+func observeTwice(ctx context.Context, cli *cluster.Client) (model.Cluster, error) {
+	if _, err := cli.Observe(ctx); err != nil {
+		return model.Cluster{}, err
+	}
+	select {
+	case <-ctx.Done():
+		return model.Cluster{}, ctx.Err()
+	case <-time.After(time.Second):
+	}
+	return cli.Observe(ctx)
 }

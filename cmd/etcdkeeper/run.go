@@ -36,9 +36,8 @@ re-reads the spec.`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error { return runAgent(f) },
 	}
-	host, _ := os.Hostname()
 	c.Flags().StringVarP(&f.config, "config", "c", "/etc/etcdkeeper/cluster.yaml", "the spec file shared by all hosts")
-	c.Flags().StringVar(&f.name, "name", host, "this host's member name in the spec (default: the host name)")
+	c.Flags().StringVar(&f.name, "name", "", "this host's member name in the spec (default: the member named like the host, or like its first label)")
 	c.Flags().StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	c.Flags().StringVar(&f.logFormat, "log-format", "json", "json (one structured line per event) or console")
 	return c
@@ -62,7 +61,7 @@ func runAgent(f runFlags) error {
 	if err != nil {
 		return fmt.Errorf("locate own binary for the embedded etcd: %w", err)
 	}
-	a, err := agent.New(agent.Config{Spec: s, Name: f.name, Self: self, Logger: lg,
+	a, err := agent.New(agent.Config{Spec: s, Name: memberName(s, f.name), Self: self, Logger: lg,
 		CrashAt: os.Getenv("ETCDKEEPER_TEST_CRASH_AT")})
 	if err != nil {
 		return err
@@ -94,6 +93,19 @@ func runAgent(f runFlags) error {
 		}
 	}
 	return a.Run(ctx)
+}
+
+// memberName is --name, or the member this host runs (spec.ForHost), or,
+// on a host that runs none, the host name (which the agent then refuses,
+// naming the members).
+func memberName(s *spec.Spec, name string) string {
+	if name != "" {
+		return name
+	}
+	if m, ok := s.ForHost(hostname()); ok {
+		return m.Name
+	}
+	return hostname()
 }
 
 // serveRecovery serves /recovery on agent.recoveryAddr for the other

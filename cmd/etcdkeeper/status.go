@@ -146,7 +146,7 @@ func addRecoveries(ctx context.Context, s *spec.Spec, rows []statusRow) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	by := map[string]*recovery.Journal{}
-	for _, in := range ag.inspectAll(ctx) {
+	for _, in := range ag.inspectAll(ctx, 10*time.Second) {
 		if in.Recovery != nil && in.Recovery.Open() {
 			by[in.Name] = in.Recovery
 		}
@@ -154,6 +154,10 @@ func addRecoveries(ctx context.Context, s *spec.Spec, rows []statusRow) {
 	for i := range rows {
 		if j, ok := by[rows[i].Name]; ok {
 			rows[i].Recovery = fmt.Sprintf("%s %s %s", j.ID, j.Role, j.Step)
+			if recovery.FenceStale(j, time.Now()) {
+				rows[i].Recovery += fmt.Sprintf(" (STALE: fenced %s ago and its source %s has not started: start it, or etcdkeeper recover --abort %s)",
+					time.Since(j.StartedAt).Round(time.Second), j.Source, j.ID)
+			}
 		}
 	}
 }

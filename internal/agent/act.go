@@ -35,11 +35,17 @@ func (a *Agent) act(ctx context.Context, act reconcile.Action, in reconcile.Inpu
 }
 
 func (a *Agent) step(ctx context.Context, act reconcile.Action, in reconcile.Input) (string, bool, error) {
-	if needsLock(act.Kind) && (a.lock == nil || !a.lock.Held()) {
+	if needsLock(act.Kind) {
 		// The decision saw the lock held; its lease may have expired since
-		// (a long pass, a partition): another agent may hold it now.
-		a.lock = nil
-		return "the cluster lock was lost before the step", false, errors.New("cluster lock lost: not acting")
+		// (a long pass, a partition, a pause): another agent may hold it
+		// now. Asked of the cluster, not of our client's belief.
+		fenced, cancel, err := a.fenceLock(ctx, act)
+		defer cancel()
+		if err != nil {
+			return "the cluster lock was lost before the step", false, fmt.Errorf("not acting: %w", err)
+		}
+		defer a.lockKept(ctx, act)
+		ctx = fenced
 	}
 	switch act.Kind {
 	case reconcile.DoStart:

@@ -149,6 +149,7 @@ func New(cfg Config) (*Agent, error) {
 	a.etcd.Publish = etcdproc.PublishHooks{OnStall: a.Wake, OnPublished: a.Wake, Confirm: a.publishInSnapshot}
 	a.notify = notify.New(lg)
 	a.metrics = metrics.New()
+	a.metrics.WatchFenceStale(func() bool { return a.Status().FenceStale })
 	return a, nil
 }
 

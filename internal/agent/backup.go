@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/etcdkeeper/etcdkeeper/internal/backup"
@@ -29,4 +30,19 @@ func (a *Agent) startBackups(ctx context.Context) (stop func()) {
 		case <-time.After(10 * time.Second):
 		}
 	}
+}
+
+// snapshotClusterID is the cluster (hex ID) whose snapshots this host's
+// recovery report may offer: the one its data or its etcd says (data),
+// else, when the data cannot tell (corrupt, lost), the one the marker
+// says it last ran in. "" when neither knows: then none is offered, for
+// a snapshot of a same-named other cluster sharing the dir must never be.
+func (a *Agent) snapshotClusterID(data string) string {
+	if data != "" {
+		return data
+	}
+	if m, err := a.loadMarker(); err == nil && m != nil && m.ClusterID != 0 {
+		return fmt.Sprintf("%x", m.ClusterID)
+	}
+	return ""
 }

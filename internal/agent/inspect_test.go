@@ -2,6 +2,8 @@ package agent
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"net"
 	"os"
@@ -134,7 +136,9 @@ func TestRecentSnapshot(t *testing.T) {
 		if err := os.WriteFile(filepath.Join(self.SnapshotDir, file), []byte("db"), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		side, _ := json.Marshal(backup.Sidecar{Cluster: s.Cluster.Name, Member: "a", File: file, TakenAt: taken, Verified: verified, Seq: rev})
+		sum := sha256.Sum256([]byte("db"))
+		side, _ := json.Marshal(backup.Sidecar{Cluster: s.Cluster.Name, Member: "a", File: file, TakenAt: taken, Verified: verified, Seq: rev,
+			SHA256: hex.EncodeToString(sum[:]), Source: backup.Source{ClusterID: "c1d"}})
 		if err := os.WriteFile(filepath.Join(self.SnapshotDir, backup.SidecarName(file)), side, 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -142,23 +146,26 @@ func TestRecentSnapshot(t *testing.T) {
 	}
 	now := time.Now()
 	write(now.Add(-time.Hour), 10, true)
-	if _, ok := a.recentSnapshot(); ok {
+	if _, ok := a.recentSnapshot(0xc1d); ok {
 		t.Fatalf("reused with repair.snapshotMaxAge 0")
 	}
 	s.Repair.SnapshotMaxAge.Duration = 10 * time.Minute
-	if _, ok := a.recentSnapshot(); ok {
+	if _, ok := a.recentSnapshot(0xc1d); ok {
 		t.Errorf("reused a snapshot an hour old with snapshotMaxAge 10m")
 	}
 	write(now.Add(-time.Minute), 20, false)
-	if _, ok := a.recentSnapshot(); ok {
+	if _, ok := a.recentSnapshot(0xc1d); ok {
 		t.Errorf("reused an unverified snapshot")
 	}
 	want := write(now.Add(-2*time.Minute), 30, true)
-	if got, ok := a.recentSnapshot(); !ok || got != want {
+	if got, ok := a.recentSnapshot(0xc1d); !ok || got != want {
 		t.Errorf("recentSnapshot = %q, %v; want %q", got, ok, want)
 	}
 	write(now.Add(time.Hour), 40, true)
-	if got, ok := a.recentSnapshot(); ok && got != want {
+	if got, ok := a.recentSnapshot(0xc1d); ok && got != want {
 		t.Errorf("reused a snapshot taken in the future: %q", got)
+	}
+	if got, ok := a.recentSnapshot(0x7417); ok {
+		t.Errorf("reused %q, a snapshot of another cluster (same name)", got)
 	}
 }

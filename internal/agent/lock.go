@@ -5,6 +5,9 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/etcdkeeper/etcdkeeper/internal/cluster"
+	"github.com/etcdkeeper/etcdkeeper/internal/reconcile"
 )
 
 // takeLock takes the cluster-wide lock (one actor at a time), or keeps
@@ -34,4 +37,43 @@ func (a *Agent) releaseLock(ctx context.Context) {
 		a.lg.Info("cluster lock released")
 	}
 	a.lock = nil
+}
+
+// fenceLock proves that the cluster lock is still this agent's right
+// before a locked step (cluster.Lock.Fence) and returns the context to
+// take the step with: it expires before the lock could. A lock that is
+// not provably ours is given up: it must not be kept alive either. A
+// rejoin fences each of its membership changes itself (its snapshot may
+// take longer than one call).
+func (a *Agent) fenceLock(ctx context.Context, act reconcile.Action) (context.Context, context.CancelFunc, error) {
+	if a.lock == nil {
+		return ctx, func() {}, cluster.ErrLockLost
+	}
+	fenced, cancel, err := a.lock.Fence(ctx)
+	if err != nil {
+		a.lg.Warn("cluster lock not provably ours: giving it up", zap.Error(err))
+		a.releaseLock(ctx)
+		return ctx, cancel, err
+	}
+	if act.Kind == reconcile.DoRejoin {
+		cancel()
+		return ctx, func() {}, nil
+	}
+	return fenced, cancel, nil
+}
+
+// lockKept says loudly when the lock's lease ran out while a locked step
+// ran: another agent may have acted at the same time. A rejoin checks
+// around each of its membership changes itself.
+func (a *Agent) lockKept(ctx context.Context, act reconcile.Action) {
+	if a.lock == nil || act.Kind == reconcile.DoRejoin {
+		return
+	}
+	switch kept, err := a.lock.Kept(ctx); {
+	case err == nil && !kept:
+		a.lg.Error("the cluster lock was lost while a locked step ran: another agent may have changed the membership at the same time; check the member list",
+			zap.Stringer("step", act.Kind), zap.Error(err))
+	case err != nil:
+		a.lg.Warn("could not confirm the cluster lock after a locked step", zap.Stringer("step", act.Kind), zap.Error(err))
+	}
 }

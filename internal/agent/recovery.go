@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/etcdutl/v3/snapshot"
 	"go.uber.org/zap"
@@ -229,13 +230,74 @@ func (a *Agent) Inspect() recovery.Inspection {
 		}
 		in.Term, in.Index, in.Revision = r.Term, r.CommitIndex, r.Revision
 	}
+	in.Voters, in.VotersFrom = a.knownVoters(in.EtcdRunning, st)
 	if entries, err := backup.List(self.SnapshotDir, s.Cluster.Name); err == nil {
-		if e, ok := backup.NewestVerified(entries); ok {
+		if e, ok := backup.NewestVerified(entries, a.snapshotClusterID(in.ClusterID)); ok {
 			v := e.Sidecar.Verification
 			in.Snapshot = &recovery.Snapshot{Path: e.Path(), TakenAt: e.Sidecar.TakenAt, Revision: v.Revision, Keys: v.TotalKey, Size: e.Size}
 		}
 	}
 	return in
+}
+
+// knownVoters is the voter list this host knows, for recover's majority
+// check: its etcd's member list (serializable: a member without a leader
+// answers it from its own state), else, with etcd stopped, the members
+// its db lists (read offline), else the last cluster the loop observed.
+func (a *Agent) knownVoters(running bool, st Status) ([]recovery.Voter, string) {
+	if running {
+		if ms, ok := a.liveMembers(); ok {
+			var vs []recovery.Voter
+			for _, m := range ms {
+				if !m.IsLearner {
+					vs = append(vs, recovery.Voter{ID: fmt.Sprintf("%x", m.ID), Name: m.Name})
+				}
+			}
+			return vs, recovery.VotersEtcd
+		}
+	} else {
+		_, self := a.Spec()
+		ms, err := repair.DBMembers(self.DataDir)
+		if err != nil {
+			a.lg.Warn("reading the members my data lists", zap.Error(err))
+		}
+		var vs []recovery.Voter
+		for _, m := range ms {
+			if !m.Learner {
+				vs = append(vs, recovery.Voter{ID: fmt.Sprintf("%x", m.ID), Name: m.Name})
+			}
+		}
+		if len(vs) > 0 {
+			return vs, recovery.VotersDB
+		}
+	}
+	var vs []recovery.Voter
+	for _, m := range st.Members {
+		if !m.Learner {
+			vs = append(vs, recovery.Voter{ID: m.ID, Name: m.Name})
+		}
+	}
+	if len(vs) == 0 {
+		return nil, ""
+	}
+	return vs, recovery.VotersObserved
+}
+
+// liveMembers asks the local etcd for its member list now, serializable.
+func (a *Agent) liveMembers() ([]*etcdserverpb.Member, bool) {
+	s, self := a.Spec()
+	if p := a.etcd.Process(); p == nil || !p.Running() {
+		return nil, false
+	}
+	cli, err := cluster.DialSpec(s, self, self.ClientURLs[:1])
+	if err != nil {
+		return nil, false
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), cluster.CallTimeout)
+	defer cancel()
+	ms, err := cli.LocalMembers(ctx)
+	return ms, err == nil
 }
 
 // recoverStep carries out a recovery action of the decision.

@@ -98,7 +98,19 @@ func (h agentHost) StartJoin(members []model.Member, id uint64) error {
 func (h agentHost) Load() (repair.Journal, error) { return h.a.loadJournal() }
 func (h agentHost) Save(j repair.Journal) error   { return h.a.saveJournal(j) }
 func (h agentHost) Release(ctx context.Context)   { h.a.releaseLock(ctx) }
-func (h agentHost) Held() bool                    { return h.a.lock != nil && h.a.lock.Held() }
+func (h agentHost) Fence(ctx context.Context) (context.Context, context.CancelFunc, error) {
+	if h.a.lock == nil {
+		return ctx, func() {}, cluster.ErrLockLost
+	}
+	return h.a.lock.Fence(ctx)
+}
+
+func (h agentHost) Kept(ctx context.Context) (bool, error) {
+	if h.a.lock == nil {
+		return false, nil
+	}
+	return h.a.lock.Kept(ctx)
+}
 
 // warnBackups reports, but never deletes, moved-aside data dirs beyond
 // repair.keepBackups: etcdkeeper does not delete data.
@@ -123,10 +135,10 @@ func (w watchedCluster) SaveSnapshot(ctx context.Context, endpoint, path string)
 	return w.Client.SaveSnapshot(ctx, endpoint, path)
 }
 
-// recentSnapshot is this host's newest verified scheduled snapshot when it
-// is at most repair.snapshotMaxAge old (and not from the future: a clock
-// stepped back proves nothing about its age).
-func (a *Agent) recentSnapshot() (string, bool) {
+// recentSnapshot is this host's newest verified scheduled snapshot of the
+// cluster clusterID when it is at most repair.snapshotMaxAge old (and not
+// from the future: a clock stepped back proves nothing about its age).
+func (a *Agent) recentSnapshot(clusterID uint64) (string, bool) {
 	s, self := a.Spec()
 	maxAge := s.Repair.SnapshotMaxAge.Duration
 	if maxAge <= 0 {
@@ -136,7 +148,7 @@ func (a *Agent) recentSnapshot() (string, bool) {
 	if err != nil {
 		return "", false
 	}
-	e, ok := backup.NewestVerified(entries)
+	e, ok := backup.NewestVerified(entries, fmt.Sprintf("%x", clusterID))
 	if !ok {
 		return "", false
 	}

@@ -58,6 +58,9 @@ type Status struct {
 	// RecoveryFinishError is why the end of this host's part in a
 	// recovery cannot be recorded ("": it could, or there is none).
 	RecoveryFinishError string `json:"recoveryFinishError,omitempty"`
+	// FenceStale: Recovery fences this host and its source has not
+	// started after recovery.FenceStaleAfter (etcdkeeper_recovery_fence_stale).
+	FenceStale bool `json:"fenceStale,omitempty"`
 }
 
 // Status returns a copy of the agent's status.
@@ -65,6 +68,7 @@ func (a *Agent) Status() Status {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	st := a.status
+	st.FenceStale = recovery.FenceStale(st.Recovery, time.Now())
 	if a.backups != nil {
 		b := a.backups.State()
 		st.Backup = &b
@@ -162,6 +166,10 @@ func (a *Agent) statusLine() string {
 
 func statusLineOf(st Status) string {
 	switch {
+	case st.FenceStale:
+		r := st.Recovery
+		return truncate(fmt.Sprintf("%s: FENCE STALE: recovery %s from %s has not started in %s; my old member stays stopped: start the source, or run etcdkeeper recover --abort %s",
+			st.Member, r.ID, r.Source, time.Since(r.StartedAt).Round(time.Second), r.ID), 200)
 	case st.Recovery != nil && st.Recovery.Open():
 		r := st.Recovery
 		return truncate(fmt.Sprintf("%s: recovering (%s, recovery %s from %s): step %s; %s", st.Member, r.Role, r.ID, r.Source, r.Step, st.Decision), 200)

@@ -34,26 +34,45 @@
 // # Deleting: only here, only our own
 //
 // Retention (Prune, pure and table-tested) is the only place etcdkeeper
-// deletes snapshot files. A file is deleted only when all of these hold:
-// its name matches the naming pattern for this cluster; its sidecar says
-// it was written by etcdkeeper's schedule for this cluster and this member,
-// names this very file, and says it was verified; it is not the newest
-// verified snapshot in the dir (by anyone); it is not among the newest
-// backup.keep of this agent's own; and, read again just before deleting,
-// its sha256 is still the sidecar's. Files being written have a temporary
-// name that does not match the pattern. "Newest" is the sidecar's sequence
-// number (one more than the highest in the dir when it was written), then
-// the revision: neither moves when the wall clock jumps, so a clock set
-// back (or forward) cannot make a new snapshot look old. Snapshots saved
-// by hand (`etcdkeeper backup save`) are never deleted.
+// deletes snapshot files. A backup.dir another local user could write to
+// (not owned by the agent's user or root, or group- or other-writable,
+// sticky 1777 included) is refused: no snapshot is taken there, nothing
+// is pruned there, nothing there is recommended (CheckDir). An entry
+// counts only when it is verified, its file and sidecar are owned by the
+// agent's user or root, and its sidecar's cluster ID (Source.ClusterID)
+// is this cluster's: a sidecar without one (unknown) never counts, so
+// that two clusters of one name sharing a dir leave each other alone.
+// The entries kept in the count (the newest of the dir and this agent's
+// newest backup.keep) must also still have their sidecar's sha256; each
+// file is hashed once per process (cached by device, inode, size, mtime
+// and ctime; a snapshot's sum is remembered when it is written), not on
+// every prune. A file is deleted only when all of these hold: its name
+// matches the naming pattern for this cluster; it counts; its sidecar
+// says it was written by etcdkeeper's schedule for this cluster (name and
+// ID) and this member, names this very file, and says it was verified;
+// it is not the newest counted snapshot in the dir (by anyone); it is not
+// among the newest backup.keep of this agent's own; and, read again just
+// before deleting, its sha256 is still the sidecar's. A forged or foreign
+// entry is never kept in the count, never recommended, never deleted.
+// Files being written have a temporary name that does not match the
+// pattern. "Newest" is the sidecar's sequence number (one more than the
+// highest of the entries that count when it was written), then the
+// revision: neither moves when the wall clock jumps, so a clock set back
+// (or forward) cannot make a new snapshot look old. Snapshots saved by
+// hand (`etcdkeeper backup save`) are never deleted.
 //
 // # Checking that it restores
 //
 // A backup nobody ever restored is not a backup: after the first snapshot
 // of an agent's run, and then once a day, the newest snapshot is restored
 // with etcdutl's restore code into a throwaway data dir
-// (backup.dir/.restore-check-*), served by an embedded etcd on loopback,
-// and compared: the revision it serves, its key count, and the hash of its
-// key bucket against the snapshot's. The result goes into the sidecar and
-// the metrics; the throwaway dir is removed.
+// (backup.dir/.restore-check-*, 0700) and checked offline, with no server:
+// no port, no socket, nothing another local user could ask for the
+// keyspace while it runs. The restored dir must pass etcd's bootstrap
+// checks (repair.Inspect: WAL, snapshot record, the db's consistent
+// index), and etcd's own key-value store (mvcc and its lessor, opened on
+// the restored db as etcdserver does at start) is asked for the revision
+// and key count it would serve; these and the hash of the key bucket are
+// compared with the snapshot's. The result goes into the sidecar and the
+// metrics; the throwaway dir is removed.
 package backup

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/etcdkeeper/etcdkeeper/internal/model"
+	"github.com/etcdkeeper/etcdkeeper/internal/spec"
 )
 
 func TestNames(t *testing.T) {
@@ -54,7 +55,8 @@ func entry(seq, rev int64, by, member string, verified bool) Entry {
 	at := time.Date(2026, 1, 1, 0, 0, int(seq), 0, time.UTC)
 	e := Entry{File: FileName("c", at, rev), Time: at, Revision: rev}
 	if by != "" {
-		e.Sidecar = &Sidecar{Writer: writer, By: by, Cluster: "c", Member: member, File: e.File, Seq: seq, Verified: verified, SHA256: "x"}
+		e.Sidecar = &Sidecar{Writer: writer, By: by, Cluster: "c", Member: member, File: e.File, Seq: seq, Verified: verified, SHA256: "x",
+			Source: Source{ClusterID: "c1d"}}
 	}
 	return e
 }
@@ -68,7 +70,7 @@ func files(es []Entry) []string {
 }
 
 func TestPrune(t *testing.T) {
-	me := Owner{Cluster: "c", Member: "a"}
+	me := Owner{Cluster: "c", Member: "a", ClusterID: "c1d"}
 	own := func(seq int64) Entry { return entry(seq, 100+seq, BySchedule, "a", true) }
 	clockBack := own(5)
 	clockBack.Time = time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC) // written after a clock jump back
@@ -83,6 +85,26 @@ func TestPrune(t *testing.T) {
 	foreignName := own(1)
 	foreignName.File = "d" + foreignName.File[1:]
 	foreignName.Sidecar.File = foreignName.File
+	// Planted by another local user: huge seqs, all claims ours.
+	planted := func(seq int64) Entry {
+		e := own(seq)
+		e.Distrust = "the file is owned by uid 65534, not this agent's user or root"
+		return e
+	}
+	// The same cluster name and member names, another cluster.
+	twin := func(seq int64) Entry {
+		e := own(seq)
+		e.Sidecar.Source.ClusterID = "7417"
+		return e
+	}
+	// Written before sidecars carried the cluster ID: unknown.
+	old := own(1)
+	old.Sidecar.Source.ClusterID = ""
+	damaged := func(seq int64) Entry {
+		e := own(seq)
+		e.Sidecar.SHA256 = "damaged" // the file's sha256 is not this
+		return e
+	}
 	tests := []struct {
 		name    string
 		entries []Entry
@@ -104,15 +126,32 @@ func TestPrune(t *testing.T) {
 		{"newest unverified: newest verified kept", []Entry{own(1), own(2), entry(3, 200, BySchedule, "a", false)}, 1, []Entry{own(1)}},
 		{"clock set back: the name's time is old, the seq is newest", []Entry{own(3), own(4), clockBack}, 1, []Entry{own(4), own(3)}},
 		{"revision breaks a seq tie", []Entry{entry(1, 5, BySchedule, "a", true), entry(1, 9, BySchedule, "a", true)}, 1, []Entry{entry(1, 5, BySchedule, "a", true)}},
+		{"planted by another user: neither kept in the count nor deleted", []Entry{own(1), own(2), own(3), planted(1e15), planted(1e15 + 1)}, 2, []Entry{own(1)}},
+		{"planted newest of the dir: ours still the newest", []Entry{own(1), own(2), planted(1e15)}, 1, []Entry{own(1)}},
+		{"another cluster of the same names: neither counted nor deleted", []Entry{own(1), own(2), own(3), twin(10), twin(11), twin(12)}, 2, []Entry{own(1)}},
+		{"a sidecar without cluster ID: unknown, never deleted", []Entry{old, own(2), own(3)}, 1, []Entry{own(2)}},
+		{"damaged: not kept in the count, not deleted", []Entry{own(1), own(2), own(3), damaged(4)}, 2, []Entry{own(1)}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := Prune(tt.entries, me, tt.keep)
+			hashed := map[string]bool{}
+			intact := func(e Entry) bool { hashed[e.File] = true; return e.Sidecar.SHA256 != "damaged" }
+			got := Prune(tt.entries, me, tt.keep, intact)
 			if g, w := files(got), files(tt.want); !equal(g, w) {
 				t.Errorf("Prune = %q, want %q", g, w)
 			}
+			for _, e := range got {
+				if hashed[e.File] {
+					t.Errorf("%s was hashed: only the kept ones need to be (the deleted are hashed again before deleting)", e.File)
+				}
+			}
 		})
 	}
+	t.Run("cluster ID unknown: nothing", func(t *testing.T) {
+		if got := Prune([]Entry{own(1), own(2), own(3)}, Owner{Cluster: "c", Member: "a"}, 1, func(Entry) bool { return true }); len(got) != 0 {
+			t.Errorf("Prune = %q, want nothing without this cluster's ID", files(got))
+		}
+	})
 }
 
 func equal(a, b []string) bool {
@@ -236,11 +275,89 @@ func TestRemoveChecksAgain(t *testing.T) {
 	if err := os.WriteFile(entries[0].Path(), []byte("something else"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	removed, err := RemovePruned(dir, Owner{Cluster: "c", Member: "a"}, 1)
+	removed, err := RemovePruned(dir, Owner{Cluster: "c", Member: "a", ClusterID: "c1d"}, 1)
 	if !slices.Equal(removed, []string{entries[1].File}) || err == nil || !strings.Contains(err.Error(), "sha256") {
 		t.Fatalf("RemovePruned = %q, %v; want only %s removed and a refusal for %s", removed, err, entries[1].File, entries[0].File)
 	}
 	if _, err := os.Stat(entries[0].Path()); err != nil {
 		t.Errorf("the replaced file was deleted: %v", err)
+	}
+}
+
+// TestNewestVerified: the newest entry of this cluster's ID whose file
+// still has its sidecar's sha256; a changed file is noticed although its
+// sha256 was cached, an old sidecar without a cluster ID and an unknown
+// cluster ID recommend nothing.
+func TestNewestVerified(t *testing.T) {
+	dir := t.TempDir()
+	var entries []Entry
+	for seq := int64(1); seq <= 3; seq++ {
+		e := entry(seq, 100+seq, BySchedule, "a", true)
+		e.Dir = dir
+		body := fmt.Appendf(nil, "snapshot %d", seq)
+		if err := os.WriteFile(e.Path(), body, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		sum := sha256.Sum256(body)
+		e.Sidecar.SHA256 = hex.EncodeToString(sum[:])
+		entries = append(entries, e)
+	}
+	newest := func(id string) string {
+		e, ok := NewestVerified(entries, id)
+		if !ok {
+			return ""
+		}
+		return e.File
+	}
+	if got := newest("c1d"); got != entries[2].File {
+		t.Fatalf("newest = %q, want %q", got, entries[2].File)
+	}
+	// Same size, another content: the cached sum no longer applies.
+	if err := os.WriteFile(entries[2].Path(), []byte("snapshot X"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got := newest("c1d"); got != entries[1].File {
+		t.Errorf("after the newest changed: %q, want %q", got, entries[1].File)
+	}
+	entries[1].Sidecar.Source.ClusterID = "" // an old sidecar: unknown
+	if got := newest("c1d"); got != entries[0].File {
+		t.Errorf("with an old sidecar: %q, want %q", got, entries[0].File)
+	}
+	if got := newest(""); got != "" {
+		t.Errorf("cluster ID unknown: %q, want none", got)
+	}
+	if got := newest("7417"); got != "" {
+		t.Errorf("another cluster's ID: %q, want none", got)
+	}
+	if err := os.Chmod(dir, 0o770); err != nil {
+		t.Fatal(err)
+	}
+	if got := newest("c1d"); got != "" {
+		t.Errorf("in a group-writable dir: %q, want none", got)
+	}
+}
+
+func TestSaveDir(t *testing.T) {
+	shared := &spec.Spec{Members: []spec.Member{{Name: "a", SnapshotDir: "/b"}, {Name: "c", SnapshotDir: "/b"}}}
+	perMember := &spec.Spec{Members: []spec.Member{{Name: "a", SnapshotDir: "/b/a"}, {Name: "c", SnapshotDir: "/b/c"}}}
+	tests := []struct {
+		name     string
+		s        *spec.Spec
+		out      string
+		self     spec.Member
+		isMember bool
+		want     string // "" = refused
+	}{
+		{"--out wins", perMember, "/o", perMember.Members[1], true, "/o"},
+		{"this host's member", perMember, "", perMember.Members[1], true, "/b/c"},
+		{"no member, shared dir", shared, "", spec.Member{}, false, "/b"},
+		{"no member, per-member dirs: refused", perMember, "", spec.Member{}, false, ""},
+		{"no member, --out", perMember, "/o", spec.Member{}, false, "/o"},
+	}
+	for _, tt := range tests {
+		got, err := SaveDir(tt.s, tt.out, tt.self, tt.isMember)
+		if got != tt.want || (err != nil) != (tt.want == "") {
+			t.Errorf("%s: SaveDir = %q, %v; want %q", tt.name, got, err, tt.want)
+		}
 	}
 }

@@ -4,41 +4,53 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
-	"net/url"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/etcdutl/v3/snapshot"
-	"go.etcd.io/etcd/server/v3/embed"
+	"go.etcd.io/etcd/pkg/v3/traceutil"
+	"go.etcd.io/etcd/server/v3/lease"
+	"go.etcd.io/etcd/server/v3/storage/backend"
+	"go.etcd.io/etcd/server/v3/storage/mvcc"
 	"go.uber.org/zap"
+
+	"github.com/etcdkeeper/etcdkeeper/internal/repair"
 )
 
 // RestoreCheck is the result of restoring a snapshot into a throwaway
-// etcd and comparing what it serves with the snapshot's verification.
+// data dir and comparing what etcd would serve from it with the
+// snapshot's verification.
 type RestoreCheck struct {
 	At      time.Time `json:"at"`
 	OK      bool      `json:"ok"`
 	Seconds float64   `json:"seconds"`
-	// What the restored etcd served: its revision and key count, and the
-	// hash of its key bucket after it stopped.
+	// What etcd's key-value store reads from the restored data dir: its
+	// revision and key count, and the hash of its key bucket after it
+	// finished a pending compaction.
 	Revision int64  `json:"revision"`
 	Keys     int64  `json:"keys"`
 	KVHash   uint32 `json:"kvHash"`
 	Error    string `json:"error,omitempty"`
 }
 
-// restoreTimeout bounds a restore check: restore, start, ask, stop.
-const restoreTimeout = 10 * time.Minute
+// restoreMember is the name and peer URL the restored data dir is made
+// for. Nothing ever listens on it: the check starts no server (a served
+// copy of the keyspace on a port is readable by every local user).
+const (
+	restoreMember = "restore-check"
+	restorePeer   = "http://restore-check.invalid:2380"
+)
 
 // CheckRestore restores the snapshot e with etcdutl's restore code into a
-// throwaway data dir next to it, starts an embedded etcd on loopback from
-// it, and compares what it serves with e's verification: the revision,
-// the key count, and (unless a compaction was pending) the hash of the
-// key bucket. The result is also written into e's sidecar.
+// throwaway data dir (0700) next to it and checks that dir offline, with
+// no server and no listener: etcd's bootstrap checks (repair.Inspect: the
+// WAL, its snapshot record, the db's consistent index), then etcd's own
+// key-value store opened on the restored db for the revision and key
+// count it would serve, and the hash of the key bucket; all compared with
+// e's verification. The result is also written into e's sidecar.
 func CheckRestore(ctx context.Context, e Entry) RestoreCheck {
 	start := time.Now()
 	rc := RestoreCheck{At: start.UTC()}
@@ -63,32 +75,50 @@ func checkRestore(ctx context.Context, e Entry, rc *RestoreCheck) error {
 		return errors.New("the snapshot is not verified")
 	}
 	want := e.Sidecar.Verification
-	ctx, cancel := context.WithTimeout(ctx, restoreTimeout)
-	defer cancel()
+	if sum, _, _, err := fileSums(e.Path()); err != nil {
+		return err
+	} else if sum != e.Sidecar.SHA256 {
+		return fmt.Errorf("the file's sha256 %s is not the one its sidecar records (%s): it changed since it was verified", sum, e.Sidecar.SHA256)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("restore check: %w", err)
+	}
 	tmp, err := os.MkdirTemp(e.Dir, restorePrefix+"*")
 	if err != nil {
 		return fmt.Errorf("restore dir: %w", err)
 	}
 	defer removeRestoreDir(tmp)
-	peer, client, err := loopbackURLs()
-	if err != nil {
-		return err
+	// MkdirTemp makes it 0700; said again, since a copy of the keyspace
+	// goes in it.
+	if err := os.Chmod(tmp, 0o700); err != nil {
+		return fmt.Errorf("restore dir: %w", err)
 	}
-	const name = "restore-check"
 	dataDir := filepath.Join(tmp, "data")
 	if err := snapshot.NewV3(zap.NewNop()).Restore(snapshot.RestoreConfig{
-		SnapshotPath: e.Path(), Name: name, OutputDataDir: dataDir,
-		PeerURLs: []string{peer.String()}, InitialCluster: name + "=" + peer.String(), InitialClusterToken: name,
+		SnapshotPath: e.Path(), Name: restoreMember, OutputDataDir: dataDir,
+		PeerURLs: []string{restorePeer}, InitialCluster: restoreMember + "=" + restorePeer, InitialClusterToken: restoreMember,
 	}); err != nil {
 		return fmt.Errorf("restore: %w", err)
 	}
-	if err := serveRestored(ctx, dataDir, name, peer, client, rc); err != nil {
-		return err
+	if r := repair.Inspect(nil, dataDir); r.State != repair.DirHealthy {
+		return fmt.Errorf("the restored data dir would not start: %s: %s", r.State, r.Reason)
 	}
-	rc.KVHash, _, err = kvHash(filepath.Join(dataDir, "member", "snap", "db"))
-	if err != nil {
-		return fmt.Errorf("restored db: %w", err)
+	db := filepath.Join(dataDir, "member", "snap", "db")
+	if rc.Revision, rc.Keys, err = readStore(ctx, db); err != nil {
+		return fmt.Errorf("the restored db: %w", err)
 	}
+	if rc.KVHash, _, err = kvHash(db); err != nil {
+		return fmt.Errorf("the restored db: %w", err)
+	}
+	if diffs := compareRestored(*rc, want); len(diffs) > 0 {
+		return fmt.Errorf("the restored data differs: %s", strings.Join(diffs, "; "))
+	}
+	return nil
+}
+
+// compareRestored lists how what the restored data holds differs from
+// what the snapshot's verification found.
+func compareRestored(rc RestoreCheck, want Verification) []string {
 	var diffs []string
 	if rc.Revision != want.Revision {
 		diffs = append(diffs, fmt.Sprintf("revision %d, the snapshot's is %d", rc.Revision, want.Revision))
@@ -96,71 +126,42 @@ func checkRestore(ctx context.Context, e Entry, rc *RestoreCheck) error {
 	if rc.Keys != int64(want.TotalKey) {
 		diffs = append(diffs, fmt.Sprintf("%d keys, the snapshot has %d", rc.Keys, want.TotalKey))
 	}
+	// A pending compaction is finished when the store opens, which
+	// changes the key bucket.
 	if !want.CompactPending && rc.KVHash != want.KVHash {
 		diffs = append(diffs, fmt.Sprintf("key bucket hash %08x, the snapshot's is %08x", rc.KVHash, want.KVHash))
 	}
-	if len(diffs) > 0 {
-		return fmt.Errorf("the restored etcd differs: %s", strings.Join(diffs, "; "))
-	}
-	return nil
+	return diffs
 }
 
-// serveRestored starts an embedded etcd on the restored data dir, asks it
-// for its revision and key count, and stops it.
-func serveRestored(ctx context.Context, dataDir, name string, peer, client url.URL, rc *RestoreCheck) error {
-	cfg := embed.NewConfig()
-	cfg.Name, cfg.Dir = name, dataDir
-	cfg.Logger, cfg.LogLevel = "zap", "error"
-	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
-	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{peer}, []url.URL{peer}
-	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{client}, []url.URL{client}
-	cfg.InitialCluster = name + "=" + peer.String()
-	cfg.InitialClusterToken = name
-	etcd, err := embed.StartEtcd(cfg)
-	if err != nil {
-		return fmt.Errorf("start the restored etcd: %w", err)
-	}
-	defer etcd.Close()
-	select {
-	case <-etcd.Server.ReadyNotify():
-	case err := <-etcd.Err():
-		return fmt.Errorf("the restored etcd: %w", err)
-	case <-ctx.Done():
-		return fmt.Errorf("the restored etcd did not become ready: %w", ctx.Err())
-	}
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{client.String()}, DialTimeout: 10 * time.Second, Logger: zap.NewNop()})
-	if err != nil {
-		return fmt.Errorf("client for the restored etcd: %w", err)
-	}
-	defer cli.Close()
-	qctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	resp, err := cli.Get(qctx, "\x00", clientv3.WithFromKey(), clientv3.WithCountOnly())
-	if err != nil {
-		return fmt.Errorf("count the restored keys: %w", err)
-	}
-	rc.Revision, rc.Keys = resp.Header.Revision, resp.Count
-	return nil
-}
-
-// loopbackURLs are two free ports on 127.0.0.1 for the throwaway etcd.
-func loopbackURLs() (peer, client url.URL, err error) {
-	var ls []net.Listener
+// readStore opens etcd's key-value store (mvcc, with its lessor, as
+// etcdserver does at start) on the restored db and reads the revision and
+// the number of keys it would serve. The store finishes a compaction the
+// snapshot had pending, as etcd would. The db is the throwaway copy: the
+// store may write to it.
+func readStore(ctx context.Context, db string) (rev, keys int64, err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
-		for _, l := range ls {
-			_ = l.Close()
+		if r := recover(); r != nil {
+			err = fmt.Errorf("open the key-value store: %v", r)
 		}
 	}()
-	var urls []url.URL
-	for range 2 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return url.URL{}, url.URL{}, fmt.Errorf("free port: %w", err)
-		}
-		ls = append(ls, l)
-		urls = append(urls, url.URL{Scheme: "http", Host: l.Addr().String()})
+	lg := zap.NewNop()
+	be := backend.NewDefaultBackend(lg, db)
+	defer be.Close()
+	// The lessor is never promoted: it revokes nothing.
+	le := lease.NewLessor(lg, be, nil, lease.LessorConfig{})
+	defer le.Stop()
+	s := mvcc.NewStore(lg, be, le, mvcc.StoreConfig{})
+	defer s.Close()
+	tx := s.Read(mvcc.ConcurrentReadTxMode, traceutil.TODO())
+	defer tx.End()
+	// From "\x00" to the end: every key (etcd's RangeEnd "\x00").
+	r, err := tx.Range(ctx, []byte{0}, []byte{}, mvcc.RangeOptions{CountOnly: true})
+	if err != nil {
+		return 0, 0, fmt.Errorf("count the keys: %w", err)
 	}
-	return urls[0], urls[1], nil
+	return tx.Rev(), int64(r.Count), nil
 }
 
 // removeRestoreDir removes the throwaway dir a restore check made: only

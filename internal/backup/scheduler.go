@@ -3,6 +3,7 @@ package backup
 import (
 	"context"
 	"errors"
+	"io/fs"
 	"sync"
 	"time"
 
@@ -135,23 +136,47 @@ func sleep(ctx context.Context, d time.Duration) {
 	}
 }
 
-// loadNewest takes the newest verified snapshot on disk as the last
-// success, so that a restarted agent keeps its schedule and its metrics.
+// loadNewest takes this agent's newest scheduled snapshot on disk as the
+// last success, so that a restarted agent keeps its schedule and its
+// metrics. The cluster ID is not known yet: only a snapshot of this
+// agent's own schedule, in a dir no other user can write to, intact,
+// counts; a time it claims past the start is taken as the start.
 func (s *Scheduler) loadNewest(sp *spec.Spec, self spec.Member, started time.Time) {
+	m := s.cfg.Metrics
+	if m != nil {
+		m.LastSuccess.Set(float64(started.Unix()))
+	}
+	if err := CheckDir(self.SnapshotDir); err != nil {
+		if !errors.Is(err, fs.ErrNotExist) {
+			s.lg.Warn("backup dir refused", zap.Error(err))
+		}
+		return
+	}
 	entries, err := List(self.SnapshotDir, sp.Cluster.Name)
 	if err != nil {
 		s.lg.Warn("backup dir", zap.Error(err))
 	}
-	e, ok := NewestVerified(entries)
-	m := s.cfg.Metrics
+	e, ok := newestOwn(entries, Owner{Cluster: sp.Cluster.Name, Member: self.Name})
 	if !ok {
-		if m != nil {
-			m.LastSuccess.Set(float64(started.Unix()))
-		}
 		return
 	}
 	s.lastOK = e.Sidecar.TakenAt
+	if s.lastOK.After(started) {
+		s.lastOK = started
+	}
 	s.noteSuccess(e)
+}
+
+// newestOwn is the newest intact snapshot owner's schedule wrote, of any
+// cluster ID.
+func newestOwn(entries []Entry, owner Owner) (Entry, bool) {
+	for _, e := range sorted(entries) {
+		if sc := e.Sidecar; e.Verified() && e.Distrust == "" && sc.Writer == writer && sc.By == BySchedule &&
+			sc.Cluster == owner.Cluster && sc.Member == owner.Member && Intact(e) {
+			return e, true
+		}
+	}
+	return Entry{}, false
 }
 
 func (s *Scheduler) noteSuccess(e Entry) {
@@ -199,7 +224,7 @@ func (s *Scheduler) runOnce(ctx context.Context, sp *spec.Spec, self spec.Member
 		}
 	}
 	s.update(func(st *State) { st.Busy = "retention" })
-	removed, err := RemovePruned(self.SnapshotDir, Owner{Cluster: sp.Cluster.Name, Member: self.Name}, sp.Backup.Keep)
+	removed, err := RemovePruned(self.SnapshotDir, Owner{Cluster: sp.Cluster.Name, Member: self.Name, ClusterID: e.ClusterID()}, sp.Backup.Keep)
 	for _, f := range removed {
 		s.lg.Info("snapshot removed: older than the newest backup.keep", zap.String("file", f), zap.Int("keep", sp.Backup.Keep))
 	}
@@ -211,7 +236,7 @@ func (s *Scheduler) runOnce(ctx context.Context, sp *spec.Spec, self spec.Member
 	}
 	if restoreCheckDue(time.Now(), s.lastCheck, sp.Backup.Interval.Duration) {
 		s.update(func(st *State) { st.Busy = "restore-check" })
-		s.restoreCheck(ctx, sp, self)
+		s.restoreCheck(ctx, sp, self, e.ClusterID())
 	}
 }
 
@@ -229,9 +254,9 @@ func (s *Scheduler) take(ctx context.Context, sp *spec.Spec, self spec.Member) (
 	return t.Take(ctx)
 }
 
-func (s *Scheduler) restoreCheck(ctx context.Context, sp *spec.Spec, self spec.Member) {
+func (s *Scheduler) restoreCheck(ctx context.Context, sp *spec.Spec, self spec.Member, clusterID string) {
 	entries, err := List(self.SnapshotDir, sp.Cluster.Name)
-	e, ok := NewestVerified(entries)
+	e, ok := NewestVerified(entries, clusterID)
 	if err != nil || !ok {
 		s.fail(&StageError{StageRestoreCheck, errors.Join(errors.New("no verified snapshot to restore"), err)})
 		return

@@ -53,11 +53,13 @@ type Source struct {
 }
 
 // owns: the sidecar says this snapshot file was written and verified by
-// the schedule of this cluster's agent for member — the only snapshots
-// retention may delete.
-func (s *Sidecar) owns(file, cluster, member string) bool {
-	return s != nil && s.Writer == writer && s.By == BySchedule && s.Cluster == cluster &&
-		s.Member == member && s.File == file && s.Verified && s.SHA256 != ""
+// the schedule of owner's agent, from owner's cluster (its ID, not only
+// its name: two clusters of one name may share a dir) — the only
+// snapshots retention may delete.
+func (s *Sidecar) owns(file string, owner Owner) bool {
+	return s != nil && s.Writer == writer && s.By == BySchedule && s.Cluster == owner.Cluster &&
+		s.Member == owner.Member && s.File == file && s.Verified && s.SHA256 != "" &&
+		owner.ClusterID != "" && s.Source.ClusterID == owner.ClusterID
 }
 
 func readSidecar(path string) (*Sidecar, error) {

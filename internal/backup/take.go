@@ -82,6 +82,9 @@ func (t *Taker) Take(ctx context.Context) (Entry, error) {
 	if err := os.MkdirAll(t.Dir, 0o700); err != nil {
 		return fail(StageSnapshot, fmt.Errorf("backup dir: %w", err))
 	}
+	if err := CheckDir(t.Dir); err != nil {
+		return fail(StageSnapshot, fmt.Errorf("no snapshot taken: %w", err))
+	}
 	takenAt := t.now()
 	tmp := filepath.Join(t.Dir, partialName(t.Cluster, takenAt))
 	defer removePartial(tmp) // a no-op once renamed
@@ -108,14 +111,16 @@ func (t *Taker) Take(ctx context.Context) (Entry, error) {
 	if err := atomicfile.SyncDir(t.Dir); err != nil {
 		return fail(StageSnapshot, err)
 	}
+	noteSum(final, sum)
+	clusterID := fmt.Sprintf("%x", v.ClusterID)
 	role := "follower"
 	if src.ID == v.LeaderID {
 		role = "leader"
 	}
 	sc := &Sidecar{
 		Writer: writer, By: t.By, Cluster: t.Cluster, Member: t.Member, File: file,
-		Seq: nextSeq(entries), TakenAt: takenAt.UTC(),
-		Source: Source{Name: src.Name, ID: fmt.Sprintf("%x", src.ID), ClusterID: fmt.Sprintf("%x", v.ClusterID), Endpoint: endpoint, Role: role},
+		Seq: nextSeq(entries, clusterID), TakenAt: takenAt.UTC(),
+		Source: Source{Name: src.Name, ID: fmt.Sprintf("%x", src.ID), ClusterID: clusterID, Endpoint: endpoint, Role: role},
 		SHA256: sum, Size: size, Verified: true, Verification: ver,
 		Seconds: time.Since(start).Seconds(),
 	}

@@ -39,6 +39,13 @@ type Client struct {
 	// statusConns are the connections Status reuses, by endpoint: see
 	// Status.
 	statusConns map[string]*grpc.ClientConn
+
+	// progress is each member's committed index at the previous Observe,
+	// so that Observe can tell a member that catches up from one that
+	// lags or is stuck (model.CaughtUp); catchUp is the rule's bound.
+	progressMu sync.Mutex
+	progress   model.Progress
+	catchUp    uint64
 }
 
 // credentials are an etcd user's, for clusters with auth enabled.
@@ -53,10 +60,17 @@ func WithCredentials(user, password string) DialOption {
 	return func(c *Client) { c.auth = credentials{user: user, password: password} }
 }
 
+// WithCatchUpBound sets how far behind the leader a voter may be and
+// still count as caught up (model.CatchUpBound); the default is etcd's
+// default snapshot-catchup-entries'.
+func WithCatchUpBound(entries uint64) DialOption {
+	return func(c *Client) { c.catchUp = entries }
+}
+
 // Dial connects to endpoints without waiting for any of them to answer.
 // tlsCfg is nil for plain http.
 func Dial(endpoints []string, tlsCfg *tls.Config, opts ...DialOption) (*Client, error) {
-	c := &Client{endpoints: endpoints, tls: tlsCfg, timeout: CallTimeout}
+	c := &Client{endpoints: endpoints, tls: tlsCfg, timeout: CallTimeout, progress: model.Progress{}, catchUp: model.CatchUpBound(0)}
 	for _, o := range opts {
 		o(c)
 	}

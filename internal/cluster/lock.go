@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 )
 
@@ -46,7 +48,20 @@ func (c *Client) TryLock(ctx context.Context, clusterName string) (*Lock, error)
 	return &Lock{session: s, mutex: m}, nil
 }
 
-// Held reports whether the lock's lease is still alive.
+// ErrLockLost means the cluster lock is no longer provably this agent's.
+var ErrLockLost = errors.New("the cluster lock is no longer ours")
+
+// callMargin is the least time the lock's lease must have left when Check
+// passes: the membership call that follows is one call (CallTimeout, a
+// deadline gRPC sends along, so etcd gives up on it after that too), and
+// TimeToLive rounds down to whole seconds.
+const callMargin = CallTimeout + time.Second
+
+// Held reports whether the lock's lease is still alive as this client
+// last heard: it can still say yes for about a second plus a round trip
+// after the server expired the lease (the client learns it from the next
+// keepalive answer, or from its own deadline, checked once a second).
+// Good enough to skip a step; before a membership change, use Check.
 func (l *Lock) Held() bool {
 	select {
 	case <-l.session.Done():
@@ -55,6 +70,68 @@ func (l *Lock) Held() bool {
 		return true
 	}
 }
+
+// Check proves, linearizably, that the lock is still ours and will stay
+// ours for the length of one call: its key still exists with the create
+// revision we took it with (a key deleted with its lease and made again
+// by another agent has a new one), and its lease has at least callMargin
+// left on the leader. etcd's membership calls (MemberAdd, MemberRemove,
+// MemberPromote, MemberUpdate, MoveLeader) cannot be made part of a txn,
+// so this is the fence (see Fence): the call that follows carries a
+// deadline shorter than the lease's time left, so it is proposed while the
+// lock is still ours.
+func (l *Lock) Check(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, CallTimeout)
+	defer cancel()
+	cli, key := l.session.Client(), l.mutex.Key()
+	// The Get makes it a linearizable read: etcd answers a txn whose ops
+	// are all serializable (none at all counts) from the local member,
+	// which may lag or be cut off.
+	resp, err := cli.Txn(ctx).If(l.mutex.IsOwner()).Then(clientv3.OpGet(key, clientv3.WithCountOnly())).Commit()
+	if err != nil {
+		return fmt.Errorf("check the cluster lock %s: %w", key, err)
+	}
+	if !resp.Succeeded {
+		return fmt.Errorf("%w: its key %s is gone (lease %x expired or was revoked)", ErrLockLost, key, l.session.Lease())
+	}
+	ttl, err := cli.TimeToLive(ctx, l.session.Lease())
+	if err != nil {
+		return fmt.Errorf("check the cluster lock's lease %x: %w", l.session.Lease(), err)
+	}
+	if left := time.Duration(ttl.TTL) * time.Second; left < callMargin {
+		return fmt.Errorf("%w: its lease %x has %s left, less than one call may take (%s)", ErrLockLost, l.session.Lease(), left, callMargin)
+	}
+	return nil
+}
+
+// Fence is Check for one call: the context it returns expires one call's
+// deadline (CallTimeout) after the check began, before the lease could
+// run out, so that a call made with it is sent while the lock is still
+// ours or not at all, even if this process pauses in between.
+func (l *Lock) Fence(ctx context.Context) (context.Context, context.CancelFunc, error) {
+	start := time.Now()
+	if err := l.Check(ctx); err != nil {
+		return ctx, func() {}, err
+	}
+	fenced, cancel := context.WithDeadline(ctx, start.Add(CallTimeout))
+	return fenced, cancel, nil
+}
+
+// Kept asks the cluster whether the lock's lease is still alive: after a
+// membership change, whether the change was made entirely under the lock
+// (a lease never comes back). An error means it could not tell.
+func (l *Lock) Kept(ctx context.Context) (bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, CallTimeout)
+	defer cancel()
+	ttl, err := l.session.Client().TimeToLive(ctx, l.session.Lease())
+	if err != nil {
+		return false, fmt.Errorf("check the cluster lock's lease %x: %w", l.session.Lease(), err)
+	}
+	return ttl.TTL > 0, nil
+}
+
+// Lease is the lease behind the lock.
+func (l *Lock) Lease() clientv3.LeaseID { return l.session.Lease() }
 
 // Unlock releases the lock and revokes its lease.
 func (l *Lock) Unlock(ctx context.Context) error {

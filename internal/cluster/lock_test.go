@@ -116,3 +116,131 @@ func TestLockExpiresWithItsHolder(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 	}
 }
+
+// TestLockCheckAfterLeaseRevoked: the server dropped the lock's lease
+// (revoked here; expired after a pause of the holder, in life). The
+// holder's client may still say Held() for a while; Check, asked of the
+// cluster, refuses at once, and Kept says the lease is gone (F11 of the
+// 2026-12-01 review).
+func TestLockCheckAfterLeaseRevoked(t *testing.T) {
+	ep := startEtcd(t)
+	ctx := context.Background()
+	a, err := Dial([]string{ep}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	l, err := a.TryLock(ctx, "fence")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Check(ctx); err != nil {
+		t.Fatalf("Check of a lock just taken: %v", err)
+	}
+	if kept, err := l.Kept(ctx); !kept || err != nil {
+		t.Fatalf("Kept of a lock just taken: %v %v", kept, err)
+	}
+	b, err := Dial([]string{ep}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	cli, err := b.conn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.Revoke(ctx, l.Lease()); err != nil {
+		t.Fatal(err)
+	}
+	held := l.Held()
+	if err := l.Check(ctx); !errors.Is(err, ErrLockLost) {
+		t.Errorf("Check after the lease was revoked: %v, want ErrLockLost", err)
+	}
+	if kept, err := l.Kept(ctx); kept || err != nil {
+		t.Errorf("Kept after the lease was revoked: %v %v, want false", kept, err)
+	}
+	t.Logf("right after the revoke, Held() said %v", held)
+	// Another agent's lock is a new key: the first one's Check keeps
+	// refusing.
+	l2, err := b.TryLock(ctx, "fence")
+	if err != nil {
+		t.Fatalf("lock not free after the revoke: %v", err)
+	}
+	defer func() { _ = l2.Unlock(ctx) }()
+	if err := l.Check(ctx); !errors.Is(err, ErrLockLost) {
+		t.Errorf("Check while another agent holds the lock: %v", err)
+	}
+	if err := l2.Check(ctx); err != nil {
+		t.Errorf("the new holder's Check: %v", err)
+	}
+}
+
+// TestLockCheckWantsTimeLeft: a lease that has less time left than one
+// call may take is not enough to act on.
+func TestLockCheckWantsTimeLeft(t *testing.T) {
+	ep := startEtcd(t)
+	ctx := context.Background()
+	a, err := Dial([]string{ep}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	l, err := a.TryLock(ctx, "short")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Stop the keepalive: the lease runs down from LockTTL.
+	l.session.Orphan()
+	deadline := time.Now().Add(3 * LockTTL * time.Second)
+	for {
+		err := l.Check(ctx)
+		if errors.Is(err, ErrLockLost) {
+			if ttl, terr := l.session.Client().TimeToLive(ctx, l.Lease()); terr == nil && ttl.TTL > 0 {
+				t.Logf("refused with %d s left: %v", ttl.TTL, err)
+			}
+			return
+		}
+		if err != nil || time.Now().After(deadline) {
+			t.Fatalf("Check: %v", err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// TestFenceAfterAPause: an agent that pauses between the fence and its
+// membership call (a GC pause, a stopped VM) longer than one call's
+// deadline makes no change: the fenced context expired before the lock
+// could.
+func TestFenceAfterAPause(t *testing.T) {
+	ep := startEtcd(t)
+	ctx := context.Background()
+	a, err := Dial([]string{ep}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	l, err := a.TryLock(ctx, "pause")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = l.Unlock(ctx) }()
+	fenced, cancel, err := l.Fence(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cancel()
+	if d, ok := fenced.Deadline(); !ok || time.Until(d) > CallTimeout {
+		t.Fatalf("fenced context's deadline %v: not within one call", d)
+	}
+	<-fenced.Done() // the pause
+	if _, _, err := a.AddLearner(fenced, []string{"http://127.0.0.9:2380"}); err == nil {
+		t.Fatal("a learner was added with a fence that had expired")
+	}
+	_, members, err := a.Members(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(members) != 1 {
+		t.Errorf("%d members after an expired fence, want 1", len(members))
+	}
+}

@@ -19,7 +19,10 @@ import (
 
 // Observe lists the members (linearizably: it fails without a leader) and
 // asks each for its status, in parallel and with deadlines, so that a dead
-// member costs one timeout, not one per member.
+// member costs one timeout, not one per member. It marks which voters
+// are caught up against this client's previous observation (see
+// model.CaughtUp): a client that observes once knows only who is level
+// with the leader.
 func (c *Client) Observe(ctx context.Context) (model.Cluster, error) {
 	clusterID, members, err := c.Members(ctx)
 	if err != nil {
@@ -49,6 +52,9 @@ func (c *Client) Observe(ctx context.Context) (model.Cluster, error) {
 		return model.Cluster{}, err
 	}
 	v.LeaderID = model.LeaderOf(v.Members)
+	c.progressMu.Lock()
+	c.progress.Stamp(&v, c.catchUp)
+	c.progressMu.Unlock()
 	return v, nil
 }
 

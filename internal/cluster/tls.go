@@ -5,8 +5,10 @@ import (
 	"crypto/x509"
 	"fmt"
 	"os"
+	"strconv"
 	"sync/atomic"
 
+	"github.com/etcdkeeper/etcdkeeper/internal/model"
 	"github.com/etcdkeeper/etcdkeeper/internal/spec"
 )
 
@@ -18,7 +20,7 @@ func DialSpec(s *spec.Spec, m spec.Member, endpoints []string) (*Client, error) 
 	if err != nil {
 		return nil, err
 	}
-	var opts []DialOption
+	opts := []DialOption{WithCatchUpBound(catchUpBound(s))}
 	if s.Auth.CredentialsFile != "" {
 		user, password, err := ReadCredentials(s.Auth.CredentialsFile)
 		if err != nil {
@@ -27,6 +29,25 @@ func DialSpec(s *spec.Spec, m spec.Member, endpoints []string) (*Client, error) 
 		opts = append(opts, WithCredentials(user, password))
 	}
 	return Dial(endpoints, tlsCfg, opts...)
+}
+
+// catchUpBound is model.CatchUpBound of the largest
+// snapshot-catchup-entries any member runs with (a member's own flags
+// override the cluster's): the leader, whoever it is, keeps at least that
+// many entries for slow followers.
+func catchUpBound(s *spec.Spec) uint64 {
+	const name = "snapshot-catchup-entries"
+	var most uint64
+	for _, m := range s.Members {
+		v, ok := m.Flags[name]
+		if !ok {
+			v = s.Etcd.Flags[name]
+		}
+		if n, err := strconv.ParseUint(v, 10, 64); err == nil {
+			most = max(most, n)
+		}
+	}
+	return model.CatchUpBound(most)
 }
 
 // TLSConfig is the client TLS config for c: its certificate, presented

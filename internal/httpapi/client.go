@@ -47,10 +47,17 @@ const callTimeout = 20 * time.Second
 // NewControl prepares the calls of the CLI on the host whose member is
 // name (empty: the host name).
 func NewControl(s *spec.Spec, name string) (*Control, error) {
+	var self spec.Member
+	var ok bool
 	if name == "" {
-		name, _ = os.Hostname()
+		host, _ := os.Hostname()
+		self, ok = s.ForHost(host) // node1 on node1.example.com too
+		if !ok {
+			name = host
+		}
+	} else {
+		self, ok = s.Lookup(name)
 	}
-	self, ok := s.Lookup(name)
 	if !ok {
 		// Only to choose a peer certificate to call the others with.
 		self = spec.Member{Name: name, TLS: s.Members[0].TLS}

@@ -2,6 +2,7 @@ package model
 
 import (
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -31,6 +32,16 @@ type Member struct {
 	// DownSince is when the agent first saw the started member unhealthy;
 	// zero while it is healthy (or nobody tracked it).
 	DownSince time.Time
+	// Behind is how many entries its committed index trails the leader's;
+	// Rising, that the index rose since the previous observation;
+	// IndexSince, since when it has had this index (zero: observed once).
+	// CaughtUp is the rule of that name; Lag says why a healthy member is
+	// not caught up. Set by Progress.Stamp.
+	Behind     uint64
+	Rising     bool
+	IndexSince time.Time
+	CaughtUp   bool
+	Lag        string
 }
 
 // Unstarted: added through the API but never started (no name yet).
@@ -130,6 +141,48 @@ func (c Cluster) QuorumWithout(id uint64) (bool, string) {
 	voters, healthy := c.Voters(id)
 	q := Quorum(voters)
 	return voters > 0 && healthy >= q, fmt.Sprintf("%d of %d voters healthy (quorum %d)", healthy, voters, q)
+}
+
+// VotersCaughtUp counts the voters and the caught-up ones among them
+// (see CaughtUp), leaving out member except (0: none).
+func (c Cluster) VotersCaughtUp(except uint64) (total, caughtUp int) {
+	for _, m := range c.Members {
+		if m.IsLearner || (except != 0 && m.ID == except) {
+			continue
+		}
+		total++
+		if m.Healthy && m.CaughtUp && !m.Unstarted() {
+			caughtUp++
+		}
+	}
+	return total, caughtUp
+}
+
+// QuorumWithoutCaughtUp is QuorumWithout for a voluntary stop or removal
+// of a voter that serves: the voters other than id must form a quorum of
+// caught-up members (CaughtUp), or the stop leaves writes waiting on a
+// member that lags. The detail names the members that are behind.
+func (c Cluster) QuorumWithoutCaughtUp(id uint64) (bool, string) {
+	voters, up := c.VotersCaughtUp(id)
+	q := Quorum(voters)
+	detail := fmt.Sprintf("%d of %d voters caught up (quorum %d)", up, voters, q)
+	if lag := c.Lagging(id); len(lag) > 0 {
+		detail += "; " + strings.Join(lag, "; ")
+	}
+	return voters > 0 && up >= q, detail
+}
+
+// Lagging says, for each voter other than except that answers but is not
+// caught up, why not ("node3 is catching up (index 1200 behind the
+// leader)").
+func (c Cluster) Lagging(except uint64) []string {
+	var out []string
+	for _, m := range c.Members {
+		if !m.IsLearner && m.ID != except && m.Healthy && !m.CaughtUp && m.Lag != "" {
+			out = append(out, m.Lag)
+		}
+	}
+	return out
 }
 
 // LeaderOf is the leader that most of the members agree on.

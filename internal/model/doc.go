@@ -6,5 +6,6 @@
 // grpc is doing I/O.
 //
 // The rules that every reader must agree on live here, once: when a
-// member counts as healthy, and how many voters make a quorum.
+// member counts as healthy, when a voter counts as caught up for a
+// voluntary stop or removal, and how many voters make a quorum.
 package model

@@ -250,7 +250,9 @@ func stopForRepair(in Input) Action {
 	if in.Cluster == nil {
 		return giveBack(wait("corrupt-no-view", "%s; cannot observe the cluster to stop it safely", why))
 	}
-	if ok, detail := in.Cluster.QuorumWithout(id); !ok {
+	// Caught up, not only answering: stopping it leaves the cluster to
+	// the others (model.CaughtUp).
+	if ok, detail := in.Cluster.QuorumWithoutCaughtUp(id); !ok {
 		return giveBack(wait("corrupt-no-quorum", "%s; not stopping it while the others have %s", why, detail))
 	}
 	return Action{Kind: DoStopForRepair, Reason: why, Key: "stop-for-repair"}
@@ -353,7 +355,10 @@ func restartForSettings(in Input) (Action, bool) {
 	if in.Cluster == nil {
 		return giveBack(wait("settings-no-view", "etcd settings changed; cannot observe the cluster to restart safely")), true
 	}
-	if ok, detail := in.Cluster.QuorumWithout(in.Local.Answer.MemberID); !ok && len(in.Cluster.Members) > 1 {
+	// Caught up, not only answering: a member that just came back may be
+	// thousands of entries behind, and a restart now would leave writes
+	// waiting on it (model.CaughtUp).
+	if ok, detail := in.Cluster.QuorumWithoutCaughtUp(in.Local.Answer.MemberID); !ok && len(in.Cluster.Members) > 1 {
 		return giveBack(wait("settings-no-quorum", "etcd settings changed; not restarting while the others have %s", detail)), true
 	}
 	if !in.Local.LockHeld {

@@ -24,7 +24,7 @@ func healthyCluster(names ...string) *model.Cluster {
 	c := &model.Cluster{ClusterID: 0xc1, LeaderID: 1}
 	for _, m := range specMembers(names...) {
 		id, _ := strconv.ParseUint(strings.TrimPrefix(m.Name, "node"), 10, 64)
-		c.Members = append(c.Members, model.Member{ID: id, Name: m.Name, PeerURLs: m.PeerURLs, ClientURLs: m.ClientURLs, Healthy: true, Leader: 1})
+		c.Members = append(c.Members, model.Member{ID: id, Name: m.Name, PeerURLs: m.PeerURLs, ClientURLs: m.ClientURLs, Healthy: true, CaughtUp: true, Leader: 1})
 	}
 	return c
 }
@@ -88,7 +88,7 @@ func TestDecide(t *testing.T) {
 		// node2 would leave node1 alone. It keeps running (reads are served).
 		{name: "CORRUPT alarm on this member, a peer is down",
 			in:   Input{Local: model.Local{Running: true, Answer: &model.Answer{MemberID: 2, Leader: 1, Alarms: []model.Alarm{{MemberID: 2, Type: "CORRUPT"}}}}, Cluster: corruptOn(2, []uint64{3})},
-			want: DoWait, reason: "not stopping it while the others have 1 of 2 voters healthy", lock: true},
+			want: DoWait, reason: "not stopping it while the others have 1 of 2 voters caught up", lock: true},
 		{name: "CORRUPT alarm on this member, cluster not observed",
 			in:   Input{Local: model.Local{Running: true, Answer: &model.Answer{MemberID: 2, Leader: 1, Alarms: []model.Alarm{{MemberID: 2, Type: "CORRUPT"}}}}},
 			want: DoWait, reason: "cannot observe the cluster", lock: true},
@@ -145,7 +145,7 @@ func TestDecide(t *testing.T) {
 			want: DoRestartSettings, reason: "spec g2"},
 		{name: "settings changed, the others have no quorum",
 			in:   Input{Local: model.Local{Running: true, Answer: voter, SettingsChanged: true}, Cluster: downCluster()},
-			want: DoWait, reason: "not restarting while the others have 1 of 2 voters healthy", lock: true},
+			want: DoWait, reason: "not restarting while the others have 1 of 2 voters caught up", lock: true},
 		{name: "membership matches",
 			in:   Input{Local: model.Local{Running: true, Answer: voter}, Cluster: healthyCluster("node1", "node2", "node3")},
 			want: DoNothing, reason: "node2 is a healthy voter", lock: true},

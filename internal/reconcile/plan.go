@@ -240,6 +240,9 @@ func (v *planView) idle() Step {
 	if down := v.unhealthyVoters(0); len(down) > 0 {
 		reason += "; unhealthy: " + strings.Join(down, ", ")
 	}
+	if lag := v.cluster.Lagging(0); len(lag) > 0 {
+		reason += "; " + strings.Join(lag, "; ")
+	}
 	return Step{Kind: StepNone, Reason: reason + ")"}
 }
 
@@ -297,19 +300,41 @@ func (v *planView) removalBlocker(m planMember) string {
 	if total <= 1 {
 		return "it is the last voter"
 	}
-	left := healthy
 	if m.serving() {
-		left--
+		return v.servingRemovalBlocker(m, total)
 	}
-	if need := model.Quorum(total - 1); left < need {
+	// A voter that does not answer takes no vote with it: removing it
+	// only lowers the quorum the others must reach.
+	if need := model.Quorum(total - 1); healthy < need {
 		reason := fmt.Sprintf("removing it would leave %d of %s healthy, below quorum %d",
-			left, pluralCount(total-1, "voter"), need)
+			healthy, pluralCount(total-1, "voter"), need)
 		if down := v.unhealthyVoters(m.ID); len(down) > 0 {
 			reason += " (unhealthy: " + strings.Join(down, ", ") + ")"
 		}
 		return reason
 	}
 	return ""
+}
+
+// servingRemovalBlocker: removing a voter that serves takes its vote away,
+// so the voters left must form a quorum of caught-up members
+// (model.CaughtUp), not only of answering ones: one that just came back
+// may be thousands of entries behind, and writes would wait on it.
+func (v *planView) servingRemovalBlocker(m planMember, total int) string {
+	_, left := v.cluster.VotersCaughtUp(m.ID)
+	need := model.Quorum(total - 1)
+	if left >= need {
+		return ""
+	}
+	reason := fmt.Sprintf("removing it would leave %d of %s caught up, below quorum %d",
+		left, pluralCount(total-1, "voter"), need)
+	if down := v.unhealthyVoters(m.ID); len(down) > 0 {
+		reason += " (unhealthy: " + strings.Join(down, ", ") + ")"
+	}
+	if lag := v.cluster.Lagging(m.ID); len(lag) > 0 {
+		reason += " (" + strings.Join(lag, "; ") + ")"
+	}
+	return reason
 }
 
 // moveLeaderOff hands leadership from m to the healthy spec voter with the

@@ -38,6 +38,8 @@ func genMember(t *rapid.T, id uint64, name, url string) model.Member {
 		RaftIndex:  rapid.Uint64Range(0, 5).Draw(t, name+" index"),
 		ClientURLs: []string{clientURL(name)},
 	}
+	// A healthy member is mostly caught up; sometimes it lags (F4).
+	m.CaughtUp = m.Healthy && rapid.IntRange(0, 3).Draw(t, name+" caught up") > 0
 	if rapid.Bool().Draw(t, name+" unstarted") {
 		// Healthy is left as drawn: Plan must not trust it for an
 		// unstarted member.
@@ -218,6 +220,18 @@ func checkRemove(t *rapid.T, desired []spec.Member, obs model.Cluster, opt Optio
 	// (a) the healthy voters left form a quorum of the new voter set.
 	if healthy < voters/2+1 {
 		t.Fatalf("removing %x leaves %d of %d voters healthy", m.ID, healthy, voters)
+	}
+	// (a') and, when the removed voter served, caught-up ones (F4).
+	if startedVoterServing(m) {
+		up := 0
+		for _, x := range after {
+			if startedVoterServing(x) && x.CaughtUp {
+				up++
+			}
+		}
+		if up < voters/2+1 {
+			t.Fatalf("removing serving %x leaves %d of %d voters caught up", m.ID, up, voters)
+		}
 	}
 }
 

@@ -42,7 +42,7 @@ type memberMod func(*model.Member)
 // mem is a healthy, started voter named name, advertising its default URLs.
 func mem(id uint64, name string, mods ...memberMod) model.Member {
 	m := model.Member{
-		ID: id, Name: name, Healthy: true, RaftIndex: 100,
+		ID: id, Name: name, Healthy: true, CaughtUp: true, RaftIndex: 100,
 		PeerURLs: []string{peerURL(name)}, ClientURLs: []string{clientURL(name)},
 	}
 	for _, mod := range mods {
@@ -333,7 +333,7 @@ func TestPlan(t *testing.T) {
 			name: "removing the extra would break quorum of the new membership", desired: specNodes(3),
 			obs:  observed(1, mem(1, "node1"), mem(2, "node2", down), mem(9, "old9")),
 			kind: StepWait, reason: "waiting: old9 is due for removal (not in the spec), " +
-				"but removing it would leave 1 of 2 voters healthy, below quorum 2 (unhealthy: node2)",
+				"but removing it would leave 1 of 2 voters caught up, below quorum 2 (unhealthy: node2)",
 		},
 		{
 			name: "removing the extra keeps quorum when both remaining are healthy", desired: specNodes(3),
@@ -404,7 +404,7 @@ func TestPlan(t *testing.T) {
 		{
 			name: "leader extra whose removal breaks quorum: no pointless move", desired: specNodes(3),
 			obs:  observed(9, mem(1, "node1"), mem(2, "node2", down), mem(9, "old9")),
-			kind: StepWait, reason: "old9 is due for removal (not in the spec), but removing it would leave 1 of 2 voters healthy",
+			kind: StepWait, reason: "old9 is due for removal (not in the spec), but removing it would leave 1 of 2 voters caught up",
 		},
 		{
 			name: "leader extra with no spec voter to take over: remove another extra", desired: specOf("node1"),

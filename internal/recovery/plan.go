@@ -38,6 +38,13 @@ type Inspection struct {
 	Snapshot *Snapshot `json:"snapshot,omitempty"`
 	// Recovery is the host's recovery journal, if it ever took part in one.
 	Recovery *Journal `json:"recovery,omitempty"`
+	// Voters is the voter list this host knows: its running etcd's member
+	// list, else its data's (the db's members bucket, read offline), else
+	// the agent's last observed view; VotersFrom says which (VotersEtcd,
+	// VotersDB, VotersObserved). Empty when none could be read: a recovery
+	// then counts on the spec and the other reports.
+	Voters     []Voter `json:"voters,omitempty"`
+	VotersFrom string  `json:"votersFrom,omitempty"`
 }
 
 // Snapshot is a verified snapshot file on a host.

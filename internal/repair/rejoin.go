@@ -77,14 +77,44 @@ type Journals interface {
 
 // Lock is the cluster lock the rejoin holds.
 type Lock interface {
-	// Held reports whether the lock's lease is still alive.
-	Held() bool
+	// Fence proves, asked of the cluster, that the lock is still ours and
+	// stays ours for one call, and returns the context to make that call
+	// with (it expires before the lock could): right before each
+	// membership change (etcd's membership calls cannot be made
+	// conditional in a txn).
+	Fence(ctx context.Context) (context.Context, context.CancelFunc, error)
+	// Kept reports, after a membership change, whether the lock's lease
+	// lived through it (an error: it could not tell).
+	Kept(ctx context.Context) (bool, error)
 	Release(ctx context.Context)
 }
 
 // errLockLost stops a rejoin whose lock expired (a long step, a
-// partition): another agent may hold it and change the membership.
-var errLockLost = errors.New("the cluster lock's lease expired: not changing the membership")
+// partition, a pause of this process): another agent may hold it and
+// change the membership.
+var errLockLost = errors.New("the cluster lock is not provably ours: not changing the membership")
+
+// fence is the lock's fence before a membership change.
+func (r *Rejoin) fence(ctx context.Context) (context.Context, context.CancelFunc, error) {
+	fenced, cancel, err := r.Lock.Fence(ctx)
+	if err != nil {
+		return ctx, cancel, fmt.Errorf("%w: %w", errLockLost, err)
+	}
+	return fenced, cancel, nil
+}
+
+// lockKept says loudly when the lock's lease ran out while a membership
+// change was under way: the change is made (and journaled), but another
+// agent may have changed the membership at the same time.
+func (r *Rejoin) lockKept(ctx context.Context, change string) {
+	switch kept, err := r.Lock.Kept(ctx); {
+	case err == nil && !kept:
+		r.Log.Error("the cluster lock was lost during a membership change: another agent may have changed the membership at the same time; check the member list",
+			zap.String("change", change), zap.Error(err))
+	case err != nil:
+		r.Log.Warn("could not confirm the cluster lock after a membership change", zap.String("change", change), zap.Error(err))
+	}
+}
 
 // Plan is what the start decision asked of the rejoin, with the cluster
 // it observed.
@@ -116,10 +146,11 @@ type Rejoin struct {
 	Snapshot    bool
 	// BackupDir receives the moved-aside data dir.
 	BackupDir string
-	// Reuse, when set, offers a verified scheduled snapshot young enough
-	// to stand for the safety snapshot (repair.snapshotMaxAge): the
-	// repair then transfers nothing before it starts.
-	Reuse func() (path string, ok bool)
+	// Reuse, when set, offers a verified scheduled snapshot of the cluster
+	// clusterID (the plan's) young enough to stand for the safety snapshot
+	// (repair.snapshotMaxAge): the repair then transfers nothing before it
+	// starts.
+	Reuse func(clusterID uint64) (path string, ok bool)
 	// Changed is told of each membership change made ("remove",
 	// "add-learner"), for metrics.
 	Changed func(kind string)
@@ -270,7 +301,7 @@ func (r *Rejoin) snapshot(ctx context.Context, j *Journal, p Plan) error {
 		return nil
 	}
 	if r.Reuse != nil {
-		if path, ok := r.Reuse(); ok {
+		if path, ok := r.Reuse(p.ClusterID); ok {
 			j.SnapshotPath = path
 			return r.advance(j, StepSnapshot, zap.String("path", path), zap.Bool("reused", true))
 		}
@@ -298,13 +329,16 @@ func (r *Rejoin) remove(ctx context.Context, j *Journal, p Plan) error {
 	if p.StaleID == 0 {
 		return nil
 	}
-	if !r.Lock.Held() {
-		return errLockLost
-	}
-	r.crash(StepRemove)
-	if err := r.Cluster.Remove(ctx, p.ClusterID, p.StaleID); err != nil {
+	fenced, cancel, err := r.fence(ctx)
+	defer cancel()
+	if err != nil {
 		return err
 	}
+	r.crash(StepRemove)
+	if err := r.Cluster.Remove(fenced, p.ClusterID, p.StaleID); err != nil {
+		return err
+	}
+	r.lockKept(ctx, "remove")
 	r.crashAfter(StepRemove)
 	r.changed("remove")
 	j.OldMemberID = p.StaleID
@@ -338,14 +372,17 @@ func (r *Rejoin) move(_ context.Context, j *Journal, p Plan) error {
 func (r *Rejoin) addAndStart(ctx context.Context, j *Journal, p Plan) error {
 	id, members := p.ReuseID, p.Members
 	if id == 0 {
-		if !r.Lock.Held() {
-			return errLockLost
-		}
-		r.crash(StepAdd)
-		m, all, err := r.Cluster.AddLearner(ctx, p.PeerURLs)
+		fenced, cancel, err := r.fence(ctx)
+		defer cancel()
 		if err != nil {
 			return err
 		}
+		r.crash(StepAdd)
+		m, all, err := r.Cluster.AddLearner(fenced, p.PeerURLs)
+		if err != nil {
+			return err
+		}
+		r.lockKept(ctx, "add-learner")
 		id, members = m.ID, all
 		r.crashAfter(StepAdd)
 		r.changed("add-learner")

@@ -81,8 +81,12 @@ func (f *fakeWorld) Save(j Journal) error {
 	return nil
 }
 func (f *fakeWorld) Release(context.Context) { f.released++ }
-func (f *fakeWorld) Held() bool {
-	return f.call("held") == nil
+func (f *fakeWorld) Fence(ctx context.Context) (context.Context, context.CancelFunc, error) {
+	return ctx, func() {}, f.call("lock-check")
+}
+func (f *fakeWorld) Kept(context.Context) (bool, error) {
+	// "lock-kept" failing stands for a lease found gone.
+	return f.call("lock-kept") == nil, nil
 }
 
 func newRejoin(f *fakeWorld) *Rejoin {
@@ -103,7 +107,7 @@ func TestRejoinStepOrder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"check-move", "check-free /snaps", "snapshot", "held", "remove", "check-free /backups", "move", "held", "add", "start 99 with 2 members"}
+	want := []string{"check-move", "check-free /snaps", "snapshot", "lock-check", "remove", "lock-kept", "check-free /backups", "move", "lock-check", "add", "lock-kept", "start 99 with 2 members"}
 	if !slices.Equal(f.calls, want) {
 		t.Errorf("calls:\n %s\nwant\n %s", strings.Join(f.calls, ", "), strings.Join(want, ", "))
 	}
@@ -145,10 +149,10 @@ func TestRejoinResumes(t *testing.T) {
 	stopAfter := map[Step]string{StepPrecheck: "save snapshot", StepSnapshot: "save remove", StepRemove: "save move",
 		StepMove: "save add", StepAdd: "start 99 with 2 members"}
 	after := map[Step][]string{
-		StepPrecheck: {"check-move", "check-free /snaps", "snapshot", "held", "remove", "check-free /backups", "move", "held", "add", "start 99 with 2 members"},
-		StepSnapshot: {"check-move", "held", "remove", "check-free /backups", "move", "held", "add", "start 99 with 2 members"},
-		StepRemove:   {"check-move", "check-free /backups", "move", "held", "add", "start 99 with 2 members"},
-		StepMove:     {"held", "add", "start 99 with 2 members"},
+		StepPrecheck: {"check-move", "check-free /snaps", "snapshot", "lock-check", "remove", "lock-kept", "check-free /backups", "move", "lock-check", "add", "lock-kept", "start 99 with 2 members"},
+		StepSnapshot: {"check-move", "lock-check", "remove", "lock-kept", "check-free /backups", "move", "lock-check", "add", "lock-kept", "start 99 with 2 members"},
+		StepRemove:   {"check-move", "check-free /backups", "move", "lock-check", "add", "lock-kept", "start 99 with 2 members"},
+		StepMove:     {"lock-check", "add", "lock-kept", "start 99 with 2 members"},
 		StepAdd:      {"start 99 with 2 members"},
 	}
 	for step, want := range after {
@@ -193,7 +197,7 @@ func TestRejoinResumes(t *testing.T) {
 // unreadable, a save hitting ENOSPC, any cluster or host call — the
 // cluster lock is given back, and nothing after the failure runs.
 func TestRejoinReleasesLockOnEveryError(t *testing.T) {
-	failures := []string{"load", "save precheck", "check-move", "check-free /snaps", "snapshot", "save snapshot", "held", "remove", "save remove",
+	failures := []string{"load", "save precheck", "check-move", "check-free /snaps", "snapshot", "save snapshot", "lock-check", "remove", "save remove",
 		"check-free /backups", "move", "save move", "add", "save add", "start 99 with 2 members", "save promote"}
 	for _, fail := range failures {
 		t.Run(fail, func(t *testing.T) {
@@ -358,7 +362,7 @@ func TestRejoinCountsEveryAdd(t *testing.T) {
 func TestRejoinReusesRecentSnapshot(t *testing.T) {
 	f := &fakeWorld{}
 	r := newRejoin(f)
-	r.Reuse = func() (string, bool) { return "/backups/c-20261130T115900Z-rev42.db", true }
+	r.Reuse = func(uint64) (string, bool) { return "/backups/c-20261130T115900Z-rev42.db", true }
 	j, err := r.Run(context.Background(), repairPlan)
 	if err != nil {
 		t.Fatal(err)
@@ -372,7 +376,7 @@ func TestRejoinReusesRecentSnapshot(t *testing.T) {
 	// None recent enough: a fresh one, as before.
 	f2 := &fakeWorld{}
 	r2 := newRejoin(f2)
-	r2.Reuse = func() (string, bool) { return "", false }
+	r2.Reuse = func(uint64) (string, bool) { return "", false }
 	if _, err := r2.Run(context.Background(), repairPlan); err != nil {
 		t.Fatal(err)
 	}

@@ -1,5 +1,7 @@
 package spec
 
+import "strings"
+
 // Lookup returns the member called name.
 func (s *Spec) Lookup(name string) (Member, bool) {
 	for _, m := range s.Members {
@@ -17,4 +19,20 @@ func (s *Spec) Names() []string {
 		names[i] = m.Name
 	}
 	return names
+}
+
+// ForHost is the member a host of that kernel host name runs: the member
+// named exactly so, else the member named like its first label ("node1"
+// for "node1.example.com": kubeadm and many installers name members by
+// the short host name while the kernel's is the FQDN). It is the one rule
+// by which the CLI and the agent's default --name map a host to its
+// member.
+func (s *Spec) ForHost(host string) (Member, bool) {
+	if m, ok := s.Lookup(host); ok || host == "" {
+		return m, ok
+	}
+	if short, _, found := strings.Cut(host, "."); found && short != "" {
+		return s.Lookup(short)
+	}
+	return Member{}, false
 }

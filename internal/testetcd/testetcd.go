@@ -53,6 +53,8 @@ type Node struct {
 	// must not look like one machine to spec.SameHost, an address the test
 	// added in a network namespace of its own.
 	Host string
+	// Dir is its data dir; "" for a fresh temporary one.
+	Dir string
 	// ClientURL and PeerURL are set by StartCluster.
 	ClientURL, PeerURL string
 }
@@ -89,7 +91,10 @@ func StartCluster(t testing.TB, nodes []Node, tls *ClientTLS) []Node {
 	for i, n := range nodes {
 		cfg := embed.NewConfig()
 		cfg.Name = n.Name
-		cfg.Dir = t.TempDir()
+		cfg.Dir = n.Dir
+		if cfg.Dir == "" {
+			cfg.Dir = t.TempDir()
+		}
 		cfg.Logger = "zap"
 		cfg.LogLevel = "error"
 		cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())

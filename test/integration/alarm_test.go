@@ -41,7 +41,7 @@ func TestCorruptAlarm(t *testing.T) {
 	raiseAlarm(t, cli, ids["node2"], pb.AlarmType_CORRUPT)
 
 	testbed.Eventually(t, converge, "node2's agent to hold back for quorum", func() string {
-		if !c.LogContains("node2", "CORRUPT alarm on member", "not stopping it while the others have 1 of 2 voters healthy") {
+		if !c.LogContains("node2", "CORRUPT alarm on member", "not stopping it while the others have 1 of 2 voters caught up") {
 			return "no such decision logged yet"
 		}
 		return ""

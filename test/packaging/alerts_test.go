@@ -26,6 +26,7 @@ var agentMetrics = []string{
 	"etcdkeeper_certificate_expiry_timestamp_seconds",
 	"etcdkeeper_state_dir_writable",
 	"etcdkeeper_recovery_unfinished",
+	"etcdkeeper_recovery_fence_stale",
 }
 
 var wantAlerts = []string{
@@ -41,6 +42,7 @@ var wantAlerts = []string{
 	"EtcdkeeperCertificateExpiresSoon",
 	"EtcdkeeperStateDirNotWritable",
 	"EtcdkeeperRecoveryUnfinished",
+	"EtcdkeeperRecoveryFenceStale",
 }
 
 type ruleFile struct {

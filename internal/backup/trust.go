@@ -1,0 +1,139 @@
+package backup
+
+import (
+	"fmt"
+	"io/fs"
+	"os"
+	"sync"
+	"syscall"
+)
+
+// CheckDir refuses a backup dir that another local user could write
+// into: one owned by anyone but this process's user or root, or writable
+// by its group or by others (a sticky 1777 dir too: anyone can add
+// files). In such a dir anyone can plant snapshots and sidecars that
+// claim to be ours; no snapshot is taken there, nothing is pruned there
+// and nothing there is recommended.
+func CheckDir(dir string) error {
+	st, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("backup dir: %w", err)
+	}
+	if !st.IsDir() {
+		return fmt.Errorf("backup dir %s is not a directory", dir)
+	}
+	if uid, ok := ownerOf(st); ok && !trustedUID(uid) {
+		return fmt.Errorf("backup dir %s is owned by uid %d, not by this agent's user (uid %d) or root: refused (chown it)", dir, uid, os.Geteuid())
+	}
+	if perm := st.Mode().Perm(); perm&0o022 != 0 {
+		return fmt.Errorf("backup dir %s is writable by group or others (mode %v): refused: other local users could plant snapshots in it (chmod go-w %s)", dir, st.Mode(), dir)
+	}
+	return nil
+}
+
+// trustedUID: files of this process's user or root; anyone else's are
+// not ours, whatever their sidecar says.
+func trustedUID(uid uint32) bool { return uid == 0 || int(uid) == os.Geteuid() }
+
+func ownerOf(info fs.FileInfo) (uint32, bool) {
+	st, ok := info.Sys().(*syscall.Stat_t)
+	if !ok {
+		return 0, false
+	}
+	return st.Uid, true
+}
+
+// distrust says why a file of a backup dir is not trusted ("" when it
+// is): it is not owned by this agent's user or root.
+func distrust(what string, info fs.FileInfo) string {
+	if uid, ok := ownerOf(info); ok && !trustedUID(uid) {
+		return fmt.Sprintf("%s is owned by uid %d, not this agent's user or root", what, uid)
+	}
+	return ""
+}
+
+// fileID is what must stay the same for a file's content to be the one
+// hashed: a write moves mtime and ctime, and nobody can set ctime.
+type fileID struct {
+	dev, ino     uint64
+	size         int64
+	mtime, ctime int64
+}
+
+func idOf(info fs.FileInfo) (fileID, bool) {
+	st, ok := info.Sys().(*syscall.Stat_t)
+	if !ok {
+		return fileID{}, false
+	}
+	return fileID{dev: st.Dev, ino: st.Ino, size: st.Size, mtime: st.Mtim.Nano(), ctime: st.Ctim.Nano()}, true
+}
+
+// sums caches the sha256 of snapshot files by fileID, so that checking
+// the newest and the kept snapshots against their sidecars reads each
+// (multi-GB) file once per process, not on every prune or inspection.
+var sums = struct {
+	sync.Mutex
+	m map[fileID]string
+}{m: map[fileID]string{}}
+
+// maxSums bounds the cache; past it, it starts over.
+const maxSums = 1024
+
+func rememberSum(id fileID, sum string) {
+	sums.Lock()
+	defer sums.Unlock()
+	if len(sums.m) >= maxSums {
+		clear(sums.m)
+	}
+	sums.m[id] = sum
+}
+
+// fileSHA256 is the sha256 of the regular file at path, from the cache
+// when the file has not changed since it was hashed.
+func fileSHA256(path string) (string, error) {
+	info, err := os.Lstat(path)
+	if err != nil {
+		return "", fmt.Errorf("snapshot: %w", err)
+	}
+	if !info.Mode().IsRegular() {
+		return "", fmt.Errorf("snapshot %s: not a regular file", path)
+	}
+	id, ok := idOf(info)
+	if ok {
+		sums.Lock()
+		sum, hit := sums.m[id]
+		sums.Unlock()
+		if hit {
+			return sum, nil
+		}
+	}
+	sum, _, _, err := fileSums(path)
+	if err != nil {
+		return "", err
+	}
+	// Remembered only if the file did not change while it was read.
+	if after, err := os.Lstat(path); err == nil && ok {
+		if id2, ok2 := idOf(after); ok2 && id2 == id {
+			rememberSum(id, sum)
+		}
+	}
+	return sum, nil
+}
+
+// noteSum remembers the sha256 a snapshot had when it was written.
+func noteSum(path, sum string) {
+	if info, err := os.Lstat(path); err == nil {
+		if id, ok := idOf(info); ok {
+			rememberSum(id, sum)
+		}
+	}
+}
+
+// Intact: e's file is a regular file whose sha256 is its sidecar's.
+func Intact(e Entry) bool {
+	if e.Sidecar == nil || e.Sidecar.SHA256 == "" {
+		return false
+	}
+	sum, err := fileSHA256(e.Path())
+	return err == nil && sum == e.Sidecar.SHA256
+}

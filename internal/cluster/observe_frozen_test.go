@@ -1,0 +1,211 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/etcdkeeper/etcdkeeper/internal/model"
+	"github.com/etcdkeeper/etcdkeeper/internal/testetcd"
+)
+
+// frozenDisk mounts a fresh ext4 image (a loop device) and returns its
+// mount point and functions that freeze it (fsfreeze: every write blocks,
+// as on a disk that hangs) and thaw it; it is thawed before the test's
+// etcds are closed. It skips where that cannot be done (not root, no
+// loop devices).
+func frozenDisk(t *testing.T) (dir string, freeze, thaw func()) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("mounting a loop device needs root")
+	}
+	for _, tool := range []string{"mkfs.ext4", "fsfreeze", "mount", "umount", "truncate"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("no %s", tool)
+		}
+	}
+	base := t.TempDir()
+	img := filepath.Join(base, "disk.img")
+	dir = filepath.Join(base, "mnt")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("truncate", "-s", "256M", img).CombinedOutput(); err != nil {
+		t.Fatalf("truncate: %v: %s", err, out)
+	}
+	if out, err := exec.Command("mkfs.ext4", "-q", img).CombinedOutput(); err != nil {
+		t.Fatalf("mkfs.ext4: %v: %s", err, out)
+	}
+	if out, err := exec.Command("mount", "-o", "loop", img, dir).CombinedOutput(); err != nil {
+		t.Skipf("cannot loop-mount here: %v: %s", err, out)
+	}
+	// Registered first, so it runs last: after the etcd on it is closed.
+	t.Cleanup(func() {
+		if out, err := exec.Command("umount", dir).CombinedOutput(); err != nil {
+			t.Logf("umount %s: %v: %s", dir, err, out)
+			_ = exec.Command("umount", "-l", dir).Run()
+		}
+	})
+	frozen := false
+	thaw = func() {
+		if frozen {
+			_ = exec.Command("fsfreeze", "--unfreeze", dir).Run()
+			frozen = false
+		}
+	}
+	freeze = func() {
+		if out, err := exec.Command("fsfreeze", "--freeze", dir).CombinedOutput(); err != nil {
+			t.Fatalf("fsfreeze: %v: %s", err, out)
+		}
+		if !frozen {
+			// Runs before the cluster is closed: its etcd can then
+			// finish the writes it is stuck in and stop.
+			t.Cleanup(thaw)
+		}
+		frozen = true
+	}
+	return dir, freeze, thaw
+}
+
+// TestObserveFrozenDiskNotCaughtUp: a member whose disk hangs keeps
+// answering its status with its last leader (etcd's Status reads from
+// memory), so it is Healthy, as the plain rule says; but its index stops
+// while the others commit, and Observe must not count it as caught up:
+// a restart of another member would leave writes waiting on it (F4b of
+// the 2026-12-01 review).
+func TestObserveFrozenDiskNotCaughtUp(t *testing.T) {
+	dir, freeze, thaw := frozenDisk(t)
+	nodes := testetcd.StartCluster(t, []testetcd.Node{
+		{Name: "node1", Host: "127.0.0.1"}, {Name: "node2", Host: "127.0.0.2"}, {Name: "node3", Host: "127.0.0.3", Dir: filepath.Join(dir, "etcd")},
+	}, nil)
+	c, err := Dial([]string{nodes[0].ClientURL, nodes[1].ClientURL}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	v := observeUntil(t, c, "a leader and three healthy members", func(v model.Cluster) bool {
+		_, healthy := v.Voters(0)
+		return v.LeaderID != 0 && healthy == 3
+	})
+	ids := map[string]uint64{}
+	for _, m := range v.Members {
+		ids[m.Name] = m.ID
+	}
+	if v.LeaderID == ids["node3"] {
+		// The frozen member must be a follower: a frozen leader is
+		// replaced, which is another story.
+		if err := c.MoveLeader(ctx, nodes[2].ClientURL, ids["node1"]); err != nil {
+			t.Fatal(err)
+		}
+		observeUntil(t, c, "node3 to hand leadership over", func(v model.Cluster) bool { return v.LeaderID != 0 && v.LeaderID != ids["node3"] })
+	}
+	// Where the freeze catches etcd decides what its Status does: with
+	// its raft loop stuck in a WAL write, Status answers from memory, with
+	// its last leader and index (the case that matters here); with its
+	// backend stuck in a commit, Status waits on the backend's lock and
+	// times out (not healthy: counted by neither rule). The backend
+	// commits every 100 ms: freezing a quiet member gives the first; try
+	// a few times, quieter each time.
+	for attempt := 1; ; attempt++ {
+		put(t, c, 20)
+		observeUntil(t, c, "all three caught up", func(v model.Cluster) bool { _, up := v.VotersCaughtUp(0); return up == 3 })
+		time.Sleep(time.Duration(attempt) * time.Second) // let the backend commit
+		freeze()
+		put(t, c, 50)
+		_, _ = c.Observe(ctx) // only to record the indexes
+		put(t, c, 50)
+		if v, err = c.Observe(ctx); err != nil {
+			t.Fatal(err)
+		}
+		m3, _ := v.Member(ids["node3"])
+		if m3.Healthy || attempt == 3 {
+			break
+		}
+		t.Logf("attempt %d: the frozen member's Status did not answer (%s); again", attempt, m3.Err)
+		thaw()
+	}
+	m3, _ := v.Member(ids["node3"])
+	t.Logf("node3: healthy %v, index %d, behind %d, rising %v, caught up %v (%s)", m3.Healthy, m3.RaftIndex, m3.Behind, m3.Rising, m3.CaughtUp, m3.Lag)
+	if !m3.Healthy {
+		t.Fatalf("the frozen member does not look healthy (%s): the test shows nothing", m3.Err)
+	}
+	if m3.CaughtUp || m3.Behind == 0 || !strings.Contains(m3.Lag, "node3 is not catching up") {
+		t.Errorf("frozen node3 counted as caught up: behind %d, caught up %v, %q", m3.Behind, m3.CaughtUp, m3.Lag)
+	}
+	if ok, _ := v.QuorumWithout(ids["node1"]); !ok {
+		t.Errorf("the plain rule refuses to stop node1 too: the test shows nothing")
+	}
+	if ok, detail := v.QuorumWithoutCaughtUp(ids["node1"]); ok {
+		t.Errorf("stopping node1 allowed with node3 frozen: %s", detail)
+	}
+
+	// Far behind: past the bound, whatever it did since.
+	put(t, c, int(model.CatchUpBound(0))+100)
+	v, err = c.Observe(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m3, _ = v.Member(ids["node3"])
+	if m3.CaughtUp || !strings.Contains(m3.Lag, "behind the leader") || m3.Behind <= model.CatchUpBound(0) {
+		t.Errorf("node3 %d behind: caught up %v, %q", m3.Behind, m3.CaughtUp, m3.Lag)
+	}
+	for _, name := range []string{"node1", "node2"} {
+		if m, _ := v.Member(ids[name]); !m.CaughtUp {
+			t.Errorf("%s not caught up: %s (behind %d)", name, m.Lag, m.Behind)
+		}
+	}
+}
+
+// observeUntil observes until cond holds, for at most 30 s.
+func observeUntil(t *testing.T, c *Client, what string, cond func(model.Cluster) bool) model.Cluster {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		v, err := c.Observe(context.Background())
+		if err == nil && cond(v) {
+			return v
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("waiting for %s: %+v %v", what, v, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// put writes n keys, 16 at a time.
+func put(t *testing.T, c *Client, n int) {
+	t.Helper()
+	cli, err := c.conn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for w := 0; w < 16; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			for i := w; i < n; i += 16 {
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				_, err := cli.Put(ctx, fmt.Sprintf("/load/%d", i), "x")
+				cancel()
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		}(w)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("put: %v", err)
+	}
+}
