@@ -52,6 +52,7 @@ func TestDebInstalls(t *testing.T) {
 			{"usr/lib/tmpfiles.d/etcdkeeper.conf", 0o644},
 			{"etc/etcdkeeper/cluster.yaml", 0o644},
 			{"usr/share/etcdkeeper/alerts.yml", 0o644},
+			{"usr/share/etcdkeeper/grafana/etcdkeeper.json", 0o644},
 			{"usr/share/doc/etcdkeeper/README.md", 0o644},
 		} {
 			fi, err := os.Stat(inRoot(f.path))
@@ -69,6 +70,7 @@ func TestDebInstalls(t *testing.T) {
 			"sysusers.d/etcdkeeper.conf": "usr/lib/sysusers.d/etcdkeeper.conf",
 			"tmpfiles.d/etcdkeeper.conf": "usr/lib/tmpfiles.d/etcdkeeper.conf",
 			"alerts.yml":                 "usr/share/etcdkeeper/alerts.yml",
+			"grafana/etcdkeeper.json":    "usr/share/etcdkeeper/grafana/etcdkeeper.json",
 		} {
 			if readFile(t, packagingFile(t, src)) != readFile(t, inRoot(dst)) {
 				t.Errorf("/%s differs from packaging/%s", dst, src)
