@@ -87,7 +87,7 @@ package: build
 test-packaging:
 	$(GO) test -count=1 -timeout 5m -v ./test/packaging/
 
-# End-to-end test bed on real systemd hosts (README.md, "End-to-end test
+# End-to-end test bed on real systemd hosts (docs/testing.md, "End-to-end test
 # bed"): three Debian 12 containers (systemd-nspawn, systemd as PID 1)
 # install $(DEB) and run the cluster as the packaged service through
 # start, kill, WAL corruption, reload, watchdog, power cycle,
