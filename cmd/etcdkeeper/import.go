@@ -19,9 +19,10 @@ import (
 
 func importCmd() *cobra.Command {
 	c := &cobra.Command{
-		Use:   "import",
-		Short: "Write a spec for an etcd cluster that runs without etcdkeeper (kubeadm)",
-		Args:  cobra.NoArgs,
+		Use:     "import",
+		Example: `  etcdkeeper import kubeadm --manifest /etc/kubernetes/manifests/etcd.yaml -o cluster.yaml`,
+		Short:   "Write a spec for an etcd cluster that runs without etcdkeeper (kubeadm)",
+		Args:    cobra.NoArgs,
 	}
 	c.AddCommand(importKubeadmCmd())
 	return c
