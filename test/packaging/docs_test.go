@@ -2,9 +2,13 @@ package packaging
 
 import (
 	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -178,4 +182,106 @@ func TestAnchor(t *testing.T) {
 	if got["not-a-heading"] {
 		t.Errorf("headingAnchors took a line of a code block: %v", got)
 	}
+}
+
+// TestTroubleshootingNamesEveryWait: every wait the decisions can produce
+// (reconcile's wait, startWait and waitStep calls) appears in
+// docs/troubleshooting.md, by the longest literal part of its message.
+func TestTroubleshootingNamesEveryWait(t *testing.T) {
+	root := repoRoot(t)
+	page, err := os.ReadFile(filepath.Join(root, "docs", "troubleshooting.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := strings.Join(strings.Fields(string(page)), " ")
+	waits := reconcileWaits(t, filepath.Join(root, "internal", "reconcile"))
+	if len(waits) < 30 {
+		t.Fatalf("found only %d waits in internal/reconcile: are wait, startWait and waitStep still their names?", len(waits))
+	}
+	for _, w := range waits {
+		if !strings.Contains(doc, w.text) {
+			t.Errorf("%s: %q is not in docs/troubleshooting.md: say what it means and what to do", w.pos, w.text)
+		}
+	}
+}
+
+type waitText struct{ pos, text string }
+
+// reconcileWaits parses the non-test Go files of dir and returns, for each
+// call of wait, startWait or waitStep, the longest literal part of its
+// message (the text between format verbs).
+func reconcileWaits(t *testing.T, dir string) []waitText {
+	fset := token.NewFileSet()
+	files, err := filepath.Glob(filepath.Join(dir, "*.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []waitText
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		file, err := parser.ParseFile(fset, f, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ast.Inspect(file, func(n ast.Node) bool {
+			call, ok := n.(*ast.CallExpr)
+			if !ok {
+				return true
+			}
+			id, ok := call.Fun.(*ast.Ident)
+			if !ok || len(call.Args) == 0 {
+				return true
+			}
+			var msg ast.Expr
+			switch id.Name {
+			case "wait":
+				if len(call.Args) < 2 {
+					return true
+				}
+				msg = call.Args[1]
+			case "startWait", "waitStep":
+				msg = call.Args[0]
+				if inner, ok := msg.(*ast.CallExpr); ok && len(inner.Args) > 0 { // waitStep(fmt.Sprintf(...))
+					msg = inner.Args[0]
+				}
+			default:
+				return true
+			}
+			if text := longestLiteral(literalOf(msg)); text != "" {
+				out = append(out, waitText{fset.Position(call.Pos()).String(), text})
+			}
+			return true
+		})
+	}
+	return out
+}
+
+// literalOf is the string a message expression spells out: a literal, or
+// literals joined with +, each other operand a verb.
+func literalOf(e ast.Expr) string {
+	switch e := e.(type) {
+	case *ast.BasicLit:
+		if s, err := strconv.Unquote(e.Value); err == nil {
+			return s
+		}
+	case *ast.BinaryExpr:
+		return literalOf(e.X) + literalOf(e.Y)
+	}
+	return "%v"
+}
+
+var verbRE = regexp.MustCompile(`%[-+# 0-9.]*[a-zA-Z]`)
+
+func longestLiteral(format string) string {
+	best := ""
+	for _, part := range verbRE.Split(format, -1) {
+		part = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(part), "waiting:"))
+		part = strings.Trim(part, " ;:,()")
+		if len(part) > len(best) {
+			best = part
+		}
+	}
+	return best
 }
