@@ -77,8 +77,14 @@ DEB         := dist/etcdkeeper_$(PKG_VERSION)_$(PKG_ARCH).deb
 
 .PHONY: package test-packaging
 
+# The man pages (one per command, gzipped as Debian wants them) and the
+# bash, zsh and fish completions come from the command tree itself
+# (etcdkeeper gen-docs, cobra's generators), into dist/doc/.
 package: build
 	@mkdir -p dist
+	rm -rf dist/doc
+	$(BIN) gen-docs --man dist/doc/man --completion dist/doc/completion
+	gzip -9n dist/doc/man/*.1
 	PKG_VERSION=$(PKG_VERSION) PKG_ARCH=$(PKG_ARCH) $(GO) tool -modfile=tools/go.mod nfpm pkg --packager deb -f packaging/nfpm.yaml --target $(DEB)
 
 # Checks the unit (systemd-analyze verify and security), the alert rules, and

@@ -114,3 +114,34 @@ func parses(args []string) error {
 	}
 	return c.ParseFlags(rest)
 }
+
+// TestGenDocs: gen-docs (make package) writes a man page per command, with
+// its examples, and the three shell completions.
+func TestGenDocs(t *testing.T) {
+	dir := t.TempDir()
+	root := rootCmd()
+	root.SetArgs([]string{"gen-docs", "--man", filepath.Join(dir, "man"), "--completion", filepath.Join(dir, "completion")})
+	if err := root.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	for file, want := range map[string]string{
+		"man/etcdkeeper.1":                "etcdkeeper-status(1)",
+		"man/etcdkeeper-status.1":         "etcdkeeper status --config /etc/etcdkeeper/cluster.yaml -o json",
+		"man/etcdkeeper-import-kubeadm.1": "--from-cluster",
+		"completion/etcdkeeper.bash":      "__start_etcdkeeper",
+		"completion/_etcdkeeper":          "#compdef etcdkeeper",
+		"completion/etcdkeeper.fish":      "complete -c etcdkeeper",
+	} {
+		b, err := os.ReadFile(filepath.Join(dir, file))
+		if err != nil {
+			t.Errorf("gen-docs wrote no %s: %v", file, err)
+			continue
+		}
+		if !strings.Contains(strings.ReplaceAll(string(b), `\-`, "-"), want) {
+			t.Errorf("%s has no %q", file, want)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "man", "etcdkeeper-gen-docs.1")); err == nil {
+		t.Error("the hidden gen-docs got a man page")
+	}
+}
