@@ -77,8 +77,14 @@ DEB         := dist/etcdkeeper_$(PKG_VERSION)_$(PKG_ARCH).deb
 
 .PHONY: package test-packaging
 
+# The man pages (one per command, gzipped as Debian wants them) and the
+# bash, zsh and fish completions come from the command tree itself
+# (etcdkeeper gen-docs, cobra's generators), into dist/doc/.
 package: build
 	@mkdir -p dist
+	rm -rf dist/doc
+	$(BIN) gen-docs --man dist/doc/man --completion dist/doc/completion
+	gzip -9n dist/doc/man/*.1
 	PKG_VERSION=$(PKG_VERSION) PKG_ARCH=$(PKG_ARCH) $(GO) tool -modfile=tools/go.mod nfpm pkg --packager deb -f packaging/nfpm.yaml --target $(DEB)
 
 # Checks the unit (systemd-analyze verify and security), the alert rules, and
@@ -87,7 +93,7 @@ package: build
 test-packaging:
 	$(GO) test -count=1 -timeout 5m -v ./test/packaging/
 
-# End-to-end test bed on real systemd hosts (README.md, "End-to-end test
+# End-to-end test bed on real systemd hosts (docs/testing.md, "End-to-end test
 # bed"): three Debian 12 containers (systemd-nspawn, systemd as PID 1)
 # install $(DEB) and run the cluster as the packaged service through
 # start, kill, WAL corruption, reload, watchdog, power cycle,

@@ -16,7 +16,9 @@ import (
 
 func backupCmd() *cobra.Command {
 	c := &cobra.Command{
-		Use:   "backup",
+		Use: "backup",
+		Example: `  etcdkeeper backup save --config /etc/etcdkeeper/cluster.yaml
+  etcdkeeper backup list --config /etc/etcdkeeper/cluster.yaml`,
 		Short: "Take a verified snapshot now, or list the snapshots on this host",
 		Long: `The agents take verified snapshots on the schedule of the spec's backup: section
 (every host its own copy, in backup.dir). backup save takes one now; backup list
@@ -44,7 +46,12 @@ func backupMember(s *spec.Spec, name string) (m spec.Member, isMember bool, err 
 func backupSaveCmd() *cobra.Command {
 	var path, name, out string
 	c := &cobra.Command{
-		Use:   "save --config FILE [--out DIR]",
+		Use: "save --config FILE [--out DIR]",
+		Example: `  # one verified snapshot now, into this host's member's backup.dir (kept until you delete it)
+  etcdkeeper backup save --config /etc/etcdkeeper/cluster.yaml
+
+  # from a host that runs no member
+  etcdkeeper backup save --config /etc/etcdkeeper/cluster.yaml --out /srv/etcd-snapshots`,
 		Short: "Take one snapshot now from a healthy member, verify it, keep it in DIR or backup.dir",
 		Long: `save takes one snapshot through etcd's maintenance API from a healthy member (this
 host's own when it is a follower, else a follower, else the leader; on a host
@@ -100,7 +107,10 @@ retention.`,
 func backupListCmd() *cobra.Command {
 	var path, name, dir, output string
 	c := &cobra.Command{
-		Use:   "list --config FILE [-o table|json]",
+		Use: "list --config FILE [-o table|json]",
+		Example: `  etcdkeeper backup list --config /etc/etcdkeeper/cluster.yaml
+  etcdkeeper backup list --config /etc/etcdkeeper/cluster.yaml --name node2 -o json
+  etcdkeeper backup list --config /etc/etcdkeeper/cluster.yaml --dir /srv/etcd-snapshots`,
 		Short: "List the snapshots on this host (every member's backup.dir, or --name's, or --dir), newest first",
 		Args:  cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {

@@ -19,9 +19,10 @@ import (
 
 func importCmd() *cobra.Command {
 	c := &cobra.Command{
-		Use:   "import",
-		Short: "Write a spec for an etcd cluster that runs without etcdkeeper (kubeadm)",
-		Args:  cobra.NoArgs,
+		Use:     "import",
+		Example: `  etcdkeeper import kubeadm --manifest /etc/kubernetes/manifests/etcd.yaml -o cluster.yaml`,
+		Short:   "Write a spec for an etcd cluster that runs without etcdkeeper (kubeadm)",
+		Args:    cobra.NoArgs,
 	}
 	c.AddCommand(importKubeadmCmd())
 	return c
@@ -81,7 +82,20 @@ valid spec is written: to stdout, or to -o FILE, which must not exist (agents
 act on a changed spec at once: compare the new file with the one in use and
 move it into place yourself).
 
-README.md, "kubeadm control-plane hosts", describes the move, one host at a time.`,
+After writing the spec, the import prints each host's systemd drop-in and
+the next steps: check the spec, move the hosts one at a time (leadership
+off, the static pod's manifest out, etcdkeeper on the same data dir), then
+switch kubeadm's ClusterConfiguration to etcd.external.
+docs/kubeadm.md describes the move, one host at a time.`,
+		Example: `  # every host's manifest, copied to one machine
+  etcdkeeper import kubeadm --manifest cp1.yaml --manifest cp2.yaml --manifest cp3.yaml -o cluster.yaml
+
+  # all the etcd pods at once, through kubectl
+  kubectl -n kube-system get pod -l component=etcd -o yaml > etcd-pods.yaml
+  etcdkeeper import kubeadm --manifest etcd-pods.yaml -o cluster.yaml
+
+  # on a control-plane host, as root: this host's manifest and the cluster's member list
+  etcdkeeper import kubeadm --from-cluster https://127.0.0.1:2379 -o cluster.yaml`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			return importKubeadm(c.OutOrStdout(), c.ErrOrStderr(), o)
@@ -168,6 +182,7 @@ func importKubeadm(stdout, stderr io.Writer, o importOptions) error {
 	}
 	if err == nil {
 		printDropIns(stderr, doc)
+		printNextSteps(stderr, doc, pkiDir)
 	}
 	return err
 }
@@ -176,10 +191,46 @@ func importKubeadm(stdout, stderr io.Writer, o importOptions) error {
 // name, kubeadm's node name, which on clouds is often not the host name
 // (the default of --name).
 func printDropIns(w io.Writer, doc kubeadm.Document) {
-	fmt.Fprintln(w, "drop-in for each host (systemctl edit etcdkeeper; README.md, \"kubeadm control-plane hosts\"):")
+	fmt.Fprintln(w, "drop-in for each host (systemctl edit etcdkeeper; docs/kubeadm.md):")
 	for _, m := range doc.Members {
 		fmt.Fprintf(w, "  on %s:\n    [Service]\n    User=root\n    Group=root\n    ExecStart=\n    ExecStart=/usr/bin/etcdkeeper run --config /etc/etcdkeeper/cluster.yaml --name %s\n", m.Name, m.Name)
 	}
+}
+
+// printNextSteps prints the rest of the move (docs/kubeadm.md): what the
+// operator does with the spec, host by host, and kubeadm's switch to
+// etcd.external with this cluster's endpoints and certificates.
+func printNextSteps(w io.Writer, doc kubeadm.Document, pkiDir string) {
+	var endpoints []string
+	for _, m := range doc.Members {
+		endpoints = append(endpoints, m.ClientURLs...)
+	}
+	pki := filepath.Dir(pkiDir)
+	fmt.Fprintf(w, `next steps (docs/kubeadm.md):
+  1. Compare the spec's members with 'etcdctl member list': the agents REMOVE members the spec does not list.
+  2. On every control-plane host: install the package, put the spec at /etc/etcdkeeper/cluster.yaml,
+     add the drop-in above (do not start the service yet), then
+       etcdkeeper validate --config /etc/etcdkeeper/cluster.yaml
+       etcdkeeper status --config /etc/etcdkeeper/cluster.yaml    # must exit 0
+  3. One host at a time, each only once 'etcdkeeper status' exits 0:
+       etcdctl move-leader <another member's ID>                   # if this host's member leads
+       mv /etc/kubernetes/manifests/etcd.yaml /etc/kubernetes/etcd.yaml.kubeadm
+       crictl ps --name '^etcd$'                                   # wait until it shows nothing
+       systemctl enable --now etcdkeeper                           # same data dir, same member ID: nothing moves
+  4. Once every host runs etcdkeeper, replace etcd.local in kubeadm's ClusterConfiguration
+     (kubectl -n kube-system edit configmap kubeadm-config) with
+       etcd:
+         external:
+           endpoints: [%s]
+           caFile: %s
+           certFile: %s
+           keyFile: %s
+     so that 'kubeadm upgrade' and 'kubeadm join --control-plane' leave etcd to etcdkeeper.
+  5. A new control-plane host then gets its etcd member from the spec, not from kubeadm: issue its etcd
+     certificates, add its member to the spec on every host, start etcdkeeper there, then
+     'kubeadm join --control-plane'.
+`, strings.Join(endpoints, ", "), filepath.Join(pkiDir, "ca.crt"),
+		filepath.Join(pki, "apiserver-etcd-client.crt"), filepath.Join(pki, "apiserver-etcd-client.key"))
 }
 
 // checkImported loads the spec like the agent does. Files this machine

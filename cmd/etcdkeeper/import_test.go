@@ -190,3 +190,35 @@ func must[T any](v T, err error) T {
 	}
 	return v
 }
+
+// TestImportNextSteps: after the spec, the import prints the rest of the
+// move: the host-by-host steps and kubeadm's etcd.external section with
+// every member's client URL and the API server's etcd client certificate.
+func TestImportNextSteps(t *testing.T) {
+	dir := filepath.Join("..", "..", "internal", "kubeadm", "testdata")
+	files := []string{filepath.Join(dir, "cp1.yaml"), filepath.Join(dir, "cp2.yaml"), filepath.Join(dir, "cp3.yaml")}
+	stderr, err := runImport(t, files, filepath.Join(t.TempDir(), "cluster.yaml"))
+	if err != nil {
+		t.Fatalf("import: %v\n%s", err, stderr)
+	}
+	for _, want := range []string{
+		"next steps (docs/kubeadm.md):",
+		"etcdctl move-leader",
+		"mv /etc/kubernetes/manifests/etcd.yaml /etc/kubernetes/etcd.yaml.kubeadm",
+		"systemctl enable --now etcdkeeper",
+		"endpoints: [https://10.0.0.11:2379, https://10.0.0.12:2379, https://10.0.0.13:2379]",
+		"caFile: /etc/kubernetes/pki/etcd/ca.crt",
+		"certFile: /etc/kubernetes/pki/apiserver-etcd-client.crt",
+		"keyFile: /etc/kubernetes/pki/apiserver-etcd-client.key",
+		"'kubeadm join --control-plane'",
+	} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("import's stderr has no %q:\n%s", want, stderr)
+		}
+	}
+	// Nothing is printed to follow when nothing was written.
+	stderr, _ = runImport(t, []string{filepath.Join(dir, "force-new-cluster-on-one.yaml")}, "")
+	if strings.Contains(stderr, "next steps") {
+		t.Errorf("a failed import printed next steps:\n%s", stderr)
+	}
+}

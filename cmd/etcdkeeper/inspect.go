@@ -12,7 +12,10 @@ import (
 func inspectCmd() *cobra.Command {
 	var dir, output string
 	c := &cobra.Command{
-		Use:   "inspect --data-dir DIR [-o text|json]",
+		Use: "inspect --data-dir DIR [-o text|json]",
+		Example: `  # on a host whose etcd is stopped (systemctl stop etcdkeeper)
+  etcdkeeper inspect --data-dir /var/lib/etcd/node1
+  etcdkeeper inspect --data-dir /var/lib/etcd/node1 -o json`,
 		Short: "Check an etcd data dir offline with etcd's own WAL and bbolt code",
 		Long: `inspect verifies a stopped member's data dir without starting etcd: the WAL
 (CRC, snapshot records, metadata), the bbolt db (page check) and that they agree.

@@ -16,7 +16,9 @@ import (
 func planCmd() *cobra.Command {
 	var path string
 	c := &cobra.Command{
-		Use:   "plan --config FILE",
+		Use: "plan --config FILE",
+		Example: `  # after editing the spec: what will the agents change, and why?
+  etcdkeeper plan --config /etc/etcdkeeper/cluster.yaml`,
 		Short: "Print the next membership change the agents would make now, and why; change nothing",
 		Long: `plan observes the live cluster, runs the same decision the agents run, and
 prints the one change it would make next with its reason, followed by every

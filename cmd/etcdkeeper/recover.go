@@ -37,7 +37,19 @@ type recoverFlags struct {
 func recoverCmd() *cobra.Command {
 	var f recoverFlags
 	c := &cobra.Command{
-		Use:   "recover --config FILE [--from NAME | --from-snapshot FILE] [--yes]",
+		Use: "recover --config FILE [--from NAME | --from-snapshot FILE] [--yes]",
+		Example: `  # look first: what each member's data holds, and the recommendation (changes nothing)
+  etcdkeeper recover --config /etc/etcdkeeper/cluster.yaml
+
+  # recover from node1's data, or from a verified snapshot on this host
+  etcdkeeper recover --config /etc/etcdkeeper/cluster.yaml --from node1 --yes
+  etcdkeeper recover --config /etc/etcdkeeper/cluster.yaml --from-snapshot /var/lib/etcdkeeper/node1/backups/prod-20260301T120000Z-rev48213.db --yes
+
+  # on a host that recover did not reach: take part in that recovery
+  etcdkeeper recover --config /etc/etcdkeeper/cluster.yaml --from node1 --yes --id 20261130T172412Z-895e2c
+
+  # call off the fences of a recovery whose source never started
+  etcdkeeper recover --config /etc/etcdkeeper/cluster.yaml --abort 20261130T172412Z-895e2c`,
 		Short: "Plan or carry out the recovery of a cluster that lost its quorum",
 		Long: `recover asks every member's agent (this host's through its control socket, as
 root or the agent's user; the others over agent.recoveryAddr, or agent.addr) what

@@ -27,7 +27,12 @@ type runFlags struct {
 func runCmd() *cobra.Command {
 	var f runFlags
 	c := &cobra.Command{
-		Use:   "run --config FILE [--name NAME]",
+		Use: "run --config FILE [--name NAME]",
+		Example: `  # as the packaged service does, on the host named like its member
+  etcdkeeper run --config /etc/etcdkeeper/cluster.yaml
+
+  # a member not named like its host, with readable logs
+  etcdkeeper run --config /etc/etcdkeeper/cluster.yaml --name node2 --log-format console`,
 		Short: "Run the agent for this host's member in the foreground",
 		Long: `run starts the local etcd member described by the spec and keeps it healthy:
 it supervises the process, joins the cluster, follows spec edits and repairs

@@ -17,9 +17,10 @@ var version = "dev"
 
 func versionCmd() *cobra.Command {
 	return &cobra.Command{
-		Use:   "version",
-		Short: "Print etcdkeeper's version and the version of the etcd built into it",
-		Args:  cobra.NoArgs,
+		Use:     "version",
+		Example: `  etcdkeeper version`,
+		Short:   "Print etcdkeeper's version and the version of the etcd built into it",
+		Args:    cobra.NoArgs,
 		Run: func(c *cobra.Command, _ []string) {
 			fmt.Fprintf(c.OutOrStdout(), "etcdkeeper %s\netcd (embedded) %s\ngo %s %s/%s\n", version, etcdversion.Version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
 		},
@@ -29,7 +30,10 @@ func versionCmd() *cobra.Command {
 func validateCmd() *cobra.Command {
 	var path string
 	c := &cobra.Command{
-		Use:   "validate --config FILE",
+		Use: "validate --config FILE",
+		Example: `  etcdkeeper validate --config /etc/etcdkeeper/cluster.yaml
+  # a spec for the new hosts, before it goes onto any of them
+  etcdkeeper validate --config ./cluster.yaml`,
 		Short: "Check a spec file; print every problem as FILE:LINE: message",
 		Long: `validate loads the spec like the agent does and prints every problem it finds,
 one per line as FILE:LINE: message. It reads every file the spec names: each
@@ -69,7 +73,9 @@ func printWarnings(w io.Writer, warns spec.Errors) {
 // etcdkeeper binary is all a fresh host needs.
 func etcdCmd() *cobra.Command {
 	return &cobra.Command{
-		Use:                "etcd [etcd flags]",
+		Use: "etcd [etcd flags]",
+		Example: `  etcdkeeper etcd --version
+  etcdkeeper etcd --help`,
 		Short:              "Run the etcd server built into etcdkeeper (takes etcd's own flags)",
 		DisableFlagParsing: true,
 		Run: func(_ *cobra.Command, args []string) {

@@ -25,7 +25,12 @@ func statusCmd() *cobra.Command {
 	var path, output string
 	var quiet bool
 	c := &cobra.Command{
-		Use:   "status --config FILE [-o table|json]",
+		Use: "status --config FILE [-o table|json]",
+		Example: `  etcdkeeper status --config /etc/etcdkeeper/cluster.yaml
+  etcdkeeper status --config /etc/etcdkeeper/cluster.yaml -o json
+
+  # in a script: exit 0 only when every member is a healthy voter and the membership is the spec's
+  etcdkeeper status --config /etc/etcdkeeper/cluster.yaml -q && echo healthy`,
 		Short: "Show the whole cluster at a glance: spec members next to live members",
 		Long: `status joins the spec with the live cluster: for each member its ID, health,
 role, raft term and index, db size and etcd version, and whether it is in the

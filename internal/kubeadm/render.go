@@ -84,7 +84,7 @@ func (r *renderer) header(d Document) {
 		r.comment(0, "- "+w)
 	}
 	r.comment(0, "Then put this same file on every host (/etc/etcdkeeper/cluster.yaml) and move the hosts "+
-		"to etcdkeeper one at a time: README.md, \"kubeadm control-plane hosts\".")
+		"to etcdkeeper one at a time: docs/kubeadm.md.")
 	r.line(0, "")
 }
 

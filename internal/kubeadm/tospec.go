@@ -247,7 +247,7 @@ func (b *builder) version() {
 	}
 	for _, v := range slices.Sorted(maps.Keys(by)) {
 		b.warn("%s run etcd %s (%s): etcdkeeper runs etcd %s, and etcd moves one minor version at a time: upgrade the cluster to etcd 3.6 first "+
-			"(README.md, \"kubeadm control-plane hosts\", Before you start), or set etcd.binary to an etcd 3.6 binary",
+			"(docs/kubeadm.md, \"Before you start\"), or set etcd.binary to an etcd 3.6 binary",
 			strings.Join(by[v], ", "), v, image[v], etcdVersion)
 	}
 }
@@ -287,7 +287,7 @@ func (b *builder) dataDir() error {
 	for _, d := range slices.Sorted(maps.Keys(dirs)) {
 		if d != "/var/lib/etcd" && !strings.HasPrefix(d, "/var/lib/etcd/") {
 			b.warn("the packaged systemd unit can write only under /var/lib/etcd: add ReadWritePaths=%s in a drop-in "+
-				"(README.md, \"kubeadm control-plane hosts\")", d)
+				"(docs/kubeadm.md)", d)
 		}
 	}
 	return nil

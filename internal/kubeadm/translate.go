@@ -26,7 +26,7 @@ func (b *builder) flags() error {
 		}
 		u := b.uniform(name)
 		if why, bad := spec.DangerousFlag(name); bad {
-			return fmt.Errorf("%s: --%s: %s. Remove it from the manifest (README.md, \"kubeadm control-plane hosts\"), then import again",
+			return fmt.Errorf("%s: --%s: %s. Remove it from the manifest (docs/kubeadm.md), then import again",
 				strings.Join(u.setBy, ", "), name, why)
 		}
 		switch {

@@ -54,6 +54,13 @@ func TestDebInstalls(t *testing.T) {
 			{"usr/share/etcdkeeper/alerts.yml", 0o644},
 			{"usr/share/etcdkeeper/grafana/etcdkeeper.json", 0o644},
 			{"usr/share/doc/etcdkeeper/README.md", 0o644},
+			{"usr/share/doc/etcdkeeper/docs/troubleshooting.md", 0o644},
+			{"usr/share/man/man1/etcdkeeper.1.gz", 0o644},
+			{"usr/share/man/man1/etcdkeeper-status.1.gz", 0o644},
+			{"usr/share/man/man1/etcdkeeper-import-kubeadm.1.gz", 0o644},
+			{"usr/share/bash-completion/completions/etcdkeeper", 0o644},
+			{"usr/share/zsh/vendor-completions/_etcdkeeper", 0o644},
+			{"usr/share/fish/vendor_completions.d/etcdkeeper.fish", 0o644},
 		} {
 			fi, err := os.Stat(inRoot(f.path))
 			if err != nil {
