@@ -86,6 +86,19 @@ func New() *Metrics {
 	for _, o := range []string{"done", "refused"} {
 		m.Recoveries.WithLabelValues(o)
 	}
+	// Every label value an agent can count, at 0 from the start: a
+	// counter's first sample is not an increase to Prometheus, so a series
+	// born at its first event would hide that event from increase() and
+	// rate() (the dashboard's membership and restart panels, the alerts).
+	for _, k := range []string{"add-learner", "promote", "remove", "update-peer-urls", "move-leader"} {
+		m.MembershipChanges.WithLabelValues(k)
+	}
+	for _, c := range []string{"none", "corrupt", "removed", "misconfig", "resource", "transient", "unknown"} {
+		m.EtcdRestarts.WithLabelValues(c)
+	}
+	for _, a := range []string{"NOSPACE", "CORRUPT"} {
+		m.AlarmsDisarmed.WithLabelValues(a)
+	}
 	m.SetRole("none")
 	return m
 }
