@@ -284,20 +284,12 @@ func (a *Agent) knownVoters(running bool, st Status) ([]recovery.Voter, string) 
 }
 
 // liveMembers asks the local etcd for its member list now, serializable.
-func (a *Agent) liveMembers() ([]*etcdserverpb.Member, bool) {
-	s, self := a.Spec()
-	if p := a.etcd.Process(); p == nil || !p.Running() {
-		return nil, false
-	}
-	cli, err := cluster.DialSpec(s, self, self.ClientURLs[:1])
-	if err != nil {
-		return nil, false
-	}
-	defer cli.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), cluster.CallTimeout)
-	defer cancel()
-	ms, err := cli.LocalMembers(ctx)
-	return ms, err == nil
+func (a *Agent) liveMembers() (ms []*etcdserverpb.Member, ok bool) {
+	ok = a.askLocal(func(ctx context.Context, cli *cluster.Client, _ string) (err error) {
+		ms, err = cli.LocalMembers(ctx)
+		return err
+	})
+	return ms, ok
 }
 
 // recoverStep carries out a recovery action of the decision.
@@ -579,18 +571,27 @@ func (a *Agent) finishFailed(j recovery.Journal, err error) error {
 
 // liveAnswer asks the local etcd for its status now, on a client of its
 // own (the loop's belongs to the loop); false when it does not answer.
-func (a *Agent) liveAnswer() (*clientv3.StatusResponse, bool) {
+func (a *Agent) liveAnswer() (st *clientv3.StatusResponse, ok bool) {
+	ok = a.askLocal(func(ctx context.Context, cli *cluster.Client, ep string) (err error) {
+		st, err = cli.Status(ctx, ep)
+		return err
+	})
+	return st, ok
+}
+
+// askLocal runs one call against the local etcd, when it runs, on a
+// client of its own with the call deadline; false when it did not answer.
+func (a *Agent) askLocal(call func(ctx context.Context, cli *cluster.Client, endpoint string) error) bool {
 	s, self := a.Spec()
 	if p := a.etcd.Process(); p == nil || !p.Running() {
-		return nil, false
+		return false
 	}
 	cli, err := cluster.DialSpec(s, self, self.ClientURLs[:1])
 	if err != nil {
-		return nil, false
+		return false
 	}
 	defer cli.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), cluster.CallTimeout)
 	defer cancel()
-	st, err := cli.Status(ctx, self.ClientURLs[0])
-	return st, err == nil
+	return call(ctx, cli, self.ClientURLs[0]) == nil
 }
