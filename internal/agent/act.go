@@ -11,6 +11,7 @@ import (
 
 	"github.com/etcdkeeper/etcdkeeper/internal/cluster"
 	"github.com/etcdkeeper/etcdkeeper/internal/etcdproc"
+	"github.com/etcdkeeper/etcdkeeper/internal/history"
 	"github.com/etcdkeeper/etcdkeeper/internal/model"
 	"github.com/etcdkeeper/etcdkeeper/internal/reconcile"
 	"github.com/etcdkeeper/etcdkeeper/internal/repair"
@@ -189,6 +190,7 @@ func (a *Agent) promote(ctx context.Context, id uint64) (string, bool, error) {
 	a.lockReturned = time.Time{}
 	a.lg.Info("promoted to voter", zap.String("member-id", fmt.Sprintf("%x", id)))
 	a.metrics.MembershipChanges.WithLabelValues("promote").Inc()
+	a.remember(history.Event{Kind: "promote", MemberID: history.HexID(id), Reason: "the learner caught up with the leader"})
 	return fmt.Sprintf("promoted: learner %x is now a voter", id), true, nil
 }
 
@@ -217,10 +219,14 @@ func (a *Agent) finishRejoin(id uint64) (string, bool, error) {
 		// was abandoned, not done.
 		a.lg.Warn("rejoin abandoned: the member runs as it was", zap.String("id", j.ID),
 			zap.String("member-id", fmt.Sprintf("%x", id)), zap.String("added", fmt.Sprintf("%x", j.NewMemberID)))
+		a.remember(rejoinEvent("rejoin-abandoned", id, j))
 		return fmt.Sprintf("rejoin abandoned: member %x runs as it was", id), true, nil
 	}
 	if closed && j.Class == "repair" {
 		a.metrics.Repairs.WithLabelValues("done").Inc()
+	}
+	if closed {
+		a.remember(rejoinEvent(j.Class+"-done", id, j))
 	}
 	a.updateStatus(func(s *Status) { s.RejoinStep = string(j.Step) })
 	return fmt.Sprintf("rejoin finished: member %x is a healthy voter", id), true, nil
@@ -284,6 +290,7 @@ func (a *Agent) changeMembership(ctx context.Context, step reconcile.Step, in re
 	}
 	a.lg.Warn("membership change", fields...)
 	a.metrics.MembershipChanges.WithLabelValues(step.Kind.String()).Inc()
+	a.remember(stepEvent(step))
 	return fmt.Sprintf("changed membership: %s %s (%s)", step.Kind, step.Name, step.Reason), true, nil
 }
 
@@ -306,6 +313,7 @@ func (a *Agent) disarm(ctx context.Context, act reconcile.Action) (string, bool,
 		}
 		a.lg.Warn("alarm disarmed", zap.String("alarm", al.Type), zap.String("member-id", fmt.Sprintf("%x", al.MemberID)), zap.String("reason", act.Reason))
 		a.metrics.AlarmsDisarmed.WithLabelValues(al.Type).Inc()
+		a.remember(history.Event{Kind: "alarm-disarmed", MemberID: history.HexID(al.MemberID), Reason: act.Reason, Detail: map[string]string{"alarm": al.Type}})
 	}
 	return act.Reason, true, nil
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/etcdkeeper/etcdkeeper/internal/backup"
 	"github.com/etcdkeeper/etcdkeeper/internal/cluster"
 	"github.com/etcdkeeper/etcdkeeper/internal/etcdproc"
+	"github.com/etcdkeeper/etcdkeeper/internal/history"
 	"github.com/etcdkeeper/etcdkeeper/internal/metrics"
 	"github.com/etcdkeeper/etcdkeeper/internal/model"
 	"github.com/etcdkeeper/etcdkeeper/internal/notify"
@@ -128,6 +129,10 @@ type Agent struct {
 	// request waits for it, never judged on a status nobody filled yet.
 	observed     chan struct{}
 	observedOnce sync.Once
+	// history mirrors this agent's events in its state dir;
+	// historyPending: some are not in the cluster yet (see pushHistory).
+	history        *history.Mirror
+	historyPending atomic.Bool
 }
 
 // New checks that name is in the spec and prepares the agent.
@@ -150,6 +155,8 @@ func New(cfg Config) (*Agent, error) {
 	a.notify = notify.New(lg)
 	a.metrics = metrics.New()
 	a.metrics.WatchFenceStale(func() bool { return a.Status().FenceStale })
+	a.history = history.NewMirror(filepath.Join(self.StateDir, history.FileName), history.Keep)
+	a.historyPending.Store(true) // what an earlier run could not push
 	return a, nil
 }
 

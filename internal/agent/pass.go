@@ -11,6 +11,7 @@ import (
 
 	"github.com/etcdkeeper/etcdkeeper/internal/cluster"
 	"github.com/etcdkeeper/etcdkeeper/internal/etcdproc"
+	"github.com/etcdkeeper/etcdkeeper/internal/history"
 	"github.com/etcdkeeper/etcdkeeper/internal/model"
 	"github.com/etcdkeeper/etcdkeeper/internal/reconcile"
 	"github.com/etcdkeeper/etcdkeeper/internal/repair"
@@ -32,6 +33,7 @@ func (a *Agent) onePass(ctx context.Context) bool {
 		in.Local.StateDirError = a.Status().StateDirError
 		act = reconcile.Decide(in)
 		said, again, err = a.act(ctx, act, in)
+		a.pushHistory(ctx, in)
 	}
 	if err != nil {
 		a.releaseAfterError(ctx, act, err)
@@ -77,6 +79,7 @@ func (a *Agent) report(act reconcile.Action, said string, err error) {
 	a.lastKey = key
 	if act.Start.RepairRefused {
 		a.metrics.Repairs.WithLabelValues("refused").Inc() // once per refusal, not per pass
+		a.remember(history.Event{Kind: "repair-refused", Reason: said})
 	}
 	f := []zap.Field{zap.String("decision", said), zap.String("action", act.Kind.String()), zap.String("key", act.Key)}
 	if err != nil {

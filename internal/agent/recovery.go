@@ -46,10 +46,12 @@ func (a *Agent) saveRecovery(j recovery.Journal) error {
 
 // saveRecoveryLocked is saveRecovery with recMu held.
 func (a *Agent) saveRecoveryLocked(j recovery.Journal) error {
+	prev := a.Status().Recovery
 	if err := a.noteWrite(recoveryFile, recovery.Save(a.statePath(recoveryFile), j)); err != nil {
 		return err
 	}
 	a.updateStatus(func(s *Status) { s.Recovery = &j })
+	a.rememberRecovery(prev, j)
 	a.lg.Warn("recovery step", zap.String("id", j.ID), zap.String("role", string(j.Role)), zap.String("step", string(j.Step)),
 		zap.String("source", j.Source), zap.String("error", j.Error))
 	return nil

@@ -11,6 +11,7 @@ import (
 	"github.com/etcdkeeper/etcdkeeper/internal/backup"
 	"github.com/etcdkeeper/etcdkeeper/internal/cluster"
 	"github.com/etcdkeeper/etcdkeeper/internal/etcdproc"
+	"github.com/etcdkeeper/etcdkeeper/internal/history"
 	"github.com/etcdkeeper/etcdkeeper/internal/model"
 	"github.com/etcdkeeper/etcdkeeper/internal/reconcile"
 	"github.com/etcdkeeper/etcdkeeper/internal/repair"
@@ -35,6 +36,7 @@ func (a *Agent) rejoin(ctx context.Context, act reconcile.Action, in reconcile.I
 	if err != nil {
 		if d.Repair {
 			a.metrics.Repairs.WithLabelValues("failed").Inc()
+			a.remember(history.Event{Kind: "repair-failed", Reason: d.Reason, Detail: map[string]string{"error": err.Error()}})
 		}
 		return "rejoin failed", false, err
 	}
@@ -50,8 +52,11 @@ func (a *Agent) rejoiner() *repair.Rejoin {
 		SnapshotDir: filepath.Join(self.StateDir, "snapshots"), Snapshot: s.Repair.Snapshot == nil || *s.Repair.Snapshot,
 		BackupDir: self.BackupDir,
 		Reuse:     a.recentSnapshot,
-		Changed:   func(kind string) { a.metrics.MembershipChanges.WithLabelValues(kind).Inc() },
-		CrashAt:   a.crashPoint,
+		Changed: func(kind string, id uint64, j repair.Journal) {
+			a.metrics.MembershipChanges.WithLabelValues(kind).Inc()
+			a.remember(history.Event{Kind: kind, MemberID: history.HexID(id), Reason: j.Reason, Detail: map[string]string{"rejoin": j.ID}})
+		},
+		CrashAt: a.crashPoint,
 	}
 }
 

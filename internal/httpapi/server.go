@@ -1,6 +1,7 @@
 // Package httpapi serves the agent's HTTP endpoints: /healthz (the loop
 // is alive), /readyz (the local member is a healthy voter), /status
-// (JSON), /metrics (Prometheus) and /recovery; and reaches them from the
+// (JSON), /metrics (Prometheus), /history (this agent's events, JSON) and
+// /recovery; and reaches them from the
 // CLI (Control). Reads are served on agent.addr; changes only on the
 // control socket (control.go) and, from the other members, on
 // agent.recoveryAddr.
@@ -53,6 +54,9 @@ func routes(src Source, reg *prometheus.Registry) *http.ServeMux {
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	if r, ok := src.(Recoverer); ok {
 		addRecovery(mux, r)
+	}
+	if h, ok := src.(Historian); ok {
+		addHistory(mux, h)
 	}
 	return mux
 }

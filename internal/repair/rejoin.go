@@ -152,8 +152,9 @@ type Rejoin struct {
 	// starts.
 	Reuse func(clusterID uint64) (path string, ok bool)
 	// Changed is told of each membership change made ("remove",
-	// "add-learner"), for metrics.
-	Changed func(kind string)
+	// "add-learner"), with the member changed and the journal, for
+	// metrics and the history.
+	Changed func(kind string, memberID uint64, j Journal)
 	// CrashAt, for tests, is called right before each side effect.
 	CrashAt func(Step)
 	Now     func() time.Time
@@ -177,9 +178,9 @@ func (r *Rejoin) crash(s Step) {
 // world has changed and the journal does not know it yet.
 func (r *Rejoin) crashAfter(s Step) { r.crash("after-" + s) }
 
-func (r *Rejoin) changed(kind string) {
+func (r *Rejoin) changed(kind string, memberID uint64, j Journal) {
 	if r.Changed != nil {
-		r.Changed(kind)
+		r.Changed(kind, memberID, j)
 	}
 }
 
@@ -340,7 +341,7 @@ func (r *Rejoin) remove(ctx context.Context, j *Journal, p Plan) error {
 	}
 	r.lockKept(ctx, "remove")
 	r.crashAfter(StepRemove)
-	r.changed("remove")
+	r.changed("remove", p.StaleID, *j)
 	j.OldMemberID = p.StaleID
 	return r.advance(j, StepRemove, zap.String("removed", fmt.Sprintf("%x", p.StaleID)))
 }
@@ -385,7 +386,7 @@ func (r *Rejoin) addAndStart(ctx context.Context, j *Journal, p Plan) error {
 		r.lockKept(ctx, "add-learner")
 		id, members = m.ID, all
 		r.crashAfter(StepAdd)
-		r.changed("add-learner")
+		r.changed("add-learner", m.ID, *j)
 		// Every add counts toward repair.maxPerHour, whatever started the
 		// rejoin: a learner removed as stale and added again, over and
 		// over, is a loop too.
