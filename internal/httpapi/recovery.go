@@ -38,6 +38,9 @@ const maxRequest = 64 << 10
 func RecoveryHandler(r Recoverer, members func() []spec.Member) http.Handler {
 	mux := http.NewServeMux()
 	addRecovery(mux, r)
+	if h, ok := r.(Historian); ok {
+		addHistory(mux, h) // history reads the mirrors here when the cluster has no quorum
+	}
 	if members == nil {
 		return mux
 	}
