@@ -39,10 +39,15 @@ func historyOf(t *testing.T, c *testbed.Cluster, host string) ([]history.Event, 
 	return mine, ""
 }
 
-// repairEvents finds remove, add-learner, promote and repair-done in
-// that order among evs.
-func repairEvents(evs []history.Event) (map[string]history.Event, string) {
-	want := []string{"remove", "add-learner", "promote", "repair-done"}
+// logHistory logs etcdkeeper history's table, for the reader of the test.
+func logHistory(t *testing.T, c *testbed.Cluster) {
+	t.Helper()
+	out, err := exec.Command(testbed.Binary, "history", "--config", c.Spec).CombinedOutput()
+	t.Logf("etcdkeeper history (%v):\n%s", err, out)
+}
+
+// inOrder finds events of the kinds want, in that order, among evs.
+func inOrder(evs []history.Event, want ...string) (map[string]history.Event, string) {
 	got := map[string]history.Event{}
 	i := 0
 	for _, e := range evs {
@@ -59,6 +64,11 @@ func repairEvents(evs []history.Event) (map[string]history.Event, string) {
 		return got, fmt.Sprintf("events %v, want %v in that order", kinds, want)
 	}
 	return got, ""
+}
+
+// repairEvents finds a repair's events in order among evs.
+func repairEvents(evs []history.Event) (map[string]history.Event, string) {
+	return inOrder(evs, "remove", "add-learner", "promote", "repair-done")
 }
 
 // TestHistoryAfterRepair: a member's WAL is corrupted and repaired; the
@@ -105,7 +115,7 @@ func TestHistoryAfterRepair(t *testing.T) {
 	if done.Detail["oldMemberID"] != old || done.Detail["newMemberID"] != repaired || done.Detail["snapshot"] == "" {
 		t.Errorf("repair-done: detail %v, want the old and new IDs and the safety snapshot", done.Detail)
 	}
-	t.Logf("repair-done: %+v", done)
+	logHistory(t, c)
 
 	mirror, err := history.ReadFile(filepath.Join(c.StateDir("node2"), history.FileName))
 	if err != nil {

@@ -148,6 +148,23 @@ func TestRecoverFromMember(t *testing.T) {
 		}
 		return ""
 	})
+	// The source's steps reach the recovered cluster once it is done.
+	testbed.Eventually(t, converge, "history lists node1's recovery, in the cluster", func() string {
+		mine, why := historyOf(t, c, "node1")
+		if why != "" {
+			return why
+		}
+		evs, why := inOrder(mine, "recovery-requested", "recovery-stopped", "recovery-forced", "recovery-done")
+		if why != "" {
+			return why
+		}
+		return inClusterHistory(c, evs["recovery-done"])
+	})
+	mine, _ := historyOf(t, c, "node2")
+	if _, why := inOrder(mine, "recovery-fenced", "add-learner", "promote", "recovery-done"); why != "" {
+		t.Errorf("node2's history: %s", why)
+	}
+	logHistory(t, c)
 }
 
 // TestRecoverFromSnapshot: two members' data is corrupt and the third
