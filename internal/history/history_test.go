@@ -81,7 +81,9 @@ func TestMirrorKeepsTheLastN(t *testing.T) {
 func TestMirrorPendingUntilPushed(t *testing.T) {
 	m := NewMirror(filepath.Join(t.TempDir(), FileName), Keep)
 	for i := range MaxPush + 5 {
-		if err := m.Append(ev(i, "a", "promote")); err != nil {
+		e := ev(i, "a", "promote")
+		e.MemberID = HexID(uint64(i + 1))
+		if err := m.Append(e); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -136,5 +138,37 @@ func TestReadFileMissing(t *testing.T) {
 	got, err := ReadFile(filepath.Join(t.TempDir(), "none"))
 	if err != nil || len(got) != 0 {
 		t.Fatalf("ReadFile(missing) = %v, %v; want nothing, no error", got, err)
+	}
+}
+
+func TestMirrorSkipsRepeats(t *testing.T) {
+	failed := func(sec int, err string) Event {
+		e := ev(sec, "a", "repair-failed")
+		e.Reason, e.Detail = "data is corrupt", map[string]string{"error": err}
+		return e
+	}
+	cases := []struct {
+		name string
+		evs  []Event
+		want int
+	}{
+		{"the same failure on every pass", []Event{failed(0, "unhealthy cluster"), failed(5, "unhealthy cluster"), failed(10, "unhealthy cluster")}, 1},
+		{"another error", []Event{failed(0, "unhealthy cluster"), failed(5, "no leader")}, 2},
+		{"the same again after the window", []Event{failed(0, "x"), failed(int(RepeatWindow/time.Second), "x")}, 2},
+		{"the same after another event", []Event{failed(0, "x"), ev(1, "a", "promote"), failed(2, "x")}, 3},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			m := NewMirror(filepath.Join(t.TempDir(), FileName), Keep)
+			for _, e := range c.evs {
+				if err := m.Append(e); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got, err := m.Events()
+			if err != nil || len(got) != c.want {
+				t.Fatalf("mirror = %v, %v; want %d events", kinds(got), err, c.want)
+			}
+		})
 	}
 }

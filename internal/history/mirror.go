@@ -8,8 +8,10 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"sync"
+	"time"
 
 	"github.com/etcdkeeper/etcdkeeper/internal/atomicfile"
 )
@@ -40,9 +42,15 @@ type Mirror struct {
 // NewMirror is the mirror at path, keeping the last keep events.
 func NewMirror(path string, keep int) *Mirror { return &Mirror{path: path, keep: keep} }
 
-// Append adds ev, not yet pushed, dropping the oldest beyond the bound.
-// The file is replaced whole (atomicfile): a crash leaves the old or the
-// new list, never half a line.
+// RepeatWindow is how long the same event again (a step that fails on
+// every pass with the same error) is not recorded again: the history
+// keeps what changed, not each retry.
+const RepeatWindow = 10 * time.Minute
+
+// Append adds ev, not yet pushed, dropping the oldest beyond the bound;
+// the same event as the last one, within RepeatWindow, is not added. The
+// file is replaced whole (atomicfile): a crash leaves the old or the new
+// list, never half a line.
 func (m *Mirror) Append(ev Event) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -50,7 +58,16 @@ func (m *Mirror) Append(ev Event) error {
 	if err != nil {
 		return err
 	}
+	if n := len(ls); n > 0 && repeats(ls[n-1].Event, ev) {
+		return nil
+	}
 	return m.save(last(append(ls, line{Event: ev}), m.keep))
+}
+
+// repeats: b is a says again, within RepeatWindow.
+func repeats(a, b Event) bool {
+	return a.Host == b.Host && a.Kind == b.Kind && a.Member == b.Member && a.MemberID == b.MemberID &&
+		a.Reason == b.Reason && maps.Equal(a.Detail, b.Detail) && b.Time.Sub(a.Time) < RepeatWindow
 }
 
 // Pending are the oldest events the cluster does not have yet, at most
