@@ -133,6 +133,9 @@ type Agent struct {
 	// historyPending: some are not in the cluster yet (see pushHistory).
 	history        *history.Mirror
 	historyPending atomic.Bool
+	// histMu guards unsaved, the events the mirror could not take yet.
+	histMu  sync.Mutex
+	unsaved []history.Event
 }
 
 // New checks that name is in the spec and prepares the agent.

@@ -20,19 +20,51 @@ const historyFile = history.FileName
 // that does not answer in time gets the events on a later pass.
 const historyPushTimeout = time.Second
 
+// maxUnsaved bounds the events kept in memory while the mirror cannot
+// be written.
+const maxUnsaved = 100
+
 // remember records a change this agent made (or refused): in the state
 // dir's mirror at once, in the cluster on a pass that can reach it
 // (pushHistory). A mirror that cannot be written is reported (noteWrite)
-// and never stops the step that made the change.
+// and never stops the step that made the change: the event waits in
+// memory (the last maxUnsaved) and each pass writes it again
+// (saveHistory), which also clears the report once the write works.
 func (a *Agent) remember(ev history.Event) {
 	_, self := a.Spec()
 	ev.Host = self.Name
 	if ev.Time.IsZero() {
 		ev.Time = time.Now().UTC()
 	}
-	if a.noteWrite(historyFile, a.history.Append(ev)) == nil {
+	a.histMu.Lock()
+	defer a.histMu.Unlock()
+	a.saveHistoryLocked(append(a.unsaved, ev))
+}
+
+// saveHistory writes the events the mirror could not take before.
+func (a *Agent) saveHistory() {
+	a.histMu.Lock()
+	defer a.histMu.Unlock()
+	if len(a.unsaved) > 0 {
+		a.saveHistoryLocked(a.unsaved)
+	}
+}
+
+// saveHistoryLocked writes evs to the mirror, oldest first; those it
+// could not write are kept for the next pass.
+func (a *Agent) saveHistoryLocked(evs []history.Event) {
+	for i, e := range evs {
+		if a.noteWrite(historyFile, a.history.Append(e)) != nil {
+			rest := evs[i:]
+			if len(rest) > maxUnsaved {
+				rest = rest[len(rest)-maxUnsaved:]
+			}
+			a.unsaved = append([]history.Event(nil), rest...)
+			return
+		}
 		a.historyPending.Store(true)
 	}
+	a.unsaved = nil
 }
 
 // History is this agent's mirror of its own events (GET /history).
@@ -44,6 +76,7 @@ func (a *Agent) History() ([]history.Event, error) { return a.history.Events() }
 // the write would only wait out its deadline) and, on a recovery's
 // source, once the recovery is over (its finish is recorded first).
 func (a *Agent) pushHistory(ctx context.Context, in reconcile.Input) {
+	a.saveHistory()
 	if a.client == nil || in.Local.Answer == nil || in.Local.Answer.Leader == 0 {
 		return
 	}
