@@ -59,7 +59,7 @@ host's state dir), and merges them. What it could not read is said on stderr.`,
 			if since > 0 {
 				evs = history.Since(evs, time.Now().Add(-since))
 			}
-			return printHistory(c.OutOrStdout(), evs, output)
+			return printHistory(c.OutOrStdout(), evs, output, time.Local)
 		},
 	}
 	c.Flags().StringVarP(&path, "config", "c", "/etc/etcdkeeper/cluster.yaml", "the spec file")
@@ -146,7 +146,8 @@ func localMirror(m spec.Member, why error) ([]history.Event, error) {
 	return evs, nil
 }
 
-func printHistory(w io.Writer, evs []history.Event, output string) error {
+// printHistory prints evs as JSON or a table, times in loc.
+func printHistory(w io.Writer, evs []history.Event, output string, loc *time.Location) error {
 	if evs == nil {
 		evs = []history.Event{}
 	}
@@ -156,7 +157,7 @@ func printHistory(w io.Writer, evs []history.Event, output string) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "TIME\tHOST\tMEMBER\tEVENT\tREASON\tDETAIL")
 	for _, e := range evs {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", e.Time.Local().Format(time.DateTime), e.Host, dash(memberOf(e)), e.Kind, dash(e.Reason), dash(details(e.Detail)))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", e.Time.In(loc).Format(time.DateTime), e.Host, dash(memberOf(e)), e.Kind, dash(e.Reason), dash(details(e.Detail)))
 	}
 	return tw.Flush()
 }
