@@ -168,6 +168,18 @@ func TestPeerURLChange(t *testing.T) {
 	if f := w.Failed.Load(); f > 0 {
 		t.Errorf("%d writes failed: %v", f, w.LastErr.Load())
 	}
+	testbed.Eventually(t, converge, "history lists node3's peer URL update", func() string {
+		evs, why := historyOf(t, c, "")
+		if why != "" {
+			return why
+		}
+		for _, e := range evs {
+			if e.Kind == "update-peer-urls" && e.Member == "node3" && e.MemberID == fmt.Sprintf("%x", ids["node3"]) && e.Detail["peerURLs"] == newURL && e.Reason != "" {
+				return ""
+			}
+		}
+		return fmt.Sprintf("no update-peer-urls of node3 to %s in %+v", newURL, evs)
+	})
 }
 
 // TestStaleLearnerRemoved: node4's agent adds node4 as a learner and dies
