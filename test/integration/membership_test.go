@@ -219,6 +219,23 @@ func TestStaleLearnerRemoved(t *testing.T) {
 	if removedBy == "" {
 		t.Errorf("no agent logged the removal of the stale learner")
 	}
+	// node4's own agent recorded its add; the remover, the removal.
+	testbed.Eventually(t, converge, "history lists node4's add and its removal as stale", func() string {
+		evs, why := historyOf(t, c, "")
+		if why != "" {
+			return why
+		}
+		var added string
+		for _, e := range evs {
+			switch {
+			case e.Host == "node4" && e.Kind == "add-learner":
+				added = e.MemberID
+			case e.Host == removedBy && e.Kind == "remove" && e.Member == "node4" && added != "" && e.MemberID == added && e.Reason != "":
+				return ""
+			}
+		}
+		return fmt.Sprintf("no add-learner by node4 then remove by %s in %+v", removedBy, evs)
+	})
 	// node4 started again joins for real.
 	c.Start("node4")
 	c.WaitVoters(converge, c.AllNames()...)
