@@ -148,6 +148,12 @@ func (c *Client) fillStatus(ctx context.Context, mv *model.Member, clusterID uin
 	mv.RaftIndex = st.RaftIndex
 	mv.RaftTerm = st.RaftTerm
 	mv.DBSize = st.DbSize
+	mv.DBSizeInUse = st.DbSizeInUse
+	// etcd reports its quota since 3.6 (its default when none is set).
+	mv.Quota = st.DbSizeQuota
+	if mv.Quota <= 0 {
+		mv.Quota = model.DefaultQuota
+	}
 	mv.Version = st.Version
 	// Health is judged once the alarms are known (fillAlarms).
 	*alarmed = len(st.Errors) > 0
