@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/etcdkeeper/etcdkeeper/internal/model"
 	"github.com/etcdkeeper/etcdkeeper/internal/spec"
@@ -21,6 +22,9 @@ type DefragPolicy struct {
 	// Member: `etcdkeeper defrag --member NAME`: only that member, the
 	// thresholds do not apply either. Every safety rule still does.
 	Member string
+	// Done are the members `etcdkeeper defrag` defragmented already: not
+	// picked again by the same command.
+	Done map[uint64]bool
 }
 
 // DefragPolicyOf is the spec's policy.
@@ -80,6 +84,9 @@ func PlanMaintenance(desired []spec.Member, obs model.Cluster, pol DefragPolicy)
 func (v *planView) defragDue(pol DefragPolicy) ([]planMember, Step, bool) {
 	if pol.Member != "" {
 		for _, m := range v.members {
+			if m.label == pol.Member && pol.Done[m.ID] {
+				return nil, Step{Kind: StepNone, Reason: fmt.Sprintf("%s is defragmented", m.label)}, false
+			}
 			if m.label == pol.Member && !m.IsLearner && !m.Unstarted() {
 				return []planMember{m}, Step{}, true
 			}
@@ -91,7 +98,7 @@ func (v *planView) defragDue(pol DefragPolicy) ([]planMember, Step, bool) {
 	}
 	var due []planMember
 	for _, m := range v.members {
-		if !m.IsLearner && m.DBSize > 0 && m.FreeRatio() >= pol.MinFreeRatio && m.FreeBytes() >= pol.MinFreeBytes {
+		if !m.IsLearner && !pol.Done[m.ID] && m.DBSize > 0 && m.FreeRatio() >= pol.MinFreeRatio && m.FreeBytes() >= pol.MinFreeBytes {
 			due = append(due, m)
 		}
 	}
@@ -179,3 +186,52 @@ func fmtBytes(n int64) string {
 
 // FmtBytes is fmtBytes for the agent's logs and the CLI.
 func FmtBytes(n int64) string { return fmtBytes(n) }
+
+// DefragCommand is `etcdkeeper defrag`'s decision before each of its
+// steps, on a fresh observation under the cluster lock: the agents' own
+// order, membership first (Plan must have nothing to change), then
+// PlanMaintenance with pol.
+func DefragCommand(desired []spec.Member, obs model.Cluster, pol DefragPolicy, learnerTimeout time.Duration) Step {
+	if step := Plan(desired, obs, Options{LearnerTimeout: learnerTimeout}); step.Kind != StepNone {
+		return waitStep("membership first: the agents' next change is: " + step.Reason)
+	}
+	pol.Now = true
+	return PlanMaintenance(desired, obs, pol)
+}
+
+// LeaderMove is `etcdkeeper leader move --to NAME`'s decision: the move
+// of leadership to the voter named to, which must be in the spec, healthy
+// and caught up (model.CaughtUp): a leader that lags would stall the
+// writes until it has caught up.
+func LeaderMove(desired []spec.Member, obs model.Cluster, to string) Step {
+	v := newPlanView(desired, obs)
+	if v.leader == nil {
+		return waitStep(noLeaderReason(obs, v))
+	}
+	var target *planMember
+	for i, m := range v.members {
+		if m.label == to && !m.Unstarted() {
+			target = &v.members[i]
+		}
+	}
+	switch {
+	case target == nil:
+		return waitStep(fmt.Sprintf("not moving leadership to %s: the cluster has no started member of that name", to))
+	case target.ID == v.leader.ID:
+		return Step{Kind: StepNone, Reason: fmt.Sprintf("%s leads already", to)}
+	case target.spec == nil:
+		return waitStep(fmt.Sprintf("not moving leadership to %s: the spec does not list it (it is due for removal)", to))
+	case target.IsLearner:
+		return waitStep(fmt.Sprintf("not moving leadership to %s: it is a learner", to))
+	case !target.serving():
+		return waitStep(fmt.Sprintf("not moving leadership to %s: it does not answer", to))
+	case !target.CaughtUp:
+		lag := target.Lag
+		if lag == "" {
+			lag = to + " is not caught up with the leader"
+		}
+		return waitStep(fmt.Sprintf("not moving leadership to %s: %s", to, lag))
+	}
+	return Step{Kind: StepMoveLeader, MemberID: v.leader.ID, Name: v.leader.name(), To: target.ID,
+		Reason: fmt.Sprintf("move leader from %s to %s (applied index %d): asked for", v.leader.label, target.label, target.RaftIndex)}
+}

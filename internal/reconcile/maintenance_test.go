@@ -140,3 +140,69 @@ func TestDecideMaintenance(t *testing.T) {
 		})
 	}
 }
+
+func TestDefragCommand(t *testing.T) {
+	frag := db(100, 20)
+	pol := DefragPolicy{MinFreeRatio: 0.5, MinFreeBytes: 10 * mib, Window: window(t, "Sat 02:00-05:00 UTC")}
+	named := func(n string, done ...uint64) DefragPolicy {
+		p := pol
+		p.Member, p.Done = n, map[uint64]bool{}
+		for _, id := range done {
+			p.Done[id] = true
+		}
+		return p
+	}
+	tests := []struct {
+		name     string
+		desired  []spec.Member
+		obs      model.Cluster
+		pol      DefragPolicy
+		kind     StepKind
+		member   uint64
+		contains string
+	}{
+		{"outside the window, disabled: runs now", specNodes(3), observed(1, nodes(3, map[int][]memberMod{2: {frag}})...), pol, StepDefrag, 2, "defragment node2"},
+		{"membership first", specNodes(2), observed(1, nodes(3, map[int][]memberMod{2: {frag}})...), pol, StepWait, 0, "membership first: the agents' next change is: remove node3"},
+		{"a named member once", specNodes(3), observed(1, nodes(3, nil)...), named("node2"), StepDefrag, 2, "defragment node2"},
+		{"a named member done", specNodes(3), observed(1, nodes(3, nil)...), named("node2", 2), StepNone, 0, "node2 is defragmented"},
+		{"done members are not picked again", specNodes(3), observed(1, nodes(3, map[int][]memberMod{2: {frag}, 3: {frag}})...),
+			DefragPolicy{MinFreeRatio: 0.5, MinFreeBytes: 10 * mib, Done: map[uint64]bool{2: true}}, StepDefrag, 3, "defragment node3"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := DefragCommand(tt.desired, tt.obs, tt.pol, planTimeout)
+			if got.Kind != tt.kind || (tt.member != 0 && got.MemberID != tt.member) || !reasonHas(got.Reason, tt.contains) {
+				t.Errorf("got %s %x %q, want %s %x containing %q", got.Kind, got.MemberID, got.Reason, tt.kind, tt.member, tt.contains)
+			}
+		})
+	}
+}
+
+func TestLeaderMove(t *testing.T) {
+	tests := []struct {
+		name     string
+		desired  []spec.Member
+		obs      model.Cluster
+		to       string
+		kind     StepKind
+		target   uint64
+		contains string
+	}{
+		{"to a caught-up voter", specNodes(3), observed(1, nodes(3, nil)...), "node3", StepMoveLeader, 3, "move leader from node1 to node3"},
+		{"already leads", specNodes(3), observed(1, nodes(3, nil)...), "node1", StepNone, 0, "node1 leads already"},
+		{"no such member", specNodes(3), observed(1, nodes(3, nil)...), "node9", StepWait, 0, "no started member of that name"},
+		{"a lagging voter", specNodes(3), observed(1, nodes(3, map[int][]memberMod{3: {lagging}})...), "node3", StepWait, 0, "node3 is catching up"},
+		{"a member down", specNodes(3), observed(1, nodes(3, map[int][]memberMod{3: {down}})...), "node3", StepWait, 0, "it does not answer"},
+		{"a learner", specNodes(3), observed(1, with(nodes(2, nil), mem(3, "node3", learner(0)))...), "node3", StepWait, 0, "it is a learner"},
+		{"not in the spec", specNodes(2), observed(1, nodes(3, nil)...), "node3", StepWait, 0, "the spec does not list it"},
+		{"no leader", specNodes(3), observed(0, nodes(3, nil)...), "node3", StepWait, 0, "no leader"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := LeaderMove(tt.desired, tt.obs, tt.to)
+			if got.Kind != tt.kind || got.To != tt.target || !reasonHas(got.Reason, tt.contains) {
+				t.Errorf("got %s to %x %q, want %s to %x containing %q", got.Kind, got.To, got.Reason, tt.kind, tt.target, tt.contains)
+			}
+		})
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"sort"
 	"strings"
 	"testing"
@@ -208,6 +209,84 @@ func TestDefragAfterAgentCrash(t *testing.T) {
 	for name, id := range ids {
 		if after[name] != id {
 			t.Errorf("%s's member ID changed: %x -> %x", name, id, after[name])
+		}
+	}
+}
+
+// etcdkeeper runs the CLI and returns its output and exit status.
+func etcdkeeper(t *testing.T, args ...string) (string, int) {
+	t.Helper()
+	out, err := exec.Command(testbed.Binary, args...).CombinedOutput()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return string(out), code
+}
+
+// TestDefragAndLeaderMoveCommands: with the agents' policy off,
+// `etcdkeeper defrag` without --yes prints the step and changes nothing;
+// `leader move --to` hands leadership over; `defrag --member NAME --yes`
+// defragments that member (the leader: moved off first) beside running
+// agents, under the cluster lock.
+func TestDefragAndLeaderMoveCommands(t *testing.T) {
+	c := testbed.New(t, 3)
+	c.Extra = defragSpec + "    enabled: false\n"
+	c.WriteSpec()
+	startAll(c)
+	ids := c.WaitVoters(converge, c.AllNames()...)
+	fragment(t, c, 10)
+	before := testbed.Observe(c.Client())
+
+	out, code := etcdkeeper(t, "defrag", "--config", c.Spec)
+	t.Logf("defrag (dry run), exit %d:\n%s", code, out)
+	if code != 2 || !strings.Contains(out, "next: defrag node") || !strings.Contains(out, "dry run: nothing changed") {
+		t.Errorf("dry run: exit %d, output:\n%s", code, out)
+	}
+	dry := testbed.Observe(c.Client())
+	for _, m := range dry.Voters() {
+		if b, _ := before.ByName(m.Name); m.DBSize < b.DBSize {
+			t.Errorf("the dry run changed %s's db: %d -> %d bytes", m.Name, b.DBSize, m.DBSize)
+		}
+	}
+
+	var to string
+	for _, m := range before.Voters() {
+		if m.ID != before.Leader() {
+			to = m.Name
+		}
+	}
+	out, code = etcdkeeper(t, "leader", "move", "--config", c.Spec, "--to", to)
+	t.Logf("leader move --to %s, exit %d:\n%s", to, code, out)
+	if code != 0 || !strings.Contains(out, "moved leadership") || !strings.Contains(out, "done: "+to+" leads already") {
+		t.Errorf("leader move: exit %d, output:\n%s", code, out)
+	}
+	if o := testbed.Observe(c.Client()); o.Leader() != ids[to] {
+		t.Errorf("leader is %x, want %s (%x)", o.Leader(), to, ids[to])
+	}
+	out, code = etcdkeeper(t, "leader", "move", "--config", c.Spec, "--to", "node9")
+	if code != 2 || !strings.Contains(out, "no started member of that name") {
+		t.Errorf("leader move to a member that is not there: exit %d, output:\n%s", code, out)
+	}
+
+	out, code = etcdkeeper(t, "defrag", "--config", c.Spec, "--member", to, "--yes")
+	t.Logf("defrag --member %s --yes, exit %d:\n%s", to, code, out)
+	if code != 0 || !strings.Contains(out, "moved leadership") || !strings.Contains(out, "defragmented "+to) || !strings.Contains(out, "done: "+to+" is defragmented") {
+		t.Errorf("defrag --member: exit %d, output:\n%s", code, out)
+	}
+	after := testbed.Observe(c.Client())
+	m, _ := after.ByName(to)
+	if b, _ := before.ByName(to); m.DBSize > b.DBSize/2 {
+		t.Errorf("%s's db: %d -> %d bytes", to, b.DBSize, m.DBSize)
+	}
+	if after.Leader() == ids[to] {
+		t.Errorf("%s still leads after its defragmentation: it should have handed leadership over first", to)
+	}
+	for name, id := range ids {
+		if after.ID(name) != id {
+			t.Errorf("%s's member ID changed", name)
 		}
 	}
 }
