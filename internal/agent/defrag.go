@@ -35,6 +35,7 @@ func (a *Agent) defrag(ctx context.Context, step reconcile.Step, in reconcile.In
 		s.Maintenance = fmt.Sprintf("defragmenting %s since %s, deadline %s", step.Name, start.UTC().Format(time.TimeOnly), deadline)
 	})
 	defer a.updateStatus(func(s *Status) { s.Maintenance = "" })
+	a.publish(ctx) // status shows it running, on every host
 	// The call cannot outlive its deadline, so neither do the pings: the
 	// step counts as progressing while it is inside it.
 	stop := a.notify.While(func() int64 {

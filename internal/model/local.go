@@ -57,6 +57,9 @@ type AgentRecord struct {
 	// applied index): a learner that makes progress is not stale.
 	MemberID uint64 `json:"memberID,omitempty"`
 	Progress string `json:"progress,omitempty"`
+	// Maintenance is what maintenance the agent runs now ("defragmenting
+	// node2 since 02:00:01, deadline 1m0s"; "": none).
+	Maintenance string `json:"maintenance,omitempty"`
 }
 
 // Phase is what the agent is doing with its member, for STATUS, /status
