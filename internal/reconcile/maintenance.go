@@ -59,6 +59,9 @@ func DefragPolicyOf(d spec.Defrag) DefragPolicy {
 //     passes is the step; when none does, the first one's wait.
 func PlanMaintenance(desired []spec.Member, obs model.Cluster, pol DefragPolicy) Step {
 	v := newPlanView(desired, obs)
+	if v.leader == nil {
+		return waitStep("defrag waits: " + strings.TrimPrefix(noLeaderReason(obs, v), "waiting: "))
+	}
 	due, step, ok := v.defragDue(pol)
 	if !ok {
 		return step

@@ -85,6 +85,8 @@ func TestPlanMaintenance(t *testing.T) {
 			withPol(func(p *DefragPolicy) { p.Member, p.Now = "node3", true }), StepWait, 0, 0, "defrag node3 waits: node3 is catching up"},
 		{"a named member that is not there", observed(1, nodes(3, nil)...),
 			withPol(func(p *DefragPolicy) { p.Member, p.Now = "node9", true }), StepWait, 0, 0, "no started voter of that name"},
+		{"no leader", observed(0, nodes(3, map[int][]memberMod{2: {frag}})...),
+			on, StepWait, 0, 0, "defrag waits: no leader"},
 		{"one member: nobody to commit while it stalls", observed(1, nodes(1, map[int][]memberMod{1: {frag}})...),
 			on, StepWait, 0, 0, "defrag node1 waits: without it the others have 0 of 0 voters caught up"},
 	}
