@@ -50,7 +50,8 @@ func DefragPolicyOf(d spec.Defrag) DefragPolicy {
 //     or restart comes first, and it already costs the quorum a vote).
 //  3. Only inside the window.
 //  4. The member most in need first (most bytes to free), followers
-//     before the leader: a leader that stalls on its defragmentation stops
+//     before the leader (the leader only once no follower is due, even
+//     one that waits): a leader that stalls on its defragmentation stops
 //     the cluster's writes and may lose its lease, a follower only slows
 //     down itself. For each, in that order: it must be caught up
 //     (model.CaughtUp: a member that lags would fall further behind while
@@ -109,10 +110,12 @@ func (v *planView) defragDue(pol DefragPolicy) ([]planMember, Step, bool) {
 		return nil, Step{Kind: StepNone, Reason: fmt.Sprintf("no maintenance due (defragment at %.0f%% and %s free)",
 			pol.MinFreeRatio*100, spec.Size(pol.MinFreeBytes))}, false
 	}
+	// The leader only once no follower is due, even one that waits: its
+	// turn is last.
+	if len(due) > 1 {
+		due = slices.DeleteFunc(due, func(m planMember) bool { return m.ID == v.leader.ID })
+	}
 	slices.SortStableFunc(due, func(a, b planMember) int {
-		if la, lb := a.ID == v.leader.ID, b.ID == v.leader.ID; la != lb {
-			return -trueFirst(la)
-		}
 		return compareIDs(uint64(b.FreeBytes()), uint64(a.FreeBytes()))
 	})
 	return due, Step{}, true

@@ -55,6 +55,8 @@ func TestPlanMaintenance(t *testing.T) {
 			on, StepMoveLeader, 1, 3, "move leader from node1 to node3 (applied index 120): node1 is due for defragmentation (80.0 MiB of 100.0 MiB free)"},
 		{"the leader's move skips a lagging voter", observed(1, nodes(5, map[int][]memberMod{1: {frag}, 3: {index(120), lagging}})...),
 			on, StepMoveLeader, 1, 2, "move leader from node1 to node2"},
+		{"the leader waits for a follower that waits", observed(1, nodes(5, map[int][]memberMod{1: {frag}, 2: {frag, lagging}})...),
+			on, StepWait, 0, 0, "defrag node2 waits: node2 is catching up"},
 		{"a lagging member waits", observed(1, nodes(3, map[int][]memberMod{2: {frag, lagging}})...),
 			on, StepWait, 0, 0, "defrag node2 waits: node2 is catching up (index 1200 behind the leader)"},
 		{"a lagging member waits, the next goes", observed(1, nodes(5, map[int][]memberMod{2: {db(100, 5), lagging}, 3: {frag}})...),
