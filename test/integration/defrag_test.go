@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
@@ -207,6 +208,14 @@ func TestDefragAfterAgentCrash(t *testing.T) {
 	}
 	t.Logf("crashed mid-defragmentation: %v", crashed)
 	after := c.WaitVoters(converge, c.AllNames()...)
+	// An etcd killed with its agent mid-defragmentation leaves its
+	// temporary file; etcd removes it when it starts again.
+	for _, n := range c.AllNames() {
+		left, _ := filepath.Glob(filepath.Join(c.DataDir(n), "member", "snap", "db.tmp*"))
+		if len(left) > 0 {
+			t.Errorf("%s: a defragmentation's temporary file is left: %v", n, left)
+		}
+	}
 	for name, id := range ids {
 		if after[name] != id {
 			t.Errorf("%s's member ID changed: %x -> %x", name, id, after[name])
