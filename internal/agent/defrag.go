@@ -33,8 +33,9 @@ func (a *Agent) defrag(ctx context.Context, step reconcile.Step, in reconcile.In
 	start := time.Now()
 	a.updateStatus(func(s *Status) {
 		s.Maintenance = fmt.Sprintf("defragmenting %s since %s, deadline %s", step.Name, start.UTC().Format(time.TimeOnly), deadline)
+		s.Defragmenting = m.ID
 	})
-	defer a.updateStatus(func(s *Status) { s.Maintenance = "" })
+	defer a.updateStatus(func(s *Status) { s.Maintenance, s.Defragmenting = "", 0 })
 	a.publish(ctx) // status shows it running, on every host
 	// The call cannot outlive its deadline, so neither do the pings: the
 	// step counts as progressing while it is inside it.
@@ -70,4 +71,24 @@ func (a *Agent) defrag(ctx context.Context, step reconcile.Step, in reconcile.In
 		zap.Int64("before-bytes", m.DBSize), zap.Int64("after-bytes", after), zap.Int64("freed-bytes", freed),
 		zap.Duration("took", took.Round(time.Millisecond)))
 	return fmt.Sprintf("defragmented %s: %s -> %s in %s", step.Name, reconcile.FmtBytes(m.DBSize), reconcile.FmtBytes(after), took.Round(time.Millisecond)), true, nil
+}
+
+// defragmentedBy names the agent whose record says it defragments this
+// host's member now ("" for none, or when the records cannot be read).
+func (a *Agent) defragmentedBy(ctx context.Context) string {
+	id := a.memberID()
+	if id == 0 {
+		return ""
+	}
+	s, _ := a.Spec()
+	recs, err := a.client.Agents(ctx, s.Cluster.Name)
+	if err != nil {
+		return ""
+	}
+	for _, r := range recs {
+		if r.Defragmenting == id {
+			return r.Name
+		}
+	}
+	return ""
 }

@@ -156,6 +156,7 @@ func (a *Agent) observeRunning(ctx context.Context, in *reconcile.Input) {
 		a.observeStill(l, self.DataDir)
 		if reconcile.SilentTooLong(*l) {
 			in.Cluster = a.observeCluster(ctx)
+			l.DefragmentedBy = a.defragmentedBy(ctx)
 		}
 		a.observeStall(ctx, l)
 		return

@@ -64,6 +64,8 @@ type Status struct {
 	// Maintenance is the maintenance this agent runs now ("defragmenting
 	// node2 since 02:00:01, deadline 1m0s"; "": none).
 	Maintenance string `json:"maintenance,omitempty"`
+	// Defragmenting is the member ID Maintenance defragments (0: none).
+	Defragmenting uint64 `json:"-"`
 }
 
 // Status returns a copy of the agent's status.

@@ -295,6 +295,11 @@ func notAnswering(in Input) Action {
 	if !SilentTooLong(l) {
 		return wait("not-answering", "local etcd is not answering yet")
 	}
+	if l.DefragmentedBy != "" && l.StoppedFor < StoppedGrace {
+		// Defragmenting, etcd answers nothing until it is done; the call
+		// has its deadline (at most 10 min).
+		return wait("defragmenting", "local etcd answers nothing while agent %s defragments it: not stopping it", l.DefragmentedBy)
+	}
 	if l.DiskSleep {
 		return wait("not-answering-disk", "local etcd is not answering and waits on its disk (process state D): not stopping it, no signal acts before the I/O returns")
 	}
