@@ -53,6 +53,16 @@ Exit status: 0 when nothing is to be done, 2 when changes are pending, 1 on erro
 				fmt.Fprintf(out, " %s", step.Name)
 			}
 			fmt.Fprintf(out, "\n  why: %s\n", step.Reason)
+			if step.Kind == reconcile.StepNone {
+				m := reconcile.PlanMaintenance(s.Members, obs, reconcile.DefragPolicyOf(s.Maintenance.Defrag))
+				fmt.Fprintf(out, "maintenance: %s", m.Kind)
+				if m.Name != "" {
+					fmt.Fprintf(out, " %s", m.Name)
+				}
+				fmt.Fprintf(out, "\n  why: %s\n", m.Reason)
+			} else {
+				fmt.Fprintln(out, "maintenance: waits for the membership change")
+			}
 			if lag := obs.Lagging(0); len(lag) > 0 {
 				fmt.Fprintf(out, "catching up (%d): restarts, stops for repair and removals of serving members wait for these:\n", len(lag))
 				for _, l := range lag {

@@ -46,7 +46,7 @@ in the cluster, 2 when the cluster differs from the spec, 1 on error.`,
 				fmt.Fprintln(c.ErrOrStderr(), err)
 				return fmt.Errorf("%s is not valid", path)
 			}
-			rows, converged, err := clusterRows(c.Context(), s)
+			rows, maintenance, converged, err := clusterRows(c.Context(), s)
 			if err != nil {
 				return err
 			}
@@ -59,6 +59,9 @@ in the cluster, 2 when the cluster differs from the spec, 1 on error.`,
 				}
 				if output == "table" {
 					printRecoveries(c.OutOrStdout(), rows)
+					for _, l := range maintenance {
+						fmt.Fprintln(c.OutOrStdout(), l)
+					}
 					fmt.Fprintln(c.OutOrStdout(), certSummary(memberCerts(s), time.Now()))
 				}
 			}
@@ -85,6 +88,8 @@ type statusRow struct {
 	RaftTerm  uint64 `json:"raftTerm,omitempty"`
 	RaftIndex uint64 `json:"raftIndex,omitempty"`
 	DBSize    int64  `json:"dbSize,omitempty"`
+	DBInUse   int64  `json:"dbSizeInUse,omitempty"`
+	Quota     int64  `json:"quota,omitempty"`
 	Version   string `json:"version,omitempty"`
 	Endpoint  string `json:"endpoint,omitempty"`
 	Agent     string `json:"agent,omitempty"`
@@ -95,24 +100,46 @@ type statusRow struct {
 	Recovery string `json:"recovery,omitempty"`
 }
 
-func clusterRows(ctx context.Context, s *spec.Spec) ([]statusRow, bool, error) {
+func clusterRows(ctx context.Context, s *spec.Spec) ([]statusRow, []string, bool, error) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
 	cli, err := dialSpec(s)
 	if err != nil {
-		return nil, false, err
+		return nil, nil, false, err
 	}
 	defer cli.Close()
 	view, err := cli.Observe(ctx)
 	if err != nil {
-		return noQuorumRows(ctx, cli, s, err), false, nil
+		return noQuorumRows(ctx, cli, s, err), nil, false, nil
 	}
 	rows, converged, err := joinRows(s, view)
-	if recs, aerr := cli.Agents(ctx, s.Cluster.Name); aerr == nil {
+	recs, aerr := cli.Agents(ctx, s.Cluster.Name)
+	if aerr == nil {
 		addAgents(rows, recs)
 	}
-	return rows, converged, err
+	return rows, maintenanceLines(s, view, recs), converged, err
+}
+
+// maintenanceLines say what maintenance runs (the agents' records) and
+// what the agents' rule would do next, or why it waits.
+func maintenanceLines(s *spec.Spec, v model.Cluster, recs []model.AgentRecord) []string {
+	var out []string
+	for _, r := range recs {
+		if r.Maintenance != "" {
+			out = append(out, fmt.Sprintf("maintenance running: agent %s is %s", r.Name, r.Maintenance))
+		}
+	}
+	step := reconcile.PlanMaintenance(s.Members, v, reconcile.DefragPolicyOf(s.Maintenance.Defrag))
+	switch step.Kind {
+	case reconcile.StepNone:
+		out = append(out, "maintenance: "+step.Reason)
+	case reconcile.StepWait:
+		out = append(out, "maintenance pending: "+step.Reason)
+	default:
+		out = append(out, fmt.Sprintf("maintenance pending: %s (the agent that takes the cluster lock next does it)", step.Reason))
+	}
+	return out
 }
 
 // noQuorumRows asks each spec member by itself when the cluster as a
@@ -206,7 +233,7 @@ func joinRows(s *spec.Spec, v model.Cluster) ([]statusRow, bool, error) {
 	var rows []statusRow
 	for _, m := range live {
 		r := statusRow{Name: m.Label, ID: fmt.Sprintf("%x", m.ID), InSpec: m.Spec != nil, InCluster: true, RaftTerm: m.RaftTerm,
-			RaftIndex: m.RaftIndex, DBSize: m.DBSize, Version: m.Version, Role: role(v, m.Member), Health: "healthy"}
+			RaftIndex: m.RaftIndex, DBSize: m.DBSize, DBInUse: m.DBSizeInUse, Quota: m.Quota, Version: m.Version, Role: role(v, m.Member), Health: "healthy"}
 		if !m.Healthy {
 			r.Health = "down"
 			if m.Err != "" {
@@ -259,13 +286,13 @@ func printRows(w io.Writer, rows []statusRow, output string) error {
 		return err
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tID\tROLE\tHEALTH\tTERM\tINDEX\tDB SIZE\tVERSION\tIN SPEC\tAGENT\tENDPOINT\tNOTE")
+	fmt.Fprintln(tw, "NAME\tID\tROLE\tHEALTH\tTERM\tINDEX\tDB SIZE\tFREE\tQUOTA\tVERSION\tIN SPEC\tAGENT\tENDPOINT\tNOTE")
 	for _, r := range rows {
 		name := r.Name
 		if name == "" {
 			name = "(unstarted)"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", name, r.ID, r.Role, r.Health, r.RaftTerm, r.RaftIndex, size(r.DBSize), r.Version, yesNo(r.InSpec), dash(r.Agent), r.Endpoint, r.Note)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", name, r.ID, r.Role, r.Health, r.RaftTerm, r.RaftIndex, size(r.DBSize), free(r.DBSize, r.DBInUse), size(r.Quota), r.Version, yesNo(r.InSpec), dash(r.Agent), r.Endpoint, r.Note)
 	}
 	return tw.Flush()
 }
@@ -279,6 +306,14 @@ func size(n int64) string {
 	default:
 		return fmt.Sprintf("%d MB", n>>20)
 	}
+}
+
+// free is the free share of a db file: what a defragmentation gives back.
+func free(size, inUse int64) string {
+	if size <= 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.0f%%", 100*float64(max(0, size-inUse))/float64(size))
 }
 
 func yesNo(b bool) string {

@@ -120,3 +120,26 @@ func TestStatusAgreesWithPlan(t *testing.T) {
 		t.Errorf("plan = %s %q, want a wait for node3's agent", step.Kind, step.Reason)
 	}
 }
+
+// TestStatusMaintenance: status says which agent runs a maintenance and
+// what the agents' rule does next, or why it waits.
+func TestStatusMaintenance(t *testing.T) {
+	s, err := spec.Parse([]byte(statusSpec+"maintenance:\n  defrag:\n    window: \"Sat 02:00-05:00 UTC\"\n"), "spec.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem := func(id uint64, name string, size, inUse int64) model.Member {
+		return model.Member{ID: id, Name: name, ClientURLs: []string{"http://" + name}, Healthy: true, CaughtUp: true, DBSize: size, DBSizeInUse: inUse}
+	}
+	tuesday := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	v := model.Cluster{LeaderID: 1, Now: tuesday, Members: []model.Member{mem(1, "node1", 1<<30, 1<<29), mem(2, "node2", 1<<30, 100<<20), mem(3, "node3", 1<<30, 1<<29)}}
+	got := strings.Join(maintenanceLines(s, v, []model.AgentRecord{{Name: "node1", Maintenance: "defragmenting node3 since 12:00:00, deadline 2m0s"}}), "\n")
+	for _, want := range []string{
+		"maintenance running: agent node1 is defragmenting node3 since 12:00:00, deadline 2m0s",
+		"maintenance pending: defrag node2 waits: outside the window Sat 02:00-05:00 UTC",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("missing %q in:\n%s", want, got)
+		}
+	}
+}

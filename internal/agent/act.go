@@ -88,6 +88,8 @@ func (a *Agent) step(ctx context.Context, act reconcile.Action, in reconcile.Inp
 		return a.changeMembership(ctx, act.Step, in)
 	case reconcile.DoDisarm:
 		return a.disarm(ctx, act)
+	case reconcile.DoDefrag:
+		return a.defrag(ctx, act.Step, in)
 	case reconcile.DoStopForRecovery, reconcile.DoForceNewCluster, reconcile.DoRestoreSnapshot, reconcile.DoFinishRecovery, reconcile.DoRefuseRecovery, reconcile.DoAcceptFence, reconcile.DoEndFence:
 		return a.recoverStep(ctx, act)
 	}
@@ -104,7 +106,7 @@ func (a *Agent) maxLockHold() time.Duration {
 // needsLock: the steps that change the membership, taken only while this
 // agent holds the cluster lock.
 func needsLock(k reconcile.ActionKind) bool {
-	return k == reconcile.DoRejoin || k == reconcile.DoPromote || k == reconcile.DoChangeMembership || k == reconcile.DoRestartSettings
+	return k == reconcile.DoRejoin || k == reconcile.DoPromote || k == reconcile.DoChangeMembership || k == reconcile.DoRestartSettings || k == reconcile.DoDefrag
 }
 
 // phaseOf is the phase the agent reports after act.

@@ -55,7 +55,10 @@ func (a *Agent) fenceLock(ctx context.Context, act reconcile.Action) (context.Co
 		a.releaseLock(ctx)
 		return ctx, cancel, err
 	}
-	if act.Kind == reconcile.DoRejoin {
+	if act.Kind == reconcile.DoRejoin || act.Kind == reconcile.DoDefrag {
+		// A defragmentation takes longer than one call; it changes no
+		// membership, the lock only keeps it one member at a time, and
+		// the lease is kept alive meanwhile (lockKept checks it after).
 		cancel()
 		return ctx, func() {}, nil
 	}

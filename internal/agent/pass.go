@@ -94,7 +94,7 @@ func (a *Agent) report(act reconcile.Action, said string, err error) {
 func (a *Agent) observe(ctx context.Context) (reconcile.Input, error) {
 	s, self := a.Spec()
 	in := reconcile.Input{Self: self, InSpec: a.inSpecNow(), Desired: s.Members, Generation: s.Generation,
-		LearnerTimeout: s.Agent.LearnerTimeout.Duration}
+		LearnerTimeout: s.Agent.LearnerTimeout.Duration, Defrag: reconcile.DefragPolicyOf(s.Maintenance.Defrag)}
 	// Reap first: an exited etcd must be noted even when the client
 	// cannot be made (its Done channel would wake the loop at once).
 	a.reapExit()
@@ -159,6 +159,7 @@ func (a *Agent) observeRunning(ctx context.Context, in *reconcile.Input) {
 		a.observeStill(l, self.DataDir)
 		if reconcile.SilentTooLong(*l) {
 			in.Cluster = a.observeCluster(ctx)
+			l.DefragmentedBy = a.defragmentedBy(ctx)
 		}
 		a.observeStall(ctx, l)
 		return

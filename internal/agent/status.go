@@ -61,6 +61,11 @@ type Status struct {
 	// FenceStale: Recovery fences this host and its source has not
 	// started after recovery.FenceStaleAfter (etcdkeeper_recovery_fence_stale).
 	FenceStale bool `json:"fenceStale,omitempty"`
+	// Maintenance is the maintenance this agent runs now ("defragmenting
+	// node2 since 02:00:01, deadline 1m0s"; "": none).
+	Maintenance string `json:"maintenance,omitempty"`
+	// Defragmenting is the member ID Maintenance defragments (0: none).
+	Defragmenting uint64 `json:"-"`
 }
 
 // Status returns a copy of the agent's status.
@@ -140,9 +145,15 @@ func (a *Agent) noteView(v model.Cluster) {
 			s.Alarms = append(s.Alarms, fmt.Sprintf("%s on %x", al.Type, al.MemberID))
 		}
 		for _, m := range v.Members {
-			s.Members = append(s.Members, MemberSummary{ID: fmt.Sprintf("%x", m.ID), Name: m.Name, Learner: m.IsLearner, Healthy: m.Healthy})
+			s.Members = append(s.Members, MemberSummary{ID: fmt.Sprintf("%x", m.ID), Name: m.Name, Learner: m.IsLearner, Healthy: m.Healthy,
+				DBSize: m.DBSize, DBSizeInUse: m.DBSizeInUse, Quota: m.Quota})
 		}
 	})
+	space := make([]metrics.MemberSpace, 0, len(v.Members))
+	for _, m := range v.Members {
+		space = append(space, metrics.MemberSpace{Name: m.Name, DBSize: m.DBSize, InUse: m.DBSizeInUse, Quota: m.Quota})
+	}
+	a.metrics.Space.SetMembers(space)
 }
 
 // MemberSummary is one member in /status's cluster view.
@@ -151,6 +162,11 @@ type MemberSummary struct {
 	Name    string `json:"name"`
 	Learner bool   `json:"learner"`
 	Healthy bool   `json:"healthy"`
+	// DBSize, DBSizeInUse and Quota are its db file's size, what the keys
+	// take of it, and its quota-backend-bytes (0: no status answer).
+	DBSize      int64 `json:"dbSize,omitempty"`
+	DBSizeInUse int64 `json:"dbSizeInUse,omitempty"`
+	Quota       int64 `json:"quota,omitempty"`
 }
 
 // statusLine is the one line systemd shows in `systemctl status`: what

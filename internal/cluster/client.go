@@ -46,6 +46,9 @@ type Client struct {
 	progressMu sync.Mutex
 	progress   model.Progress
 	catchUp    uint64
+	// quotas are the spec's quota-backend-bytes by member name, for an
+	// etcd that does not report its own (before 3.6).
+	quotas map[string]int64
 }
 
 // credentials are an etcd user's, for clusters with auth enabled.
@@ -65,6 +68,12 @@ func WithCredentials(user, password string) DialOption {
 // default snapshot-catchup-entries'.
 func WithCatchUpBound(entries uint64) DialOption {
 	return func(c *Client) { c.catchUp = entries }
+}
+
+// WithQuotas sets each member's quota-backend-bytes by name, as the spec
+// says, for members whose etcd does not report it (etcd before 3.6).
+func WithQuotas(quotas map[string]int64) DialOption {
+	return func(c *Client) { c.quotas = quotas }
 }
 
 // Dial connects to endpoints without waiting for any of them to answer.

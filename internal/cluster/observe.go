@@ -148,6 +148,8 @@ func (c *Client) fillStatus(ctx context.Context, mv *model.Member, clusterID uin
 	mv.RaftIndex = st.RaftIndex
 	mv.RaftTerm = st.RaftTerm
 	mv.DBSize = st.DbSize
+	mv.DBSizeInUse = st.DbSizeInUse
+	mv.Quota = c.quotaOf(mv.Name, st.DbSizeQuota)
 	mv.Version = st.Version
 	// Health is judged once the alarms are known (fillAlarms).
 	*alarmed = len(st.Errors) > 0
@@ -225,4 +227,17 @@ func refused(err error) bool {
 		}
 	}
 	return false
+}
+
+// quotaOf is a member's quota: what its etcd reports (since 3.6, its
+// default when none is set), else the spec's quota-backend-bytes for it,
+// else etcd's default.
+func (c *Client) quotaOf(name string, reported int64) int64 {
+	if reported > 0 {
+		return reported
+	}
+	if q := c.quotas[name]; q > 0 {
+		return q
+	}
+	return model.DefaultQuota
 }

@@ -37,6 +37,7 @@ type Metrics struct {
 	StateDirWritable   prometheus.Gauge
 	RecoveryUnfinished prometheus.Gauge
 	Backup             *Backup
+	Space              *Space
 
 	mu        sync.Mutex
 	lastGood  time.Time
@@ -74,6 +75,8 @@ func New() *Metrics {
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.Backup = newBackup()
 	m.Registry.MustRegister(m.Backup.collectors()...)
+	m.Space = newSpace()
+	m.Registry.MustRegister(m.Space.collectors()...)
 	for _, r := range []string{"ok", "failed"} {
 		m.ConfigReloads.WithLabelValues(r)
 	}

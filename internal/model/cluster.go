@@ -20,8 +20,14 @@ type Member struct {
 	Leader    uint64
 	RaftIndex uint64
 	RaftTerm  uint64
-	DBSize    int64
-	Version   string
+	// DBSize is the size of its db file; DBSizeInUse what the keys in it
+	// take (the rest is free pages only a defragmentation gives back);
+	// Quota its quota-backend-bytes as it reports it (DefaultQuota when
+	// it does not say). Zero when it gave no status answer.
+	DBSize      int64
+	DBSizeInUse int64
+	Quota       int64
+	Version     string
 	// Alarms are the cluster's active alarms that name this member.
 	Alarms []Alarm
 	// Err says why the status call gave no usable answer ("" when it did).
@@ -42,6 +48,20 @@ type Member struct {
 	IndexSince time.Time
 	CaughtUp   bool
 	Lag        string
+}
+
+// DefaultQuota is etcd's quota-backend-bytes when none is set: 2 GiB.
+const DefaultQuota = 2 << 30
+
+// FreeBytes is what a defragmentation of m would give back.
+func (m Member) FreeBytes() int64 { return max(0, m.DBSize-m.DBSizeInUse) }
+
+// FreeRatio is the fraction of m's db file that is free (0 for no file).
+func (m Member) FreeRatio() float64 {
+	if m.DBSize <= 0 {
+		return 0
+	}
+	return float64(m.FreeBytes()) / float64(m.DBSize)
 }
 
 // Unstarted: added through the API but never started (no name yet).

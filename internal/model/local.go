@@ -57,6 +57,11 @@ type AgentRecord struct {
 	// applied index): a learner that makes progress is not stale.
 	MemberID uint64 `json:"memberID,omitempty"`
 	Progress string `json:"progress,omitempty"`
+	// Maintenance is what maintenance the agent runs now ("defragmenting
+	// node2 since 02:00:01, deadline 1m0s"; "": none).
+	Maintenance string `json:"maintenance,omitempty"`
+	// Defragmenting is the member the agent defragments now (0: none).
+	Defragmenting uint64 `json:"defragmenting,omitempty"`
 }
 
 // Phase is what the agent is doing with its member, for STATUS, /status
@@ -99,6 +104,11 @@ type Local struct {
 	// (state D) at the last look: no signal acts on it before the I/O
 	// returns, so stopping it would only block the agent.
 	DiskSleep bool
+	// DefragmentedBy names the agent whose record says it is
+	// defragmenting the silent local member (etcd answers nothing while
+	// it rewrites its db); "" when none does (read only once the etcd has
+	// been silent long enough to be stopped).
+	DefragmentedBy string
 	// StillFor is how long neither the silent etcd's CPU time nor its
 	// data dir (WAL, snap) moved; 0 while they do and while it waits on
 	// the disk (state D).

@@ -29,11 +29,12 @@ func _() {
 	_ = x[DoRefuseRecovery-18]
 	_ = x[DoAcceptFence-19]
 	_ = x[DoEndFence-20]
+	_ = x[DoDefrag-21]
 }
 
-const _ActionKind_name = "nothingwaitstartidletake-lockrejoinpromotefinish-rejoinstop-for-repairstop-stuckrestart-for-settingschange-membershipdisarmrestart-stalledstop-for-recoveryforce-new-clusterrestore-snapshotfinish-recoveryrefuse-recoveryaccept-fenceend-fence"
+const _ActionKind_name = "nothingwaitstartidletake-lockrejoinpromotefinish-rejoinstop-for-repairstop-stuckrestart-for-settingschange-membershipdisarmrestart-stalledstop-for-recoveryforce-new-clusterrestore-snapshotfinish-recoveryrefuse-recoveryaccept-fenceend-fencedefrag"
 
-var _ActionKind_index = [...]uint8{0, 7, 11, 16, 20, 29, 35, 42, 55, 70, 80, 100, 117, 123, 138, 155, 172, 188, 203, 218, 230, 239}
+var _ActionKind_index = [...]uint8{0, 7, 11, 16, 20, 29, 35, 42, 55, 70, 80, 100, 117, 123, 138, 155, 172, 188, 203, 218, 230, 239, 245}
 
 func (i ActionKind) String() string {
 	idx := int(i) - 0

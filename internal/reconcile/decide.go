@@ -61,6 +61,8 @@ type Input struct {
 	PeerAnswered string
 	// Agents are the live agents' records (nil when not read).
 	Agents []model.AgentRecord
+	// Defrag is the maintenance.defrag policy.
+	Defrag DefragPolicy
 }
 
 // ActionKind is the kind of the one step a pass takes.
@@ -89,6 +91,7 @@ const (
 	DoRefuseRecovery                     // refuse-recovery
 	DoAcceptFence                        // accept-fence
 	DoEndFence                           // end-fence
+	DoDefrag                             // defrag
 )
 
 // Action is Decide's answer: one step, why, and a key that stays the same
@@ -100,7 +103,8 @@ type Action struct {
 	Key    string
 	// Start is the start decision behind DoStart, DoIdle and DoRejoin.
 	Start StartDecision
-	// Step is the membership change behind DoChangeMembership.
+	// Step is the membership change behind DoChangeMembership (a leader
+	// move also for maintenance), or the member DoDefrag defragments.
 	Step Step
 	// Alarms are the alarms DoDisarm clears.
 	Alarms []model.Alarm
@@ -291,6 +295,11 @@ func notAnswering(in Input) Action {
 	if !SilentTooLong(l) {
 		return wait("not-answering", "local etcd is not answering yet")
 	}
+	if l.DefragmentedBy != "" && l.StoppedFor < StoppedGrace {
+		// Defragmenting, etcd answers nothing until it is done; the call
+		// has its deadline (at most 10 min).
+		return wait("defragmenting", "local etcd answers nothing while agent %s defragments it: not stopping it", l.DefragmentedBy)
+	}
 	if l.DiskSleep {
 		return wait("not-answering-disk", "local etcd is not answering and waits on its disk (process state D): not stopping it, no signal acts before the I/O returns")
 	}
@@ -390,7 +399,8 @@ func converge(in Input) Action {
 	step := Plan(in.Desired, *in.Cluster, Options{LearnerTimeout: in.LearnerTimeout})
 	switch step.Kind {
 	case StepNone:
-		return Action{Kind: DoNothing, Reason: self, Key: "healthy-voter", ReleaseLock: true}
+		// Maintenance only once the membership is as the spec wants it.
+		return maintain(in, self)
 	case StepWait:
 		// Plan's waits say "waiting: ..." themselves.
 		return Action{Kind: DoWait, Reason: step.Reason, Key: "plan/" + stableKey(step.Reason), ReleaseLock: true}
@@ -405,6 +415,35 @@ func converge(in Input) Action {
 	return Action{Kind: DoChangeMembership, Key: key, Step: step, ReleaseLock: true,
 		Reason: fmt.Sprintf("changed membership: %s %s (%s)", step.Kind, step.Name, step.Reason)}
 }
+
+// maintain takes the maintenance step PlanMaintenance decides, under the
+// cluster lock. A maintenance that waits (outside its window, a member
+// catching up) is no action for this agent: the loop stays steady, and
+// the reason says what waits.
+func maintain(in Input, self string) Action {
+	step := PlanMaintenance(in.Desired, *in.Cluster, in.Defrag)
+	switch step.Kind {
+	case StepNone:
+		return Action{Kind: DoNothing, Reason: self, Key: "healthy-voter", ReleaseLock: true}
+	case StepWait:
+		return Action{Kind: DoNothing, Reason: self + "; " + step.Reason, Key: "maintenance-wait/" + numberless(step.Reason), ReleaseLock: true}
+	}
+	key := fmt.Sprintf("maintenance/%s/%x", step.Kind, step.MemberID)
+	if !in.Local.LockHeld {
+		return Action{Kind: DoTakeLock, Reason: "taking the cluster lock to " + step.Reason, Key: "lock/" + key, Step: step}
+	}
+	if step.Kind == StepMoveLeader {
+		return Action{Kind: DoChangeMembership, Key: key, Step: step, ReleaseLock: true,
+			Reason: fmt.Sprintf("changed membership: %s %s (%s)", step.Kind, step.Name, step.Reason)}
+	}
+	return Action{Kind: DoDefrag, Key: key, Step: step, ReleaseLock: true, Reason: step.Reason}
+}
+
+// numbers are what a maintenance wait's reason carries that changes from
+// pass to pass (how far behind, how many bytes).
+var numbers = regexp.MustCompile(`[0-9]+(\.[0-9]+)?`)
+
+func numberless(reason string) string { return numbers.ReplaceAllString(reason, "#") }
 
 // alarmsOfGone are the alarms that name a member the cluster no longer
 // lists (a repaired member's old ID): nothing can clear them but a disarm,

@@ -33,6 +33,8 @@ const (
 	StepUpdatePeerURLs // update-peer-urls
 	// StepMoveLeader: move leadership from MemberID (the leader) to To.
 	StepMoveLeader // move-leader
+	// StepDefrag: defragment MemberID (maintenance, see PlanMaintenance).
+	StepDefrag // defrag
 )
 
 // Step is the single membership change Plan decided on, with its reason.
@@ -337,12 +339,20 @@ func (v *planView) servingRemovalBlocker(m planMember, total int) string {
 	return reason
 }
 
-// moveLeaderOff hands leadership from m to the healthy spec voter with the
-// highest applied index: the most caught-up one takes over fastest.
+// moveLeaderOff hands leadership from m, due for removal, to the healthy
+// spec voter with the highest applied index: the most caught-up one takes
+// over fastest.
 func (v *planView) moveLeaderOff(m planMember, why string) Step {
+	return v.moveLeaderFor(m, "removal", why, planMember.serving)
+}
+
+// moveLeaderFor is the one leader move: from m, due for what (removal,
+// defragmentation) because of why, to the voter in the spec that fits
+// can with the highest applied index.
+func (v *planView) moveLeaderFor(m planMember, what, why string, can func(planMember) bool) Step {
 	var to *planMember
 	for i, c := range v.members {
-		if c.spec == nil || c.IsLearner || !c.serving() || c.ID == m.ID {
+		if c.spec == nil || c.IsLearner || !can(c) || c.ID == m.ID {
 			continue
 		}
 		if to == nil || c.RaftIndex > to.RaftIndex {
@@ -350,16 +360,16 @@ func (v *planView) moveLeaderOff(m planMember, why string) Step {
 		}
 	}
 	if to == nil {
-		return waitStep(fmt.Sprintf("waiting: leader %s is due for removal (%s), but no healthy voter in the spec can take over",
-			m.label, why))
+		return waitStep(fmt.Sprintf("waiting: leader %s is due for %s (%s), but no healthy voter in the spec can take over",
+			m.label, what, why))
 	}
 	return Step{
 		Kind:     StepMoveLeader,
 		MemberID: m.ID,
 		Name:     m.name(),
 		To:       to.ID,
-		Reason: fmt.Sprintf("move leader from %s to %s (applied index %d): %s is due for removal (%s)",
-			m.label, to.label, to.RaftIndex, m.label, why),
+		Reason: fmt.Sprintf("move leader from %s to %s (applied index %d): %s is due for %s (%s)",
+			m.label, to.label, to.RaftIndex, m.label, what, why),
 	}
 }
 

@@ -13,11 +13,12 @@ func _() {
 	_ = x[StepRemove-2]
 	_ = x[StepUpdatePeerURLs-3]
 	_ = x[StepMoveLeader-4]
+	_ = x[StepDefrag-5]
 }
 
-const _StepKind_name = "nonewaitremoveupdate-peer-urlsmove-leader"
+const _StepKind_name = "nonewaitremoveupdate-peer-urlsmove-leaderdefrag"
 
-var _StepKind_index = [...]uint8{0, 4, 8, 14, 30, 41}
+var _StepKind_index = [...]uint8{0, 4, 8, 14, 30, 41, 47}
 
 func (i StepKind) String() string {
 	idx := int(i) - 0

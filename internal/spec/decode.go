@@ -19,7 +19,7 @@ type field func(path string, value *yaml.Node)
 func (d *doc) decodeSpec(root *yaml.Node, s *Spec) bool {
 	root = resolve(root)
 	if !isNull(root) && root.Kind != yaml.MappingNode {
-		d.errorf(root.Line, "the spec must be a mapping with cluster:, members:, etcd:, agent: and repair:, found %s", describe(root))
+		d.errorf(root.Line, "the spec must be a mapping with cluster:, members: and optional sections such as etcd:, agent:, repair:, found %s", describe(root))
 		return false
 	}
 	d.mapping(root, "", d.fields(s))
@@ -62,6 +62,12 @@ func (d *doc) fieldOf(ptr any) field {
 		return d.flags(p)
 	case *[]Member:
 		return d.members(p)
+	case *Ratio:
+		return d.ratio(p)
+	case *Size:
+		return d.size(p)
+	case *Window:
+		return d.window(p)
 	}
 	if reflect.TypeOf(ptr).Elem().Kind() == reflect.Struct {
 		return d.object(d.fields(ptr))

@@ -47,6 +47,7 @@ func (d *doc) applyDefaults(s *Spec, base string) {
 	resolveTLS(base, &s.TLS)
 	s.Auth.CredentialsFile = resolvePath(base, s.Auth.CredentialsFile)
 	d.defaultBackup(&s.Backup, base)
+	d.defaultMaintenance(&s.Maintenance)
 	for i := range s.Members {
 		fillMember(s, &s.Members[i], base)
 	}

@@ -90,9 +90,10 @@ repair:
 			LearnerTimeout: Duration{2 * time.Minute},
 			StopTimeout:    Duration{10 * time.Second},
 		},
-		Repair: Repair{Enabled: &off, Snapshot: &on, MaxPerHour: 3, KeepBackups: 5, MinFreeMB: 0},
-		Backup: Backup{Interval: Duration{time.Hour}, Keep: 24},
-		Path:   path,
+		Repair:      Repair{Enabled: &off, Snapshot: &on, MaxPerHour: 3, KeepBackups: 5, MinFreeMB: 0},
+		Backup:      Backup{Interval: Duration{time.Hour}, Keep: 24},
+		Maintenance: Maintenance{Defrag: Defrag{Enabled: &on, MinFreeRatio: 0.5, MinFreeBytes: 256 << 20}},
+		Path:        path,
 	}
 	got, err := Load(path)
 	if err != nil {

@@ -19,6 +19,8 @@ type Spec struct {
 	TLS     TLS      `yaml:"tls"`
 	Auth    Auth     `yaml:"auth"`
 	Backup  Backup   `yaml:"backup"`
+	// Maintenance: defragmentation (see maintenance.go).
+	Maintenance Maintenance `yaml:"maintenance"`
 
 	// Path is the file the spec was loaded from.
 	Path string `yaml:"-"`

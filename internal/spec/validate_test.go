@@ -198,7 +198,7 @@ func TestValidationErrors(t *testing.T) {
 		{"agentAddr bad port", strings.Replace(twoMembers, "name: b,", "name: b, agentAddr: 'x:y',", 1),
 			"spec.yaml:4: members[1].agentAddr", "1 to 65535"},
 		{"unknown top-level key", twoMembers + "repiar: {}\n",
-			"spec.yaml:5: repiar", "unknown key: remove it or use one of agent, auth, backup, cluster, etcd, members, repair, tls"},
+			"spec.yaml:5: repiar", "unknown key: remove it or use one of agent, auth, backup, cluster, etcd, maintenance, members, repair, tls"},
 		{"unknown member key", strings.Replace(twoMembers, "name: b,", "name: b, peerUrls: [],", 1),
 			"spec.yaml:4: members[1].peerUrls", "did you mean peerURLs?"},
 		{"repeated key", twoMembers + "agent: {}\nagent: {}\n",

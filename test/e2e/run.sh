@@ -844,6 +844,20 @@ s_hardened() {
 		[[ -z $foreign ]] || fail -h "$p" "$p: files not owned by etcd in the state dirs: $foreign"
 	done
 	log "etcd writes and replicates inside the sandbox; the state dirs hold only etcd's files"
+
+	# Who can change what (docs/security.md): agent.addr serves reads only;
+	# changes go through the control socket in the state dir, which only
+	# root and etcd can reach.
+	local code sock="/var/lib/etcdkeeper/$m/agent.sock"
+	code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 -X POST -d '{"id":"e2e","role":"fenced","source":"x"}' "http://${IP[0]}:2378/recovery")
+	[[ $code == 403 ]] || fail -h "$h" "$h: POST /recovery on agent.addr from another host answered $code, want 403"
+	on "$h" test -S "$sock" || fail -h "$h" "$h: no control socket $sock"
+	[[ $(on "$h" stat -c '%a %U' "/var/lib/etcdkeeper/$m") == "700 etcd" ]] || fail -h "$h" "$h: the control socket's dir is $(on "$h" stat -c '%a %U' "/var/lib/etcdkeeper/$m"), want 700 etcd"
+	if on "$h" setpriv --reuid=65534 --regid=65534 --clear-groups stat "$sock" >/dev/null 2>&1; then
+		fail -h "$h" "$h: uid 65534 can reach the control socket $sock"
+	fi
+	[[ $(agent_field "$h" recovery) == null ]] || fail -h "$h" "$h: the refused POST left a recovery: $(agent_field "$h" recovery)"
+	log "$h: POST on agent.addr 403; control socket $sock in a 0700 dir of etcd, out of uid 65534's reach"
 }
 
 # 3. etcd killed: the agent restarts it (same member). The agent killed

@@ -27,6 +27,11 @@ var agentMetrics = []string{
 	"etcdkeeper_state_dir_writable",
 	"etcdkeeper_recovery_unfinished",
 	"etcdkeeper_recovery_fence_stale",
+	"etcdkeeper_member_db_size_bytes",
+	"etcdkeeper_member_db_size_in_use_bytes",
+	"etcdkeeper_member_db_quota_bytes",
+	"etcdkeeper_member_db_free_ratio",
+	"etcdkeeper_defrag_runs_total",
 }
 
 var wantAlerts = []string{
@@ -43,6 +48,9 @@ var wantAlerts = []string{
 	"EtcdkeeperStateDirNotWritable",
 	"EtcdkeeperRecoveryUnfinished",
 	"EtcdkeeperRecoveryFenceStale",
+	"EtcdkeeperDBNearQuota",
+	"EtcdkeeperDBFragmented",
+	"EtcdkeeperDefragFailed",
 }
 
 type ruleFile struct {

@@ -1,0 +1,197 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/etcdkeeper/etcdkeeper/internal/cluster"
+	"github.com/etcdkeeper/etcdkeeper/internal/model"
+	"github.com/etcdkeeper/etcdkeeper/internal/reconcile"
+	"github.com/etcdkeeper/etcdkeeper/internal/spec"
+)
+
+func defragCmd() *cobra.Command {
+	var path, member string
+	var yes bool
+	c := &cobra.Command{
+		Use: "defrag --config FILE [--member NAME] [--yes]",
+		Example: `  # what would be defragmented now, and why (changes nothing)
+  etcdkeeper defrag --config /etc/etcdkeeper/cluster.yaml
+
+  # defragment every member that is due, one at a time, the leader last
+  etcdkeeper defrag --config /etc/etcdkeeper/cluster.yaml --yes
+
+  # one member, whatever its free share
+  etcdkeeper defrag --config /etc/etcdkeeper/cluster.yaml --member node2 --yes`,
+		Short: "Defragment the members now, one at a time, the leader last (a dry run without --yes)",
+		Long: `defrag runs the agents' defragmentation now: one member at a time, followers
+first, the leader last after its leadership moved to a caught-up voter. It
+ignores maintenance.defrag.enabled and window; the thresholds (minFreeRatio,
+minFreeBytes) apply unless --member names the one member to defragment.
+Every safety rule stays: no membership change pending, no member down or
+joining, no alarm but NOSPACE, the member caught up, and the other caught-up
+voters a quorum. It holds the cluster lock while it acts, so no agent changes
+anything beside it. Without --yes it prints the next step and changes nothing.
+Exit status: 0 when done or nothing is due, 2 for a dry run with a step due
+or a step that waits, 1 on error.`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			s, cli, err := openSpec(path)
+			if err != nil {
+				return err
+			}
+			defer cli.Close()
+			pol := reconcile.DefragPolicyOf(s.Maintenance.Defrag)
+			pol.Member, pol.Done = member, map[uint64]bool{}
+			decide := func(obs model.Cluster) reconcile.Step {
+				return reconcile.DefragCommand(s.Members, obs, pol, s.Agent.LearnerTimeout.Duration)
+			}
+			return runSteps(c.Context(), c.OutOrStdout(), s, cli, yes, decide, func(step reconcile.Step) {
+				if step.Kind == reconcile.StepDefrag {
+					pol.Done[step.MemberID] = true
+				}
+			})
+		},
+	}
+	c.Flags().StringVarP(&path, "config", "c", "/etc/etcdkeeper/cluster.yaml", "the spec file")
+	c.Flags().StringVar(&member, "member", "", "defragment this member only, whatever its free space")
+	c.Flags().BoolVar(&yes, "yes", false, "act; without it, print the next step only")
+	return c
+}
+
+func leaderCmd() *cobra.Command {
+	c := &cobra.Command{Use: "leader", Short: "Leadership: move it to another member",
+		Example: `  etcdkeeper leader move --config /etc/etcdkeeper/cluster.yaml --to node2`}
+	var path, to string
+	var dryRun bool
+	move := &cobra.Command{
+		Use: "move --config FILE --to NAME",
+		Example: `  # hand leadership to node2 (a caught-up healthy voter), e.g. before maintenance on the leader's host
+  etcdkeeper leader move --config /etc/etcdkeeper/cluster.yaml --to node2
+
+  # only say whether it would
+  etcdkeeper leader move --config /etc/etcdkeeper/cluster.yaml --to node2 --dry-run`,
+		Short: "Move leadership to a caught-up healthy voter",
+		Long: `leader move hands leadership to the member --to names, which must be a voter
+in the spec that answers and has caught up with the leader. It holds the
+cluster lock while it acts. It acts without --yes (a leader move loses no
+data and takes a moment); --dry-run prints the decision only.`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			if to == "" {
+				return errors.New("--to NAME is required")
+			}
+			s, cli, err := openSpec(path)
+			if err != nil {
+				return err
+			}
+			defer cli.Close()
+			decide := func(obs model.Cluster) reconcile.Step { return reconcile.LeaderMove(s.Members, obs, to) }
+			return runSteps(c.Context(), c.OutOrStdout(), s, cli, !dryRun, decide, func(reconcile.Step) {})
+		},
+	}
+	move.Flags().StringVarP(&path, "config", "c", "/etc/etcdkeeper/cluster.yaml", "the spec file")
+	move.Flags().StringVar(&to, "to", "", "the member to lead")
+	move.Flags().BoolVar(&dryRun, "dry-run", false, "print the decision only")
+	c.AddCommand(move)
+	return c
+}
+
+func openSpec(path string) (*spec.Spec, *cluster.Client, error) {
+	s, err := spec.Load(path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s is not valid: %w", path, err)
+	}
+	cli, err := dialSpec(s)
+	if err != nil {
+		return nil, nil, err
+	}
+	return s, cli, nil
+}
+
+// maxSteps bounds one command: a leader move and a defragmentation per
+// member, and some.
+const maxSteps = 16
+
+// runSteps is observe → decide (reconcile) → one step, again, under the
+// cluster lock, until the decision has nothing left (StepNone) or waits.
+// act false: print the first decision only.
+func runSteps(ctx context.Context, out io.Writer, s *spec.Spec, cli *cluster.Client, act bool, decide func(model.Cluster) reconcile.Step, did func(reconcile.Step)) error {
+	var lock *cluster.Lock
+	if act {
+		l, err := cli.TryLock(ctx, s.Cluster.Name)
+		if errors.Is(err, cluster.ErrLocked) {
+			return &exitError{code: 1, err: fmt.Errorf("an agent holds the cluster lock (it is changing something): try again in a moment")}
+		}
+		if err != nil {
+			return err
+		}
+		lock = l
+		defer func() { _ = lock.Unlock(context.Background()) }()
+	}
+	for range maxSteps {
+		obs, err := observeTwice(ctx, cli)
+		if err != nil {
+			return fmt.Errorf("cannot observe the cluster through the spec's client URLs: %w", err)
+		}
+		step := decide(obs)
+		switch {
+		case step.Kind == reconcile.StepNone:
+			fmt.Fprintf(out, "done: %s\n", step.Reason)
+			return nil
+		case step.Kind == reconcile.StepWait:
+			fmt.Fprintf(out, "waits: %s\n", step.Reason)
+			return &exitError{code: 2, err: errors.New("waits")}
+		case !act:
+			fmt.Fprintf(out, "next: %s %s\n  why: %s\n(dry run: nothing changed; --yes acts)\n", step.Kind, step.Name, step.Reason)
+			return &exitError{code: 2, err: errors.New("dry run")}
+		}
+		if err := takeStep(ctx, out, cli, lock, obs, step); err != nil {
+			return err
+		}
+		did(step)
+	}
+	return fmt.Errorf("stopped after %d steps", maxSteps)
+}
+
+// takeStep makes the one call the step asks for, fenced by the lock.
+func takeStep(ctx context.Context, out io.Writer, cli *cluster.Client, lock *cluster.Lock, obs model.Cluster, step reconcile.Step) error {
+	m, ok := obs.Member(step.MemberID)
+	if !ok || len(m.ClientURLs) == 0 {
+		return fmt.Errorf("member %x has no client URL", step.MemberID)
+	}
+	switch step.Kind {
+	case reconcile.StepMoveLeader:
+		fenced, cancel, err := lock.Fence(ctx)
+		defer cancel()
+		if err != nil {
+			return err
+		}
+		if err := cli.MoveLeader(fenced, m.ClientURLs[0], step.To); err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "moved leadership: %s\n", step.Reason)
+	case reconcile.StepDefrag:
+		if err := lock.Check(ctx); err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "defragmenting %s: %s, %s free\n", step.Name, reconcile.FmtBytes(m.DBSize), reconcile.FmtBytes(m.FreeBytes()))
+		start := time.Now()
+		if err := cli.Defragment(ctx, m.ClientURLs[0], cluster.DefragDeadline(m.DBSize)); err != nil {
+			return err
+		}
+		after := "?"
+		if st, err := cli.Status(ctx, m.ClientURLs[0]); err == nil {
+			after = reconcile.FmtBytes(st.DbSize)
+		}
+		fmt.Fprintf(out, "defragmented %s: %s -> %s in %s\n", step.Name, reconcile.FmtBytes(m.DBSize), after, time.Since(start).Round(time.Millisecond))
+	default:
+		return fmt.Errorf("unexpected step %s", step.Kind)
+	}
+	return nil
+}

@@ -1,0 +1,76 @@
+package metrics
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Space are the members' db sizes, as last observed by this agent, and
+// this agent's defragmentations.
+type Space struct {
+	DBSize      *prometheus.GaugeVec // member
+	DBInUse     *prometheus.GaugeVec // member
+	Quota       *prometheus.GaugeVec // member
+	FreeRatio   *prometheus.GaugeVec // member
+	DefragRuns  *prometheus.CounterVec
+	DefragTime  prometheus.Histogram
+	DefragFreed prometheus.Counter
+}
+
+func newSpace() *Space {
+	member := []string{"member"}
+	s := &Space{
+		DBSize:    prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "etcdkeeper_member_db_size_bytes", Help: "Size of each member's db file, as this agent last observed it (etcd's dbSize)."}, member),
+		DBInUse:   prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "etcdkeeper_member_db_size_in_use_bytes", Help: "What the keys take in each member's db file (etcd's dbSizeInUse); the rest is free pages a defragmentation gives back."}, member),
+		Quota:     prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "etcdkeeper_member_db_quota_bytes", Help: "Each member's quota-backend-bytes as it reports it: a db file that reaches it raises NOSPACE and the cluster refuses writes."}, member),
+		FreeRatio: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "etcdkeeper_member_db_free_ratio", Help: "Fraction of each member's db file that is free: (dbSize - dbSizeInUse) / dbSize."}, member),
+		DefragRuns: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "etcdkeeper_defrag_runs_total",
+			Help: "Defragmentations this agent ran (of any member, as the cluster lock holder), by result: done, failed."}, []string{"result"}),
+		DefragTime: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "etcdkeeper_defrag_duration_seconds",
+			Help: "How long each defragmentation this agent ran took.", Buckets: []float64{0.1, 0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600}}),
+		DefragFreed: prometheus.NewCounter(prometheus.CounterOpts{Name: "etcdkeeper_defrag_freed_bytes_total", Help: "Bytes of db file the defragmentations this agent ran gave back."}),
+	}
+	for _, r := range []string{"done", "failed"} {
+		s.DefragRuns.WithLabelValues(r)
+	}
+	return s
+}
+
+func (s *Space) collectors() []prometheus.Collector {
+	return []prometheus.Collector{s.DBSize, s.DBInUse, s.Quota, s.FreeRatio, s.DefragRuns, s.DefragTime, s.DefragFreed}
+}
+
+// MemberSpace is one member's sizes, in bytes.
+type MemberSpace struct {
+	Name                 string
+	DBSize, InUse, Quota int64
+}
+
+// SetMembers replaces the members' gauges with those observed: a member
+// that left the cluster leaves them too.
+func (s *Space) SetMembers(ms []MemberSpace) {
+	for _, g := range []*prometheus.GaugeVec{s.DBSize, s.DBInUse, s.Quota, s.FreeRatio} {
+		g.Reset()
+	}
+	for _, m := range ms {
+		if m.Name == "" || m.DBSize <= 0 {
+			continue // unstarted, or no status answer
+		}
+		s.DBSize.WithLabelValues(m.Name).Set(float64(m.DBSize))
+		s.DBInUse.WithLabelValues(m.Name).Set(float64(m.InUse))
+		s.Quota.WithLabelValues(m.Name).Set(float64(m.Quota))
+		s.FreeRatio.WithLabelValues(m.Name).Set(float64(max(0, m.DBSize-m.InUse)) / float64(m.DBSize))
+	}
+}
+
+// DefragDone records one defragmentation: err nil, freed bytes given back.
+func (s *Space) DefragDone(took time.Duration, freed int64, err error) {
+	s.DefragTime.Observe(took.Seconds())
+	if err != nil {
+		s.DefragRuns.WithLabelValues("failed").Inc()
+		return
+	}
+	s.DefragRuns.WithLabelValues("done").Inc()
+	s.DefragFreed.Add(float64(max(0, freed)))
+}

@@ -1,0 +1,243 @@
+package reconcile
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/etcdkeeper/etcdkeeper/internal/model"
+	"github.com/etcdkeeper/etcdkeeper/internal/spec"
+)
+
+// DefragPolicy is maintenance.defrag as the decision reads it, or what
+// `etcdkeeper defrag` asks for.
+type DefragPolicy struct {
+	Enabled      bool
+	MinFreeRatio float64
+	MinFreeBytes int64
+	Window       spec.Window
+	// Now: `etcdkeeper defrag` runs now: Enabled and Window do not apply.
+	Now bool
+	// Member: `etcdkeeper defrag --member NAME`: only that member, the
+	// thresholds do not apply either. Every safety rule still does.
+	Member string
+	// Done are the members `etcdkeeper defrag` defragmented already: not
+	// picked again by the same command.
+	Done map[uint64]bool
+}
+
+// DefragPolicyOf is the spec's policy.
+func DefragPolicyOf(d spec.Defrag) DefragPolicy {
+	return DefragPolicy{Enabled: d.On(), MinFreeRatio: float64(d.MinFreeRatio), MinFreeBytes: int64(d.MinFreeBytes), Window: d.Window}
+}
+
+// PlanMaintenance decides the next maintenance step: the defragmentation
+// of one member (StepDefrag), or, when that member leads, the move of its
+// leadership first (StepMoveLeader; it is defragmented as a follower in a
+// later pass). It is tried only after Plan found nothing to change (see
+// converge), by the agent that then takes the cluster lock, so one member
+// at a time is defragmented cluster-wide. StepNone: nothing due; StepWait:
+// due, but Reason says why it waits.
+//
+// The rules, in order (the order is the point):
+//  1. Nothing is due unless the policy is on (or asked for now) and a
+//     member is past both thresholds (or named).
+//  2. No maintenance beside a change that is not done: an alarm other
+//     than NOSPACE (a CORRUPT alarm means diverged data; NOSPACE is what
+//     a defragmentation cures), a learner or an unstarted member (a join
+//     or a repair under way), a member that does not answer (its repair
+//     or restart comes first, and it already costs the quorum a vote).
+//  3. Only inside the window.
+//  4. The member most in need first (most bytes to free), followers
+//     before the leader (the leader only once no follower is due, even
+//     one that waits): a leader that stalls on its defragmentation stops
+//     the cluster's writes and may lose its lease, a follower only slows
+//     down itself. For each, in that order: it must be caught up
+//     (model.CaughtUp: a member that lags would fall further behind while
+//     its db is rewritten), and the caught-up voters without it must be a
+//     quorum (while it stalls, writes commit without it). The first that
+//     passes is the step; when none does, the first one's wait.
+func PlanMaintenance(desired []spec.Member, obs model.Cluster, pol DefragPolicy) Step {
+	v := newPlanView(desired, obs)
+	if v.leader == nil {
+		return waitStep("defrag waits: " + strings.TrimPrefix(noLeaderReason(obs, v), "waiting: "))
+	}
+	due, step, ok := v.defragDue(pol)
+	if !ok {
+		return step
+	}
+	if block := v.maintenanceBlocker(pol); block != "" {
+		return waitStep(fmt.Sprintf("defrag %s waits: %s", due[0].label, block))
+	}
+	var blocked *Step
+	for _, m := range due {
+		step := v.defragStep(m, pol)
+		if step.Kind != StepWait {
+			return step
+		}
+		if blocked == nil {
+			blocked = &step
+		}
+	}
+	return *blocked
+}
+
+// defragDue is rule 1: the members due, most in need first and the leader
+// last; or the answer when none is.
+func (v *planView) defragDue(pol DefragPolicy) ([]planMember, Step, bool) {
+	if pol.Member != "" {
+		for _, m := range v.members {
+			if m.label == pol.Member && pol.Done[m.ID] {
+				return nil, Step{Kind: StepNone, Reason: fmt.Sprintf("%s is defragmented", m.label)}, false
+			}
+			if m.label == pol.Member && !m.IsLearner && !m.Unstarted() {
+				return []planMember{m}, Step{}, true
+			}
+		}
+		return nil, waitStep(fmt.Sprintf("defrag %s waits: the cluster has no started voter of that name", pol.Member)), false
+	}
+	if !pol.Enabled && !pol.Now {
+		return nil, Step{Kind: StepNone, Reason: "no maintenance: maintenance.defrag.enabled is false"}, false
+	}
+	var due []planMember
+	for _, m := range v.members {
+		if !m.IsLearner && !pol.Done[m.ID] && m.DBSize > 0 && m.FreeRatio() >= pol.MinFreeRatio && m.FreeBytes() >= pol.MinFreeBytes {
+			due = append(due, m)
+		}
+	}
+	if len(due) == 0 {
+		return nil, Step{Kind: StepNone, Reason: fmt.Sprintf("no maintenance due (defragment at %.0f%% and %s free)",
+			pol.MinFreeRatio*100, spec.Size(pol.MinFreeBytes))}, false
+	}
+	// The leader only once no follower is due, even one that waits: its
+	// turn is last.
+	if len(due) > 1 {
+		due = slices.DeleteFunc(due, func(m planMember) bool { return m.ID == v.leader.ID })
+	}
+	slices.SortStableFunc(due, func(a, b planMember) int {
+		return compareIDs(uint64(b.FreeBytes()), uint64(a.FreeBytes()))
+	})
+	return due, Step{}, true
+}
+
+// maintenanceBlocker is rules 2 and 3: what the whole cluster must be for
+// any member's maintenance, or "" when it is.
+func (v *planView) maintenanceBlocker(pol DefragPolicy) string {
+	for _, a := range v.cluster.Alarms {
+		if a.Type != model.AlarmNoSpace {
+			return fmt.Sprintf("a %s alarm is raised on member %x", a.Type, a.MemberID)
+		}
+	}
+	var notes []string
+	for _, m := range v.members {
+		switch {
+		case m.Unstarted():
+			notes = append(notes, m.label+" is added but not started (a join is under way)")
+		case m.IsLearner:
+			notes = append(notes, m.label+" is a learner (a join or repair is under way)")
+		case !m.Healthy:
+			notes = append(notes, m.label+" does not answer (its repair or restart comes first)")
+		}
+	}
+	if len(notes) > 0 {
+		return strings.Join(notes, "; ")
+	}
+	if !pol.Now && pol.Member == "" && !pol.Window.Contains(v.now) {
+		return "outside the window " + pol.Window.String()
+	}
+	return ""
+}
+
+// defragStep is rule 4 for one member.
+func (v *planView) defragStep(m planMember, pol DefragPolicy) Step {
+	why := fmt.Sprintf("%s of %s free", fmtBytes(m.FreeBytes()), fmtBytes(m.DBSize))
+	if pol.Member != "" {
+		why += ", asked for"
+	}
+	if !m.CaughtUp {
+		lag := m.Lag
+		if lag == "" {
+			lag = m.label + " is not caught up with the leader"
+		}
+		return waitStep(fmt.Sprintf("defrag %s waits: %s", m.label, lag))
+	}
+	if ok, detail := v.cluster.QuorumWithoutCaughtUp(m.ID); !ok {
+		return waitStep(fmt.Sprintf("defrag %s waits: without it the others have %s", m.label, detail))
+	}
+	if m.ID == v.leader.ID {
+		step := v.moveLeaderFor(m, "defragmentation", why, func(c planMember) bool { return c.serving() && c.CaughtUp })
+		if step.Kind == StepWait {
+			step.Reason = fmt.Sprintf("defrag %s waits: it leads, and no caught-up voter in the spec can take over", m.label)
+		}
+		return step
+	}
+	return Step{Kind: StepDefrag, MemberID: m.ID, Name: m.name(),
+		Reason: fmt.Sprintf("defragment %s: %s", m.label, why)}
+}
+
+// fmtBytes writes a size for people: 1.2 GiB, 840.0 MiB, 512 B.
+func fmtBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for x := n / unit; x >= unit && exp < 3; x /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGT"[exp])
+}
+
+// FmtBytes is fmtBytes for the agent's logs and the CLI.
+func FmtBytes(n int64) string { return fmtBytes(n) }
+
+// DefragCommand is `etcdkeeper defrag`'s decision before each of its
+// steps, on a fresh observation under the cluster lock: the agents' own
+// order, membership first (Plan must have nothing to change), then
+// PlanMaintenance with pol.
+func DefragCommand(desired []spec.Member, obs model.Cluster, pol DefragPolicy, learnerTimeout time.Duration) Step {
+	if step := Plan(desired, obs, Options{LearnerTimeout: learnerTimeout}); step.Kind != StepNone {
+		return waitStep("membership first: the agents' next change is: " + step.Reason)
+	}
+	pol.Now = true
+	return PlanMaintenance(desired, obs, pol)
+}
+
+// LeaderMove is `etcdkeeper leader move --to NAME`'s decision: the move
+// of leadership to the voter named to, which must be in the spec, healthy
+// and caught up (model.CaughtUp): a leader that lags would stall the
+// writes until it has caught up.
+func LeaderMove(desired []spec.Member, obs model.Cluster, to string) Step {
+	v := newPlanView(desired, obs)
+	if v.leader == nil {
+		return waitStep(noLeaderReason(obs, v))
+	}
+	var target *planMember
+	for i, m := range v.members {
+		if m.label == to && !m.Unstarted() {
+			target = &v.members[i]
+		}
+	}
+	switch {
+	case target == nil:
+		return waitStep(fmt.Sprintf("not moving leadership to %s: the cluster has no started member of that name", to))
+	case target.ID == v.leader.ID:
+		return Step{Kind: StepNone, Reason: fmt.Sprintf("%s leads already", to)}
+	case target.spec == nil:
+		return waitStep(fmt.Sprintf("not moving leadership to %s: the spec does not list it (it is due for removal)", to))
+	case target.IsLearner:
+		return waitStep(fmt.Sprintf("not moving leadership to %s: it is a learner", to))
+	case !target.serving():
+		return waitStep(fmt.Sprintf("not moving leadership to %s: it does not answer", to))
+	case !target.CaughtUp:
+		lag := target.Lag
+		if lag == "" {
+			lag = to + " is not caught up with the leader"
+		}
+		return waitStep(fmt.Sprintf("not moving leadership to %s: %s", to, lag))
+	}
+	return Step{Kind: StepMoveLeader, MemberID: v.leader.ID, Name: v.leader.name(), To: target.ID,
+		Reason: fmt.Sprintf("move leader from %s to %s (applied index %d): asked for", v.leader.label, target.label, target.RaftIndex)}
+}

@@ -1,0 +1,235 @@
+package spec
+
+import (
+	"fmt"
+	"math"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Maintenance configures the work the agents do on a healthy cluster
+// (maintenance:).
+type Maintenance struct {
+	Defrag Defrag `yaml:"defrag"`
+}
+
+// Defrag is the defragmentation policy (maintenance.defrag): a member is
+// defragmented, one at a time, when at least MinFreeRatio of its db file
+// and at least MinFreeBytes would be freed, inside Window.
+type Defrag struct {
+	// Enabled: nil (not given) means true.
+	Enabled      *bool  `yaml:"enabled"`
+	MinFreeRatio Ratio  `yaml:"minFreeRatio"`
+	MinFreeBytes Size   `yaml:"minFreeBytes"`
+	Window       Window `yaml:"window"`
+}
+
+// On: the policy is enabled.
+func (d Defrag) On() bool { return d.Enabled == nil || *d.Enabled }
+
+// Ratio is a fraction from 0 to 1.
+type Ratio float64
+
+// Size is a number of bytes, written 256MiB, 1GiB, 512KiB, 100B or 1048576.
+type Size int64
+
+var sizeRE = regexp.MustCompile(`^([0-9]+)\s*(B|KiB|MiB|GiB|TiB)?$`)
+
+var sizeUnits = map[string]int64{"": 1, "B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}
+
+// ParseSize reads a size: whole bytes with an optional binary unit.
+func ParseSize(s string) (Size, error) {
+	m := sizeRE.FindStringSubmatch(strings.TrimSpace(s))
+	if m == nil {
+		return 0, fmt.Errorf("%s is not a size: write bytes, or a whole number with B, KiB, MiB or GiB, e.g. 256MiB", quote(s))
+	}
+	n, err := strconv.ParseInt(m[1], 10, 64)
+	unit := sizeUnits[m[2]]
+	if err != nil || n > math.MaxInt64/unit {
+		return 0, fmt.Errorf("%s is too large", quote(s))
+	}
+	return Size(n * unit), nil
+}
+
+// String writes the size in the largest unit that divides it.
+func (s Size) String() string {
+	for _, u := range []string{"TiB", "GiB", "MiB", "KiB"} {
+		if v := sizeUnits[u]; s != 0 && int64(s)%v == 0 {
+			return fmt.Sprintf("%d%s", int64(s)/v, u)
+		}
+	}
+	return fmt.Sprintf("%dB", int64(s))
+}
+
+// MarshalYAML writes the size the way ParseSize reads it.
+func (s Size) MarshalYAML() (any, error) { return s.String(), nil }
+
+// Window is a time window maintenance may run in: every day
+// ("02:00-05:00 UTC") or on one weekday ("Sat 02:00-05:00 UTC"); it may
+// cross midnight ("23:00-01:00 UTC" ends the next day). The zero Window
+// is any time.
+type Window struct {
+	Raw string
+	// Day is the weekday the window starts on, unless Daily.
+	Day   time.Weekday
+	Daily bool
+	// Start and End are minutes after midnight in Loc.
+	Start, End int
+	Loc        *time.Location
+}
+
+// Any: no window, maintenance may run at any time.
+func (w Window) Any() bool { return w.Raw == "" }
+
+func (w Window) String() string { return w.Raw }
+
+// MarshalYAML writes the window as it was written.
+func (w Window) MarshalYAML() (any, error) { return w.Raw, nil }
+
+var windowRE = regexp.MustCompile(`^(?:([A-Za-z]{3})\s+)?([0-9]{2}):([0-9]{2})-([0-9]{2}):([0-9]{2})\s+(\S+)$`)
+
+var weekdays = map[string]time.Weekday{"sun": time.Sunday, "mon": time.Monday, "tue": time.Tuesday, "wed": time.Wednesday,
+	"thu": time.Thursday, "fri": time.Friday, "sat": time.Saturday}
+
+// ParseWindow reads "[Day ]HH:MM-HH:MM ZONE"; "" is any time.
+func ParseWindow(s string) (Window, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return Window{}, nil
+	}
+	const want = `write "[Day ]HH:MM-HH:MM ZONE", e.g. "Sat 02:00-05:00 UTC" or "02:00-05:00 Europe/Berlin" (daily)`
+	m := windowRE.FindStringSubmatch(s)
+	if m == nil {
+		return Window{}, fmt.Errorf("%s is not a window: %s", quote(s), want)
+	}
+	w := Window{Raw: s, Daily: m[1] == ""}
+	if !w.Daily {
+		d, ok := weekdays[strings.ToLower(m[1])]
+		if !ok {
+			return Window{}, fmt.Errorf("%s: %s is not a day: use Mon, Tue, Wed, Thu, Fri, Sat or Sun", quote(s), quote(m[1]))
+		}
+		w.Day = d
+	}
+	var ok1, ok2 bool
+	w.Start, ok1 = clock(m[2], m[3])
+	w.End, ok2 = clock(m[4], m[5])
+	if !ok1 || !ok2 {
+		return Window{}, fmt.Errorf("%s: hours run from 00 to 23 (24:00 for the end of the day), minutes from 00 to 59", quote(s))
+	}
+	if w.Start == w.End {
+		return Window{}, fmt.Errorf("%s: the window is empty: its start and end are the same time", quote(s))
+	}
+	loc, err := time.LoadLocation(m[6])
+	if err != nil || m[6] == "Local" {
+		return Window{}, fmt.Errorf("%s: %s is not a time zone: use UTC or a zone name such as Europe/Berlin", quote(s), quote(m[6]))
+	}
+	w.Loc = loc
+	return w, nil
+}
+
+func clock(h, m string) (int, bool) {
+	hh, _ := strconv.Atoi(h)
+	mm, _ := strconv.Atoi(m)
+	if mm > 59 || hh > 24 || (hh == 24 && mm != 0) {
+		return 0, false
+	}
+	return hh*60 + mm, true
+}
+
+// Contains reports whether t is inside the window.
+func (w Window) Contains(t time.Time) bool {
+	if w.Any() {
+		return true
+	}
+	t = t.In(w.Loc)
+	now := t.Hour()*60 + t.Minute()
+	day := t.Weekday()
+	if w.Start < w.End {
+		return now >= w.Start && now < w.End && (w.Daily || day == w.Day)
+	}
+	// Across midnight: the evening part on the start day, the morning
+	// part on the day after.
+	if now >= w.Start {
+		return w.Daily || day == w.Day
+	}
+	return now < w.End && (w.Daily || day == (w.Day+1)%7)
+}
+
+// Defaults of maintenance.defrag.
+const (
+	defaultMinFreeRatio = 0.5
+	defaultMinFreeBytes = 256 << 20
+)
+
+func (d *doc) defaultMaintenance(m *Maintenance) {
+	if m.Defrag.Enabled == nil {
+		on := true
+		m.Defrag.Enabled = &on
+	}
+	if !d.given["maintenance.defrag.minFreeRatio"] {
+		m.Defrag.MinFreeRatio = defaultMinFreeRatio
+	}
+	if !d.given["maintenance.defrag.minFreeBytes"] {
+		m.Defrag.MinFreeBytes = defaultMinFreeBytes
+	}
+}
+
+func (d *doc) ratio(dst *Ratio) field {
+	return func(path string, n *yaml.Node) {
+		n = resolve(n)
+		if isNull(n) {
+			return
+		}
+		var v float64
+		if n.Kind != yaml.ScalarNode || (n.Tag != "!!float" && n.Tag != "!!int") || n.Decode(&v) != nil || v < 0 || v > 1 || math.IsNaN(v) {
+			d.errorf(n.Line, "%s: must be a fraction from 0 to 1, e.g. 0.5 (half of the db file free), found %s", path, describe(n))
+			d.broken[path] = true
+			return
+		}
+		*dst = Ratio(v)
+	}
+}
+
+func (d *doc) size(dst *Size) field {
+	return func(path string, n *yaml.Node) {
+		n = resolve(n)
+		if isNull(n) {
+			return
+		}
+		if n.Kind != yaml.ScalarNode {
+			d.wrongShape(n, path, "a size such as 256MiB")
+			return
+		}
+		v, err := ParseSize(n.Value)
+		if err != nil {
+			d.errorf(n.Line, "%s: %v", path, err)
+			d.broken[path] = true
+			return
+		}
+		*dst = v
+	}
+}
+
+func (d *doc) window(dst *Window) field {
+	return func(path string, n *yaml.Node) {
+		n = resolve(n)
+		if isNull(n) {
+			return
+		}
+		if n.Kind != yaml.ScalarNode {
+			d.wrongShape(n, path, `a window such as "Sat 02:00-05:00 UTC"`)
+			return
+		}
+		v, err := ParseWindow(n.Value)
+		if err != nil {
+			d.errorf(n.Line, "%s: %v", path, err)
+			d.broken[path] = true
+			return
+		}
+		*dst = v
+	}
+}
