@@ -33,9 +33,9 @@ func historyCmd() *cobra.Command {
 		Short: "Show what the agents changed, or refused to change, and why",
 		Long: `history lists every change the agents made or refused for a reason worth
 knowing — joins (add-learner), promotions, removals, peer URL updates, leader
-moves, repairs (with the reason and where the data went), recovery steps,
-alarm disarms — with the time, the host, the member and the reason, newest
-last. The cluster keeps the last 1000 events; each agent mirrors its own in
+moves, repairs (with the reason and where the data went), defragmentations,
+recovery steps, alarm disarms — with the time, the host, the member and the
+reason, newest last. The cluster keeps the last 1000 events; each agent mirrors its own in
 its state dir (history.jsonl), so that the history survives a quorum loss:
 history reads the cluster and every agent it reaches (GET /history, or this
 host's state dir), and merges them. What it could not read is said on stderr.`,

@@ -8,6 +8,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/etcdkeeper/etcdkeeper/internal/cluster"
+	"github.com/etcdkeeper/etcdkeeper/internal/history"
 	"github.com/etcdkeeper/etcdkeeper/internal/reconcile"
 )
 
@@ -56,6 +57,7 @@ func (a *Agent) defrag(ctx context.Context, step reconcile.Step, in reconcile.In
 	took := time.Since(start)
 	if err != nil {
 		a.metrics.Space.DefragDone(took, 0, err)
+		a.remember(history.Event{Kind: "defrag-failed", Member: step.Name, MemberID: history.HexID(m.ID), Reason: step.Reason, Detail: map[string]string{"error": err.Error()}})
 		a.lg.Error("defragmentation failed", zap.String("target", step.Name), zap.Duration("took", took.Round(time.Millisecond)), zap.Error(err))
 		return fmt.Sprintf("defragmentation of %s failed", step.Name), false, err
 	}
@@ -66,6 +68,8 @@ func (a *Agent) defrag(ctx context.Context, step reconcile.Step, in reconcile.In
 		after, freed = st.DbSize, max(0, m.DBSize-st.DbSize)
 	}
 	a.metrics.Space.DefragDone(took, freed, nil)
+	a.remember(history.Event{Kind: "defrag", Member: step.Name, MemberID: history.HexID(m.ID), Reason: step.Reason,
+		Detail: map[string]string{"before": reconcile.FmtBytes(m.DBSize), "after": reconcile.FmtBytes(after), "took": took.Round(time.Millisecond).String()}})
 	a.lg.Warn("defragmented", zap.String("target", step.Name), zap.String("target-id", fmt.Sprintf("%x", m.ID)),
 		zap.String("before", reconcile.FmtBytes(m.DBSize)), zap.String("after", reconcile.FmtBytes(after)),
 		zap.Int64("before-bytes", m.DBSize), zap.Int64("after-bytes", after), zap.Int64("freed-bytes", freed),

@@ -158,6 +158,28 @@ func TestDefragOneAtATime(t *testing.T) {
 	if len(done) != 3 {
 		t.Errorf("defragmented: %v, want all three", done)
 	}
+	testbed.Eventually(t, converge, "history lists the three defragmentations, the leader's after its move", func() string {
+		evs, why := historyOf(t, c, "")
+		if why != "" {
+			return why
+		}
+		defragged, moved := map[string]bool{}, false
+		for _, e := range evs {
+			switch {
+			case e.Kind == "move-leader" && e.Member == leader.Name:
+				moved = true
+			case e.Kind == "defrag" && e.MemberID == fmt.Sprintf("%x", ids[e.Member]) && e.Detail["before"] != "" && e.Detail["after"] != "":
+				if e.Member == leader.Name && !moved {
+					return "the leader's defrag is listed before its leadership moved"
+				}
+				defragged[e.Member] = true
+			}
+		}
+		if len(defragged) != 3 {
+			return fmt.Sprintf("defrag events for %v in %+v", defragged, evs)
+		}
+		return ""
+	})
 	after := testbed.Observe(c.Client())
 	for name, id := range ids {
 		if after.ID(name) != id {
