@@ -172,3 +172,25 @@ func TestMirrorSkipsRepeats(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkMirrorAppendFull: one event appended to a full mirror (Keep
+// events), as every event of a long-running agent is: the whole file is
+// read and replaced.
+func BenchmarkMirrorAppendFull(b *testing.B) {
+	m := NewMirror(filepath.Join(b.TempDir(), FileName), Keep)
+	e := ev(0, "node1", "repair-done")
+	e.Reason, e.Detail = "data is corrupt: WAL: reading snapshot records: walpb: crc mismatch", map[string]string{"backup": "/var/lib/etcd/.etcdkeeper-backups/2026-12-01T19-33-32.077Z-etcd"}
+	for i := range Keep {
+		e.Time = t0.Add(time.Duration(i) * time.Second)
+		if err := m.Append(e); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ResetTimer()
+	for i := range b.N {
+		e.Time = t0.Add(time.Duration(Keep+i) * time.Second)
+		if err := m.Append(e); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
