@@ -49,7 +49,7 @@ It never takes an action that loses quorum.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(runCmd(), statusCmd(), planCmd(), validateCmd(), inspectCmd(), backupCmd(), recoverCmd(), versionCmd(), etcdCmd(), importCmd())
+	root.AddCommand(runCmd(), statusCmd(), planCmd(), validateCmd(), inspectCmd(), backupCmd(), recoverCmd(), pauseCmd(), resumeCmd(), versionCmd(), etcdCmd(), importCmd())
 	root.SetErr(os.Stderr)
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return fmt.Errorf("%w\nsee '%s --help'", err, c.CommandPath())
