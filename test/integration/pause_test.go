@@ -48,6 +48,22 @@ func logCount(c *testbed.Cluster, name string, parts ...string) int {
 	return n
 }
 
+// logLine is the first line of name's log that holds every part ("":
+// none).
+func logLine(c *testbed.Cluster, name string, parts ...string) string {
+	b, _ := os.ReadFile(c.LogPath(name))
+	for _, line := range strings.Split(string(b), "\n") {
+		ok := true
+		for _, p := range parts {
+			ok = ok && strings.Contains(line, p)
+		}
+		if ok {
+			return line
+		}
+	}
+	return ""
+}
+
 // awaitPaused waits until each agent logged the pause (count times in all).
 func awaitPaused(t *testing.T, c *testbed.Cluster, count int, names ...string) {
 	t.Helper()
@@ -108,9 +124,11 @@ func TestPauseHoldsRepair(t *testing.T) {
 	c.CorruptWAL("node2")
 	c.Start("node2")
 	testbed.Eventually(t, converge, "node2 says it holds back the repair", func() string {
-		if !c.LogContains("node2", `"decision"`, "paused by ", "until etcdkeeper resume: replacing a disk; would now: ", "rejoin") {
+		line := logLine(c, "node2", `"decision"`, "paused by ", "until etcdkeeper resume: replacing a disk; would now: ", "rejoin")
+		if line == "" {
 			return "not yet"
 		}
+		t.Logf("node2: %s", line)
 		return ""
 	})
 	c.WaitPasses(converge, 5, "node2")
@@ -174,7 +192,8 @@ func TestPauseHoldsSpecEdit(t *testing.T) {
 	c.WriteSpec("node1", "node2")
 	testbed.Eventually(t, converge, "an agent says it holds back the removal of node3", func() string {
 		for _, n := range []string{"node1", "node2"} {
-			if c.LogContains(n, `"decision"`, "paused by ", "would now: ", "remove", "node3") {
+			if line := logLine(c, n, `"decision"`, "paused by ", "would now: ", "node3 is due for removal"); line != "" {
+				t.Logf("%s: %s", n, line)
 				return ""
 			}
 		}
@@ -216,6 +235,9 @@ func TestPauseForEndsByItself(t *testing.T) {
 				t.Errorf("%s removed a member at %s, before the pause's end %s", n, at, p.Until)
 			}
 		}
+	}
+	for _, n := range c.AllNames() {
+		t.Logf("%s logged the pause %d times, its end %d times", n, logCount(c, n, `"msg":"paused"`), logCount(c, n, "pause over"))
 	}
 	testbed.Eventually(t, converge, "the pause's key goes by itself", func() string {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
