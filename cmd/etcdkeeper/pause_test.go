@@ -45,7 +45,7 @@ func TestPauseResume(t *testing.T) {
 		t.Errorf("plan while paused printed:\n%s\nwant the pause, then what it would do", out)
 	}
 	out, err = runCommand(t, resumeCmd(), "--config", path)
-	if err != nil || !strings.Contains(out, "resumed: ended the pause by ") || !strings.Contains(out, "(replacing a disk); the agents act again at their next pass") {
+	if err != nil || !strings.Contains(out, "resumed: ended the pause by ") || !strings.Contains(out, "(replacing a disk)\n  the agents act again at their next pass\n") {
 		t.Errorf("resume: %v, printed %q", err, out)
 	}
 	out, err = runCommand(t, resumeCmd(), "--config", path)

@@ -2,17 +2,24 @@ package agent
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
 	"time"
 
 	"go.uber.org/zap"
 
+	"github.com/etcdkeeper/etcdkeeper/internal/atomicfile"
+	"github.com/etcdkeeper/etcdkeeper/internal/model"
 	"github.com/etcdkeeper/etcdkeeper/internal/reconcile"
 )
 
 // observePause reads the operator's pause (etcdkeeper pause) for the
 // decision: the cluster's key whenever the cluster answers with a leader
 // this pass, and otherwise the pause last read there — a pause is not
-// lifted by the quorum going away, only by resume or its end.
+// lifted by the quorum going away, only by resume or its end; else the
+// pause kept in the state dir (taken without quorum).
 func (a *Agent) observePause(ctx context.Context, in *reconcile.Input) {
 	in.Now = time.Now()
 	if in.Cluster != nil || (in.Local.Answer != nil && in.Local.Answer.Leader != 0) {
@@ -24,6 +31,9 @@ func (a *Agent) observePause(ctx context.Context, in *reconcile.Input) {
 		}
 	}
 	in.Pause = a.pause
+	if !in.Pause.InForce(in.Now) {
+		in.Pause = a.loadLocalPause()
+	}
 	if on := in.Pause.InForce(in.Now); on != a.paused {
 		a.paused = on
 		if on {
@@ -32,4 +42,51 @@ func (a *Agent) observePause(ctx context.Context, in *reconcile.Input) {
 			a.lg.Info("pause over: the agent acts again")
 		}
 	}
+}
+
+// pauseFile keeps a pause taken while the cluster had no quorum to hold
+// it: honoured until resume (or its end), across restarts of the agent.
+const pauseFile = "pause.json"
+
+// PauseLocal keeps p in the state dir (POST /pause) and wakes the loop.
+func (a *Agent) PauseLocal(p model.Pause) error {
+	b, err := json.Marshal(p)
+	if err != nil {
+		return fmt.Errorf("encode %s: %w", pauseFile, err)
+	}
+	if err := a.noteWrite(pauseFile, atomicfile.WriteFile(a.statePath(pauseFile), append(b, '\n'), 0o600)); err != nil {
+		return fmt.Errorf("keeping the pause: %w", err)
+	}
+	a.lg.Info("paused on this host", zap.String("by", p.By), zap.String("reason", p.Reason), zap.Time("until", p.Until))
+	a.Wake()
+	return nil
+}
+
+// ResumeLocal ends the local pause (POST /resume): the file is removed
+// (it holds no data; a pause is not kept once over). nil: none was kept.
+func (a *Agent) ResumeLocal() (*model.Pause, error) {
+	p := a.loadLocalPause()
+	if err := os.Remove(a.statePath(pauseFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("ending the local pause: %w", err)
+	}
+	if p != nil {
+		a.lg.Info("local pause ended by resume", zap.String("by", p.By))
+		a.Wake()
+	}
+	return p, nil
+}
+
+// loadLocalPause is the pause kept in the state dir, or nil. One that
+// does not parse holds the agent too: it was written to stop it.
+func (a *Agent) loadLocalPause() *model.Pause {
+	b, err := os.ReadFile(a.statePath(pauseFile))
+	if err != nil {
+		return nil
+	}
+	var p model.Pause
+	if err := json.Unmarshal(b, &p); err != nil {
+		p = model.Pause{Reason: fmt.Sprintf("%s does not parse (%v): etcdkeeper resume ends it", a.statePath(pauseFile), err)}
+	}
+	p.Local = true
+	return &p
 }

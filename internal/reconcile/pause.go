@@ -31,13 +31,17 @@ func Paused(p model.Pause, now time.Time, would Action) Action {
 		Reason: fmt.Sprintf("%s; would now: %s (%s)", held, would.Kind, would.Reason)}
 }
 
+// LocalPaused begins the decision of an agent held by a pause kept on
+// its own host (taken without quorum).
+const LocalPaused = "paused on this host"
+
 // PauseText says who paused the agents, for how long and why: "paused by
 // root@node1 for 1h12m more: replacing a disk".
 func PauseText(p model.Pause, now time.Time) string {
 	var b strings.Builder
 	b.WriteString("paused")
 	if p.Local {
-		b.WriteString(" on this host")
+		b.WriteString(LocalPaused[len("paused"):])
 	}
 	if p.By != "" {
 		b.WriteString(" by " + p.By)
