@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -273,4 +274,70 @@ func logTimes(t *testing.T, c *testbed.Cluster, name, part string) []time.Time {
 		out = append(out, at)
 	}
 	return out
+}
+
+// etcdkeeperExit runs the CLI and returns what it printed and its exit
+// status.
+func etcdkeeperExit(t *testing.T, args ...string) (string, int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, testbed.Binary, args...).CombinedOutput()
+	t.Logf("etcdkeeper %s:\n%s", strings.Join(args, " "), out)
+	code := 0
+	if e, ok := errors.AsType[*exec.ExitError](err); ok {
+		code = e.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return string(out), code
+}
+
+// TestPauseWithoutQuorum: with two of three agents down the cluster
+// cannot hold a pause; pause writes it to the agent it reaches (node1,
+// through its control socket), names the two it missed and exits 2. The
+// pause survives node1's agent being killed and started again, and the
+// quorum coming back; resume ends it.
+func TestPauseWithoutQuorum(t *testing.T) {
+	t.Parallel()
+	c, _ := runningCluster(t, 3, "")
+	for _, n := range []string{"node2", "node3"} {
+		if err := c.Stop(n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out, code := etcdkeeperExit(t, "pause", "--config", c.Spec, "--reason", "quorum lost")
+	if code != 2 || !strings.Contains(out, "the cluster could not take the pause") || !strings.Contains(out, ": quorum lost, on the agents of node1: ") ||
+		!strings.Contains(out, "not paused (not reached): node2 (") || !strings.Contains(out, "; node3 (") {
+		t.Fatalf("pause without quorum: exit %d, want 2 and the agents reached and missed", code)
+	}
+	awaitLocal := func(what string, count int) {
+		t.Helper()
+		testbed.Eventually(t, converge, what, func() string {
+			if n := logCount(c, "node1", `"decision"`, `"paused on this host by `, "quorum lost; "); n < count {
+				return fmt.Sprintf("%d paused decisions, want %d", n, count)
+			}
+			return ""
+		})
+	}
+	awaitLocal("node1 holds the local pause", 1)
+	before := logCount(c, "node1", `"decision"`, `"paused on this host by `)
+
+	c.Kill9("node1")
+	c.Start("node1")
+	c.Start("node2")
+	c.Start("node3")
+	c.WaitVoters(converge, c.AllNames()...)
+	awaitLocal("node1 holds the local pause after its restart, with the quorum back", before+1)
+
+	out, code = etcdkeeperExit(t, "resume", "--config", c.Spec)
+	if code != 0 || !strings.Contains(out, "resumed node1: ended its local pause by ") {
+		t.Fatalf("resume: exit %d, want 0 and node1's local pause ended", code)
+	}
+	testbed.Eventually(t, converge, "node1 acts again", func() string {
+		if !c.LogContains("node1", "local pause ended by resume") || !c.LogContains("node1", "pause over: the agent acts again") {
+			return "not yet"
+		}
+		return ""
+	})
 }
