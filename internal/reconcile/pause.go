@@ -28,7 +28,17 @@ func Paused(p model.Pause, now time.Time, would Action) Action {
 		return would
 	}
 	return Action{Kind: DoWait, Key: "paused/" + would.Key, ReleaseLock: true,
-		Reason: fmt.Sprintf("%s; would now: %s (%s)", held, would.Kind, would.Reason)}
+		Reason: held + "; would now: " + wouldDo(would)}
+}
+
+// wouldDo says what a held-back step would have done: a step's kind and
+// its reason; the first pass toward a change takes the cluster lock, and
+// its reason names the change ("taking the cluster lock to rejoin: ...").
+func wouldDo(a Action) string {
+	if rest, ok := strings.CutPrefix(a.Reason, "taking the cluster lock to "); ok && a.Kind == DoTakeLock {
+		return "take the cluster lock to " + rest
+	}
+	return fmt.Sprintf("%s (%s)", a.Kind, a.Reason)
 }
 
 // LocalPaused begins the decision of an agent held by a pause kept on
