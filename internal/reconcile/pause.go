@@ -10,7 +10,7 @@ import (
 
 // Paused holds back what Decide would do while an operator's pause is in
 // force: only what keeps the local process alive passes — nothing, a
-// wait, and starting the existing member as it is (after a crash, within
+// wait, staying idle, and starting the existing member as it is (after a crash, within
 // the restart backoff). Every other step (a membership change, the cluster
 // lock taken for one, a repair, a rejoin step, a recovery step, a restart
 // for settings, a disarm, a stop) becomes a wait that says what it would
@@ -19,7 +19,9 @@ import (
 func Paused(p model.Pause, now time.Time, would Action) Action {
 	held := PauseText(p, now)
 	switch {
-	case would.Kind == DoNothing || would.Kind == DoWait || would.Kind == DoIdle:
+	case would.Kind == DoNothing || would.Kind == DoWait || (would.Kind == DoIdle && !would.Start.MoveData):
+		// An idle that moves a removed member's data aside is a data
+		// move: held back below.
 		// Nothing is held back: say the pause, then what the pass saw.
 		would.Reason = held + "; " + would.Reason
 		would.Key = "paused/" + would.Key

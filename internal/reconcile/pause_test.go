@@ -29,6 +29,8 @@ func TestPaused(t *testing.T) {
 		{"a wait passes", Action{Kind: DoWait, Reason: "waiting: restart backoff after exit status 1 (unknown)", Key: "wait/backoff"},
 			DoWait, "paused by root@node1 for 1h12m more: replacing a disk; waiting: restart backoff"},
 		{"idle passes", Action{Kind: DoIdle, Reason: "idle: not in the spec"}, DoIdle, "; idle: not in the spec"},
+		{"no data moved aside by an idle member", Action{Kind: DoIdle, Start: StartDecision{Action: ActIdle, MoveData: true}, Reason: "idle: removed from the cluster; moving its data aside"},
+			DoWait, "would now: idle (idle: removed from the cluster; moving its data aside)"},
 		{"its own member started as it is after a crash", Action{Kind: DoStart, Start: StartDecision{Action: ActStartAsIs}, Reason: "started etcd: healthy data: starting it as it is"},
 			DoStart, "started etcd: healthy data"},
 		{"a forced start as it is after a recovery's forced start passes (its data is kept)", Action{Kind: DoStart, Start: StartDecision{Action: ActStartAsIs}, Key: "recovery/start-forced", Reason: "recovery r1: starting it as it is, never forcing twice"},
