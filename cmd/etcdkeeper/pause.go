@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os/user"
 	"strings"
 	"time"
@@ -189,6 +190,16 @@ func pausedLine(p model.Pause, now time.Time) string {
 		line += ": " + p.Reason
 	}
 	return line
+}
+
+// printPaused shows, below the status table, each paused agent's account:
+// the pause and what it would do.
+func printPaused(w io.Writer, rows []statusRow) {
+	for _, r := range rows {
+		if strings.HasPrefix(r.Decision, "paused ") {
+			fmt.Fprintf(w, "%s: %s\n", r.Name, r.Decision)
+		}
+	}
 }
 
 // whoAmI is the pause's author: user@host.

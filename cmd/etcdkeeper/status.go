@@ -54,6 +54,7 @@ in the cluster, 2 when the cluster differs from the spec, 1 on error.`,
 				}
 				if output == "table" {
 					printRecoveries(c.OutOrStdout(), rows)
+					printPaused(c.OutOrStdout(), rows)
 					fmt.Fprintln(c.OutOrStdout(), certSummary(memberCerts(s), time.Now()))
 				}
 			}
