@@ -30,7 +30,13 @@ func (a *Agent) observePause(ctx context.Context, in *reconcile.Input) {
 			a.pause = p
 		}
 	}
+	if a.pause != nil {
+		a.pauseRev.Store(a.pause.Revision)
+	}
 	in.Pause = a.pause
+	if in.Pause != nil && in.Pause.Revision <= a.resumedRev() {
+		in.Pause = nil // resume reached this agent since it was written
+	}
 	if !in.Pause.InForce(in.Now) {
 		in.Pause = a.loadLocalPause()
 	}
@@ -62,18 +68,48 @@ func (a *Agent) PauseLocal(p model.Pause) error {
 	return nil
 }
 
-// ResumeLocal ends the local pause (POST /resume): the file is removed
-// (it holds no data; a pause is not kept once over). nil: none was kept.
+// resumedFile holds the revision of the cluster's pause this agent held
+// when resume last reached it: that pause is over here, even while the
+// cluster cannot be written to delete its key (no quorum), or when a
+// recovery forced from a member's data brings the key back. A pause taken
+// since has a higher revision; no clock is compared.
+const resumedFile = "resumed.json"
+
+// ResumeLocal ends the local pause (POST /resume) and the cluster's pause
+// last read (see resumedFile). It returns the local pause it ended, nil
+// when none was kept.
 func (a *Agent) ResumeLocal() (*model.Pause, error) {
+	rev := a.pauseRev.Load()
+	if rev > a.resumedRev() {
+		b, err := json.Marshal(resumed{Revision: rev})
+		if err != nil {
+			return nil, fmt.Errorf("encode %s: %w", resumedFile, err)
+		}
+		if err := a.noteWrite(resumedFile, atomicfile.WriteFile(a.statePath(resumedFile), append(b, '\n'), 0o600)); err != nil {
+			return nil, fmt.Errorf("keeping the resume: %w", err)
+		}
+	}
 	p := a.loadLocalPause()
 	if err := os.Remove(a.statePath(pauseFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("ending the local pause: %w", err)
 	}
-	if p != nil {
-		a.lg.Info("local pause ended by resume", zap.String("by", p.By))
-		a.Wake()
-	}
+	a.lg.Info("resumed on this host", zap.Int64("cluster-pause-revision", rev), zap.Bool("local-pause-ended", p != nil))
+	a.Wake()
 	return p, nil
+}
+
+type resumed struct {
+	Revision int64 `json:"revision"`
+}
+
+// resumedRev is the revision of the cluster's pause resume last ended
+// here (0: none).
+func (a *Agent) resumedRev() int64 {
+	var r resumed
+	if b, err := os.ReadFile(a.statePath(resumedFile)); err == nil {
+		_ = json.Unmarshal(b, &r)
+	}
+	return r.Revision
 }
 
 // loadLocalPause is the pause kept in the state dir, or nil. One that

@@ -25,7 +25,8 @@ func TestStatusLinePaused(t *testing.T) {
 }
 
 // TestLocalPauseKept: a pause taken without quorum is kept in the state
-// dir, read back as local, and gone after resume.
+// dir, read back as local, and gone after resume, which also ends here
+// the cluster's pause the agent last read.
 func TestLocalPauseKept(t *testing.T) {
 	s, err := spec.Parse([]byte(fmt.Sprintf(`cluster: {name: c}
 members:
@@ -49,9 +50,13 @@ agent: {stateDir: %q}
 	if p == nil || !p.Local || p.By != "root@node1" || p.Reason != "quorum lost" {
 		t.Fatalf("local pause read back = %+v", p)
 	}
+	a.pauseRev.Store(7) // the cluster's pause last read
 	was, err := a.ResumeLocal()
 	if err != nil || was == nil || was.By != "root@node1" {
 		t.Fatalf("ResumeLocal = %+v, %v", was, err)
+	}
+	if r := a.resumedRev(); r != 7 {
+		t.Errorf("resumed revision = %d, want 7: the cluster's pause this agent held is over here", r)
 	}
 	if p := a.loadLocalPause(); p != nil {
 		t.Fatalf("a pause is left after resume: %+v", p)

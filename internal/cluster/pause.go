@@ -65,7 +65,11 @@ func (c *Client) GetPause(ctx context.Context, clusterName string) (*model.Pause
 	if len(resp.Kvs) == 0 {
 		return nil, nil
 	}
-	return decodePause(clusterName, resp.Kvs[0].Value)
+	p, err := decodePause(clusterName, resp.Kvs[0].Value)
+	if p != nil {
+		p.Revision = resp.Kvs[0].ModRevision
+	}
+	return p, err
 }
 
 // DeletePause ends the pause: it returns the pause it removed (nil: none

@@ -26,7 +26,7 @@ func TestPauseKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	got, err := c.GetPause(ctx, "k")
-	if err != nil || got == nil || got.By != want.By || got.Reason != want.Reason || !got.Since.Equal(since) || !got.Until.IsZero() {
+	if err != nil || got == nil || got.By != want.By || got.Reason != want.Reason || !got.Since.Equal(since) || !got.Until.IsZero() || got.Revision == 0 {
 		t.Fatalf("GetPause = %+v, %v; want %+v", got, err, want)
 	}
 	gone, err := c.DeletePause(ctx, "k")

@@ -12,7 +12,9 @@ import (
 // the agent keeps it in its state dir and honours it until resume.
 type Pauser interface {
 	PauseLocal(model.Pause) error
-	// ResumeLocal ends the local pause; nil when there was none.
+	// ResumeLocal ends the local pause, and the cluster's pause the agent
+	// last read (which the cluster may be unable to delete); it returns
+	// the local pause, nil when there was none.
 	ResumeLocal() (*model.Pause, error)
 }
 

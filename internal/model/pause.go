@@ -15,6 +15,10 @@ type Pause struct {
 	// Local: kept in this host's state dir (taken while the cluster had no
 	// quorum to hold it), not read from the cluster.
 	Local bool `json:"-"`
+	// Revision is the cluster's revision of the key when it was written
+	// (its ModRevision; 0 for a local pause): the cluster's own order of
+	// pauses, free of any host's clock.
+	Revision int64 `json:"-"`
 }
 
 // InForce reports whether the pause holds at now (a nil pause never does).
