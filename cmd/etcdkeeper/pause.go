@@ -95,6 +95,9 @@ func resumeCmd() *cobra.Command {
 			ended := false
 			if cerr != nil {
 				fmt.Fprintf(out, "the cluster's pause could not be removed (it needs a quorum): %v\n", cerr)
+				if reached, _ := split(local); len(reached) > 0 {
+					fmt.Fprintf(out, "resumed on the agents of %s: each drops the cluster's pause it holds and any kept on its host\n", strings.Join(reached, ", "))
+				}
 			} else if p.InForce(now) {
 				fmt.Fprintf(out, "resumed: ended the pause by %s, taken %s ago%s\n", p.By, reconcile.Approx(now.Sub(p.Since)), inParens(p.Reason))
 				ended = true

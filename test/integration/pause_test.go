@@ -341,3 +341,46 @@ func TestPauseWithoutQuorum(t *testing.T) {
 		return ""
 	})
 }
+
+// TestResumeWithoutQuorum: a pause the cluster holds cannot be deleted
+// once the quorum is lost; resume then reaches node1's agent, which drops
+// it (it would otherwise hold up a recovery), and exits 1. With the
+// quorum back node1 does not take the pause up again (the delete resume
+// proposed may or may not have been committed meanwhile: either way), and
+// a resume then leaves no pause.
+func TestResumeWithoutQuorum(t *testing.T) {
+	t.Parallel()
+	c, _ := runningCluster(t, 3, "")
+	etcdkeeper(t, "pause", "--config", c.Spec, "--reason", "before the outage")
+	awaitPaused(t, c, 1, "node1")
+	for _, n := range []string{"node2", "node3"} {
+		if err := c.Stop(n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out, code := etcdkeeperExit(t, "resume", "--config", c.Spec)
+	if code != 1 || !strings.Contains(out, "the cluster's pause could not be removed") ||
+		!strings.Contains(out, "resumed on the agents of node1: ") || !strings.Contains(out, "agents not reached") {
+		t.Fatalf("resume without quorum: exit %d, want 1, the cluster's pause left and the agents missed named", code)
+	}
+	testbed.Eventually(t, converge, "node1 drops the pause", func() string {
+		if !c.LogContains("node1", "pause over: the agent acts again") {
+			return "not yet"
+		}
+		return ""
+	})
+
+	c.Start("node2")
+	c.Start("node3")
+	c.WaitVoters(converge, c.AllNames()...)
+	c.WaitPasses(converge, 3, c.AllNames()...)
+	if n := logCount(c, "node1", `"msg":"paused"`); n != 1 {
+		t.Errorf("node1 took up the pause it was resumed from again (%d paused lines, want 1)", n)
+	}
+	etcdkeeper(t, "resume", "--config", c.Spec)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if resp, err := c.Client("node1").Get(ctx, pauseKey, clientv3.WithCountOnly()); err != nil || resp.Count != 0 {
+		t.Fatalf("the pause key after resume with the quorum back: %v, %v", resp, err)
+	}
+}
