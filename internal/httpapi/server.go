@@ -54,6 +54,9 @@ func routes(src Source, reg *prometheus.Registry) *http.ServeMux {
 	if r, ok := src.(Recoverer); ok {
 		addRecovery(mux, r)
 	}
+	if p, ok := src.(Pauser); ok {
+		addPause(mux, p)
+	}
 	return mux
 }
 
