@@ -34,7 +34,7 @@ func historyCmd() *cobra.Command {
 		Long: `history lists every change the agents made or refused for a reason worth
 knowing — joins (add-learner), promotions, removals, peer URL updates, leader
 moves, repairs (with the reason and where the data went), defragmentations,
-recovery steps, alarm disarms — with the time, the host, the member and the
+recovery steps, alarm disarms, pauses — with the time, the host, the member and the
 reason, newest last. The cluster keeps the last 1000 events; each agent mirrors its own in
 its state dir (history.jsonl), so that the history survives a quorum loss:
 history reads the cluster and every agent it reaches (GET /history, or this

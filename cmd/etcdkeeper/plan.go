@@ -22,7 +22,9 @@ func planCmd() *cobra.Command {
 		Short: "Print the next membership change the agents would make now, and why; change nothing",
 		Long: `plan observes the live cluster, runs the same decision the agents run, and
 prints the one change it would make next with its reason, followed by every
-difference between the spec and the cluster. It changes nothing.
+difference between the spec and the cluster. It changes nothing. While the
+agents are paused (etcdkeeper pause) it says so first, and the change is what
+they would make once resumed.
 It observes twice, a second apart, to see whose raft index rises: a voter
 counts toward a removal (or an agent's restart or stop) only when it has
 caught up, and plan lists the ones that have not.
@@ -48,7 +50,12 @@ Exit status: 0 when nothing is to be done, 2 when changes are pending, 1 on erro
 			step := reconcile.Plan(s.Members, obs, reconcile.Options{LearnerTimeout: s.Agent.LearnerTimeout.Duration})
 			diff := reconcile.Diff(s.Members, obs)
 			out := c.OutOrStdout()
-			fmt.Fprintf(out, "next: %s", step.Kind)
+			next := "next"
+			if p, err := cli.GetPause(c.Context(), s.Cluster.Name); err == nil && p.InForce(time.Now()) {
+				fmt.Fprintf(out, "%s: the agents make no change until then\n", reconcile.PauseText(*p, time.Now()))
+				next = "would now (after resume)"
+			}
+			fmt.Fprintf(out, "%s: %s", next, step.Kind)
 			if step.Name != "" {
 				fmt.Fprintf(out, " %s", step.Name)
 			}

@@ -62,6 +62,7 @@ in the cluster, 2 when the cluster differs from the spec, 1 on error.`,
 					for _, l := range maintenance {
 						fmt.Fprintln(c.OutOrStdout(), l)
 					}
+					printPaused(c.OutOrStdout(), rows)
 					fmt.Fprintln(c.OutOrStdout(), certSummary(memberCerts(s), time.Now()))
 				}
 			}

@@ -59,6 +59,12 @@ type Agent struct {
 	client    *cluster.Client
 	lock      *cluster.Lock
 	lockSince time.Time
+	// pause is the operator's pause last read from the cluster; paused,
+	// whether it was in force at the last pass.
+	pause  *model.Pause
+	paused bool
+	// pauseRev is pause's revision, for ResumeLocal (another goroutine).
+	pauseRev atomic.Int64
 	// lockReturned is when this agent, a learner that did not catch up in
 	// time, gave the lock back (zero: it did not).
 	lockReturned time.Time

@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/etcdkeeper/etcdkeeper/internal/history"
+	"github.com/etcdkeeper/etcdkeeper/internal/model"
 	"github.com/etcdkeeper/etcdkeeper/internal/reconcile"
 	"github.com/etcdkeeper/etcdkeeper/internal/recovery"
 	"github.com/etcdkeeper/etcdkeeper/internal/repair"
@@ -156,4 +157,16 @@ func stepEvent(step reconcile.Step) history.Event {
 		d["to"] = fmt.Sprintf("%x", step.To)
 	}
 	return history.Event{Kind: step.Kind.String(), Member: step.Name, MemberID: history.HexID(step.MemberID), Reason: step.Reason, Detail: d}
+}
+
+// pauseEvent is this agent seeing the operator's pause p take effect.
+func pauseEvent(p *model.Pause) history.Event {
+	d := map[string]string{"by": p.By}
+	if !p.Until.IsZero() {
+		d["until"] = p.Until.UTC().Format(time.RFC3339)
+	}
+	if p.Local {
+		d["local"] = "true"
+	}
+	return history.Event{Kind: "paused", Reason: p.Reason, Detail: d}
 }

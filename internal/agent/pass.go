@@ -31,6 +31,7 @@ func (a *Agent) onePass(ctx context.Context) bool {
 		// step: a learner is still promoted, the lock still given back.
 		_ = a.record(ctx, in.Local.Answer)
 		in.Local.StateDirError = a.Status().StateDirError
+		a.observePause(ctx, &in)
 		act = reconcile.Decide(in)
 		said, again, err = a.act(ctx, act, in)
 		a.pushHistory(ctx, in)

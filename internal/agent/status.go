@@ -192,6 +192,9 @@ func statusLineOf(st Status) string {
 	case (model.Journal{Step: st.RejoinStep}).Open() && (st.Phase == model.PhaseRepairing || st.Phase == model.PhaseJoining || st.Phase == model.PhasePromoting):
 		step := repair.Step(st.RejoinStep)
 		return fmt.Sprintf("%s: %s: step %d/%d %s", st.Member, st.Phase, step.Number(), len(repair.Steps), st.RejoinStep)
+	case strings.HasPrefix(st.Decision, "paused "):
+		// What a paused agent would do is the news, even on a healthy voter.
+		return truncate(fmt.Sprintf("%s: %s", st.Member, st.Decision), 200)
 	case st.Phase == model.PhaseRunning && st.Voters > 0:
 		health := "healthy"
 		if !st.Healthy {

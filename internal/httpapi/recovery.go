@@ -29,17 +29,21 @@ type Recoverer interface {
 // maxRequest bounds a recovery request's body.
 const maxRequest = 64 << 10
 
-// RecoveryHandler serves /recovery only: what the cross-host listener
-// (agent.recoveryAddr) exposes. With members (over mutual TLS), a caller
-// whose certificate names no member of the spec gets 403: the peer CA may
-// sign more than the members' certificates (kubeadm's etcd CA signs
-// apiserver-etcd-client and healthcheck-client too). members nil: no
-// check (agent.recoveryInsecure).
+// RecoveryHandler serves /recovery, and /pause and /resume (a pause taken
+// without quorum reaches the other hosts' agents the same way): what the
+// cross-host listener (agent.recoveryAddr) exposes. With members (over
+// mutual TLS), a caller whose certificate names no member of the spec
+// gets 403: the peer CA may sign more than the members' certificates
+// (kubeadm's etcd CA signs apiserver-etcd-client and healthcheck-client
+// too). members nil: no check (agent.recoveryInsecure).
 func RecoveryHandler(r Recoverer, members func() []spec.Member) http.Handler {
 	mux := http.NewServeMux()
 	addRecovery(mux, r)
 	if h, ok := r.(Historian); ok {
 		addHistory(mux, h) // history reads the mirrors here when the cluster has no quorum
+	}
+	if p, ok := r.(Pauser); ok {
+		addPause(mux, p)
 	}
 	if members == nil {
 		return mux

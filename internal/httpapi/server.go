@@ -58,6 +58,9 @@ func routes(src Source, reg *prometheus.Registry) *http.ServeMux {
 	if h, ok := src.(Historian); ok {
 		addHistory(mux, h)
 	}
+	if p, ok := src.(Pauser); ok {
+		addPause(mux, p)
+	}
 	return mux
 }
 

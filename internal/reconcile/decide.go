@@ -63,6 +63,9 @@ type Input struct {
 	Agents []model.AgentRecord
 	// Defrag is the maintenance.defrag policy.
 	Defrag DefragPolicy
+	// Pause is the operator's pause (nil: none), as of Now.
+	Pause *model.Pause
+	Now   time.Time
 }
 
 // ActionKind is the kind of the one step a pass takes.
@@ -122,6 +125,13 @@ type Action struct {
 // Decide is the agent's one decision per pass. Guard clauses in order;
 // each returns one action with its reason.
 func Decide(in Input) Action {
+	if in.Pause.InForce(in.Now) {
+		return Paused(*in.Pause, in.Now, decide(in))
+	}
+	return decide(in)
+}
+
+func decide(in Input) Action {
 	if in.Local.Recovery.Open() {
 		if act, ok := decideRecovery(in); ok {
 			return act

@@ -4,10 +4,8 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -245,19 +243,6 @@ func TestDefragAfterAgentCrash(t *testing.T) {
 	}
 }
 
-// etcdkeeper runs the CLI and returns its output and exit status.
-func etcdkeeper(t *testing.T, args ...string) (string, int) {
-	t.Helper()
-	out, err := exec.Command(testbed.Binary, args...).CombinedOutput()
-	code := 0
-	if ee, ok := errors.AsType[*exec.ExitError](err); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatal(err)
-	}
-	return string(out), code
-}
-
 // TestDefragAndLeaderMoveCommands: with the agents' policy off,
 // `etcdkeeper defrag` without --yes prints the step and changes nothing;
 // `leader move --to` hands leadership over; `defrag --member NAME --yes`
@@ -274,7 +259,7 @@ func TestDefragAndLeaderMoveCommands(t *testing.T) {
 
 	// A follower first; it may wait a moment to be seen caught up.
 	testbed.Eventually(t, converge, "the dry run names a follower's defragmentation", func() string {
-		out, code := etcdkeeper(t, "defrag", "--config", c.Spec)
+		out, code := etcdkeeperExit(t, "defrag", "--config", c.Spec)
 		t.Logf("defrag (dry run), exit %d:\n%s", code, out)
 		if code != 2 || !strings.Contains(out, "next: defrag node") || !strings.Contains(out, "dry run: nothing changed") {
 			return fmt.Sprintf("exit %d: %s", code, out)
@@ -294,7 +279,7 @@ func TestDefragAndLeaderMoveCommands(t *testing.T) {
 			to = m.Name
 		}
 	}
-	out, code := etcdkeeper(t, "leader", "move", "--config", c.Spec, "--to", to)
+	out, code := etcdkeeperExit(t, "leader", "move", "--config", c.Spec, "--to", to)
 	t.Logf("leader move --to %s, exit %d:\n%s", to, code, out)
 	if code != 0 || !strings.Contains(out, "moved leadership") || !strings.Contains(out, "done: "+to+" leads already") {
 		t.Errorf("leader move: exit %d, output:\n%s", code, out)
@@ -302,12 +287,12 @@ func TestDefragAndLeaderMoveCommands(t *testing.T) {
 	if o := testbed.Observe(c.Client()); o.Leader() != ids[to] {
 		t.Errorf("leader is %x, want %s (%x)", o.Leader(), to, ids[to])
 	}
-	out, code = etcdkeeper(t, "leader", "move", "--config", c.Spec, "--to", "node9")
+	out, code = etcdkeeperExit(t, "leader", "move", "--config", c.Spec, "--to", "node9")
 	if code != 2 || !strings.Contains(out, "no started member of that name") {
 		t.Errorf("leader move to a member that is not there: exit %d, output:\n%s", code, out)
 	}
 
-	out, code = etcdkeeper(t, "defrag", "--config", c.Spec, "--member", to, "--yes")
+	out, code = etcdkeeperExit(t, "defrag", "--config", c.Spec, "--member", to, "--yes")
 	t.Logf("defrag --member %s --yes, exit %d:\n%s", to, code, out)
 	if code != 0 || !strings.Contains(out, "moved leadership") || !strings.Contains(out, "defragmented "+to) || !strings.Contains(out, "done: "+to+" is defragmented") {
 		t.Errorf("defrag --member: exit %d, output:\n%s", code, out)

@@ -1,0 +1,131 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/etcdkeeper/etcdkeeper/internal/atomicfile"
+	"github.com/etcdkeeper/etcdkeeper/internal/history"
+	"github.com/etcdkeeper/etcdkeeper/internal/model"
+	"github.com/etcdkeeper/etcdkeeper/internal/reconcile"
+)
+
+// observePause reads the operator's pause (etcdkeeper pause) for the
+// decision: the cluster's key whenever the cluster answers with a leader
+// this pass, and otherwise the pause last read there — a pause is not
+// lifted by the quorum going away, only by resume or its end; else the
+// pause kept in the state dir (taken without quorum).
+func (a *Agent) observePause(ctx context.Context, in *reconcile.Input) {
+	in.Now = time.Now()
+	if in.Cluster != nil || (in.Local.Answer != nil && in.Local.Answer.Leader != 0) {
+		s, _ := a.Spec()
+		if p, err := a.client.GetPause(ctx, s.Cluster.Name); err != nil {
+			a.lg.Debug("reading the pause", zap.Error(err))
+		} else {
+			a.pause = p
+		}
+	}
+	if a.pause != nil {
+		a.pauseRev.Store(a.pause.Revision)
+	}
+	in.Pause = a.pause
+	if in.Pause != nil && in.Pause.Revision <= a.resumedRev() {
+		in.Pause = nil // resume reached this agent since it was written
+	}
+	if !in.Pause.InForce(in.Now) {
+		in.Pause = a.loadLocalPause()
+	}
+	if on := in.Pause.InForce(in.Now); on != a.paused {
+		a.paused = on
+		if on {
+			a.lg.Info("paused", zap.String("by", in.Pause.By), zap.String("reason", in.Pause.Reason), zap.Time("until", in.Pause.Until))
+			a.remember(pauseEvent(in.Pause))
+		} else {
+			a.lg.Info("pause over: the agent acts again")
+			a.remember(history.Event{Kind: "pause-over"})
+		}
+	}
+}
+
+// pauseFile keeps a pause taken while the cluster had no quorum to hold
+// it: honoured until resume (or its end), across restarts of the agent.
+const pauseFile = "pause.json"
+
+// PauseLocal keeps p in the state dir (POST /pause) and wakes the loop.
+func (a *Agent) PauseLocal(p model.Pause) error {
+	b, err := json.Marshal(p)
+	if err != nil {
+		return fmt.Errorf("encode %s: %w", pauseFile, err)
+	}
+	if err := a.noteWrite(pauseFile, atomicfile.WriteFile(a.statePath(pauseFile), append(b, '\n'), 0o600)); err != nil {
+		return fmt.Errorf("keeping the pause: %w", err)
+	}
+	a.lg.Info("paused on this host", zap.String("by", p.By), zap.String("reason", p.Reason), zap.Time("until", p.Until))
+	a.Wake()
+	return nil
+}
+
+// resumedFile holds the revision of the cluster's pause this agent held
+// when resume last reached it: that pause is over here, even while the
+// cluster cannot be written to delete its key (no quorum), or when a
+// recovery forced from a member's data brings the key back. A pause taken
+// since has a higher revision; no clock is compared.
+const resumedFile = "resumed.json"
+
+// ResumeLocal ends the local pause (POST /resume) and the cluster's pause
+// last read (see resumedFile). It returns the local pause it ended, nil
+// when none was kept.
+func (a *Agent) ResumeLocal() (*model.Pause, error) {
+	rev := a.pauseRev.Load()
+	if rev > a.resumedRev() {
+		b, err := json.Marshal(resumed{Revision: rev})
+		if err != nil {
+			return nil, fmt.Errorf("encode %s: %w", resumedFile, err)
+		}
+		if err := a.noteWrite(resumedFile, atomicfile.WriteFile(a.statePath(resumedFile), append(b, '\n'), 0o600)); err != nil {
+			return nil, fmt.Errorf("keeping the resume: %w", err)
+		}
+	}
+	p := a.loadLocalPause()
+	if err := os.Remove(a.statePath(pauseFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("ending the local pause: %w", err)
+	}
+	a.lg.Info("resumed on this host", zap.Int64("cluster-pause-revision", rev), zap.Bool("local-pause-ended", p != nil))
+	a.Wake()
+	return p, nil
+}
+
+type resumed struct {
+	Revision int64 `json:"revision"`
+}
+
+// resumedRev is the revision of the cluster's pause resume last ended
+// here (0: none).
+func (a *Agent) resumedRev() int64 {
+	var r resumed
+	if b, err := os.ReadFile(a.statePath(resumedFile)); err == nil {
+		_ = json.Unmarshal(b, &r)
+	}
+	return r.Revision
+}
+
+// loadLocalPause is the pause kept in the state dir, or nil. One that
+// does not parse holds the agent too: it was written to stop it.
+func (a *Agent) loadLocalPause() *model.Pause {
+	b, err := os.ReadFile(a.statePath(pauseFile))
+	if err != nil {
+		return nil
+	}
+	var p model.Pause
+	if err := json.Unmarshal(b, &p); err != nil {
+		p = model.Pause{Reason: fmt.Sprintf("%s does not parse (%v): etcdkeeper resume ends it", a.statePath(pauseFile), err)}
+	}
+	p.Local = true
+	return &p
+}

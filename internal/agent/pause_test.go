@@ -1,0 +1,67 @@
+package agent
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/etcdkeeper/etcdkeeper/internal/model"
+	"github.com/etcdkeeper/etcdkeeper/internal/spec"
+)
+
+// TestStatusLinePaused: a paused agent's STATUS line leads with the pause
+// and what it would do, even while its member is a healthy voter.
+func TestStatusLinePaused(t *testing.T) {
+	st := Status{Member: "node2", Phase: model.PhaseRunning, Role: "voter", Healthy: true, Voters: 3, HealthyVoters: 3,
+		Decision: "paused by root@node1 for 1h12m more: replacing a disk; would now: take-lock (taking the cluster lock to move leader from node3 to node1)"}
+	line := statusLineOf(st)
+	if !strings.HasPrefix(line, "node2: paused by root@node1 for 1h12m more: replacing a disk; would now: take-lock") {
+		t.Errorf("STATUS line %q", line)
+	}
+	st.Decision = "no action: node2 is a healthy voter"
+	if line := statusLineOf(st); strings.Contains(line, "paused") || !strings.Contains(line, "3/3 healthy") {
+		t.Errorf("STATUS line unpaused %q", line)
+	}
+}
+
+// TestLocalPauseKept: a pause taken without quorum is kept in the state
+// dir, read back as local, and gone after resume, which also ends here
+// the cluster's pause the agent last read.
+func TestLocalPauseKept(t *testing.T) {
+	s, err := spec.Parse([]byte(fmt.Sprintf(`cluster: {name: c}
+members:
+  - {name: a, peerURLs: [http://127.0.0.1:2380], clientURLs: [http://127.0.0.1:2379]}
+agent: {stateDir: %q}
+`, t.TempDir())), "spec.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := New(Config{Spec: s, Name: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := a.loadLocalPause(); p != nil {
+		t.Fatalf("a fresh state dir holds a pause: %+v", p)
+	}
+	if err := a.PauseLocal(model.Pause{By: "root@node1", Reason: "quorum lost"}); err != nil {
+		t.Fatal(err)
+	}
+	p := a.loadLocalPause()
+	if p == nil || !p.Local || p.By != "root@node1" || p.Reason != "quorum lost" {
+		t.Fatalf("local pause read back = %+v", p)
+	}
+	a.pauseRev.Store(7) // the cluster's pause last read
+	was, err := a.ResumeLocal()
+	if err != nil || was == nil || was.By != "root@node1" {
+		t.Fatalf("ResumeLocal = %+v, %v", was, err)
+	}
+	if r := a.resumedRev(); r != 7 {
+		t.Errorf("resumed revision = %d, want 7: the cluster's pause this agent held is over here", r)
+	}
+	if p := a.loadLocalPause(); p != nil {
+		t.Fatalf("a pause is left after resume: %+v", p)
+	}
+	if was, err := a.ResumeLocal(); err != nil || was != nil {
+		t.Fatalf("a second ResumeLocal = %+v, %v; want none", was, err)
+	}
+}
