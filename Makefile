@@ -21,7 +21,7 @@ run: build
 # Command 2: every test. Unit tests with -race (-short: pure logic), the
 # packaging checks, then the tests that start real etcd: the packages' own
 # (embedded etcd) and the integration tests that run real agents on
-# 127.0.x.y. Integration tests run 8 clusters at a time: they mostly wait (2 cores stay below half busy).
+# 127.0.x.y. Integration tests run 4 clusters at a time: they mostly wait.
 test: vet lint check-generate test-unit test-packaging test-integration
 
 vet:
@@ -57,7 +57,7 @@ test-unit:
 
 test-integration: build
 	$(GO) test -count=1 -timeout 10m ./internal/... ./cmd/...
-	ETCDKEEPER_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 20m -parallel 8 -v ./test/integration/ 2>&1 | grep -Ev "^=== (RUN|PAUSE|CONT|NAME)"; exit $${PIPESTATUS[0]}
+	ETCDKEEPER_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 20m -parallel 4 -v ./test/integration/ 2>&1 | grep -Ev "^=== (RUN|PAUSE|CONT|NAME)"; exit $${PIPESTATUS[0]}
 
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime 60s ./internal/spec/
