@@ -123,17 +123,8 @@ func TestLockExpiresWithItsHolder(t *testing.T) {
 // cluster, refuses at once, and Kept says the lease is gone (F11 of the
 // 2026-12-01 review).
 func TestLockCheckAfterLeaseRevoked(t *testing.T) {
-	ep := startEtcd(t)
 	ctx := context.Background()
-	a, err := Dial([]string{ep}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-	l, err := a.TryLock(ctx, "fence")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ep, _, l := heldLock(t, "fence")
 	if err := l.Check(ctx); err != nil {
 		t.Fatalf("Check of a lock just taken: %v", err)
 	}
@@ -178,17 +169,8 @@ func TestLockCheckAfterLeaseRevoked(t *testing.T) {
 // TestLockCheckWantsTimeLeft: a lease that has less time left than one
 // call may take is not enough to act on.
 func TestLockCheckWantsTimeLeft(t *testing.T) {
-	ep := startEtcd(t)
 	ctx := context.Background()
-	a, err := Dial([]string{ep}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-	l, err := a.TryLock(ctx, "short")
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, _, l := heldLock(t, "short")
 	// Stop the keepalive: the lease runs down from LockTTL.
 	l.session.Orphan()
 	deadline := time.Now().Add(3 * LockTTL * time.Second)
@@ -212,17 +194,8 @@ func TestLockCheckWantsTimeLeft(t *testing.T) {
 // deadline makes no change: the fenced context expired before the lock
 // could.
 func TestFenceAfterAPause(t *testing.T) {
-	ep := startEtcd(t)
 	ctx := context.Background()
-	a, err := Dial([]string{ep}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-	l, err := a.TryLock(ctx, "pause")
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, a, l := heldLock(t, "pause")
 	defer func() { _ = l.Unlock(ctx) }()
 	fenced, cancel, err := l.Fence(ctx)
 	if err != nil {
@@ -243,4 +216,21 @@ func TestFenceAfterAPause(t *testing.T) {
 	if len(members) != 1 {
 		t.Errorf("%d members after an expired fence, want 1", len(members))
 	}
+}
+
+// heldLock starts an etcd, dials it and takes the lock as holder: the
+// endpoint, the holder's client (closed at the end) and its lock.
+func heldLock(t *testing.T, holder string) (string, *Client, *Lock) {
+	t.Helper()
+	ep := startEtcd(t)
+	a, err := Dial([]string{ep}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close() })
+	l, err := a.TryLock(context.Background(), holder)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ep, a, l
 }
