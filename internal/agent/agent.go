@@ -139,6 +139,9 @@ type Agent struct {
 	// historyPending: some are not in the cluster yet (see pushHistory).
 	history        *history.Mirror
 	historyPending atomic.Bool
+	// lastRejoinError is the repair's failed step last recorded in the
+	// history (rememberRejoinError): the same failure is recorded once.
+	lastRejoinError string
 	// histMu guards unsaved, the events the mirror could not take yet.
 	histMu  sync.Mutex
 	unsaved []history.Event

@@ -1,12 +1,15 @@
 package agent
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/etcdkeeper/etcdkeeper/internal/history"
+	"github.com/etcdkeeper/etcdkeeper/internal/repair"
 )
 
 // TestHistoryWaitsForTheStateDir: an event the mirror cannot take is
@@ -43,5 +46,37 @@ func TestHistoryWaitsForTheStateDir(t *testing.T) {
 	}
 	if !a.historyPending.Load() {
 		t.Errorf("the events are not marked for a push to the cluster")
+	}
+}
+
+// TestRepairRetryRecordedOnce: a repair step that fails is a retry (the
+// journal stays open), recorded once while it fails the same way, and
+// again for a new step, a new error or a new repair.
+func TestRepairRetryRecordedOnce(t *testing.T) {
+	a := newTestAgent(t, "", nil)
+	a.history = history.NewMirror(filepath.Join(t.TempDir(), history.FileName), history.Keep)
+	j := repair.Journal{ID: "r1", Step: repair.StepSnapshot}
+	refused := errors.New("etcdserver: re-configuration failed due to not enough started members")
+	for range 3 {
+		a.rememberRejoinError("data is corrupt", j, refused)
+	}
+	j.Step = repair.StepRemove
+	a.rememberRejoinError("data is corrupt", j, refused)
+	a.rememberRejoinError("data is corrupt", j, errors.New("context deadline exceeded"))
+	a.rememberRejoinError("data is corrupt", repair.Journal{ID: "r2", Step: repair.StepRemove}, errors.New("context deadline exceeded"))
+	evs, err := a.History()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range evs {
+		if e.Kind != "repair-retry" {
+			t.Errorf("event kind %q, want repair-retry", e.Kind)
+		}
+		got = append(got, e.Detail["rejoin"]+"/"+e.Detail["step"])
+	}
+	want := []string{"r1/remove", "r1/move", "r1/move", "r2/move"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("recorded %v, want %v", got, want)
 	}
 }

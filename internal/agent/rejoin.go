@@ -36,11 +36,27 @@ func (a *Agent) rejoin(ctx context.Context, act reconcile.Action, in reconcile.I
 	if err != nil {
 		if d.Repair {
 			a.metrics.Repairs.WithLabelValues("failed").Inc()
-			a.remember(history.Event{Kind: "repair-failed", Reason: d.Reason, Detail: map[string]string{"error": err.Error()}})
+			a.rememberRejoinError(d.Reason, j, err)
 		}
 		return "rejoin failed", false, err
 	}
 	return fmt.Sprintf("rejoining: etcd started as member %x, waiting to promote (%s)", j.NewMemberID, d.Reason), true, nil
+}
+
+// rememberRejoinError records a repair's failed step in the history. The
+// journal stays open (repair.Rejoin.Run), so the next pass resumes at that
+// step: it is a "repair-retry", not the end of the repair. The same step
+// failing the same way pass after pass is recorded once, not every 5 s;
+// a new step, a new error or a new repair is recorded again.
+func (a *Agent) rememberRejoinError(reason string, j repair.Journal, err error) {
+	step := string(j.Step.Next())
+	key := j.ID + "\x00" + step + "\x00" + err.Error()
+	if key == a.lastRejoinError {
+		return
+	}
+	a.lastRejoinError = key
+	a.remember(history.Event{Kind: "repair-retry", Reason: reason,
+		Detail: map[string]string{"rejoin": j.ID, "step": step, "error": err.Error()}})
 }
 
 // rejoiner is the rejoin path wired to this agent's cluster client, host,

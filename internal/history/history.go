@@ -23,7 +23,7 @@ type Event struct {
 	Host   string `json:"host"`
 	Member string `json:"member,omitempty"`
 	// Kind is what happened: remove, add-learner, promote,
-	// update-peer-urls, move-leader, repair-done, repair-failed,
+	// update-peer-urls, move-leader, repair-done, repair-retry,
 	// repair-refused, join-done, alarm-disarmed, recovery-<step>, ...
 	Kind string `json:"kind"`
 	// MemberID is the member changed, in hex as etcdctl prints it.

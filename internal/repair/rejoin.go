@@ -208,11 +208,16 @@ func (r *Rejoin) Run(ctx context.Context, p Plan) (Journal, error) {
 }
 
 // nextStep is the step that follows done, the one that failed.
-func nextStep(done Step) Step {
-	if n := done.Number(); n > 0 && n < len(Steps) {
+func nextStep(done Step) Step { return done.Next() }
+
+// Next is the step that follows s in Steps (s itself when none does):
+// the step a journal at s runs next, and so the one that failed when a
+// run stopped there.
+func (s Step) Next() Step {
+	if n := s.Number(); n > 0 && n < len(Steps) {
 		return Steps[n]
 	}
-	return done
+	return s
 }
 
 // open resumes the open journal or starts a new one.
