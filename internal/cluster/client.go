@@ -36,6 +36,9 @@ type Client struct {
 
 	mu sync.Mutex
 	c  *clientv3.Client // see conn
+	// active is the endpoints c uses, when narrowed by steer (nil: all
+	// of endpoints).
+	active []string
 	// statusConns are the connections Status reuses, by endpoint: see
 	// Status.
 	statusConns map[string]*grpc.ClientConn

@@ -26,6 +26,9 @@ import (
 func (c *Client) Observe(ctx context.Context) (model.Cluster, error) {
 	clusterID, members, err := c.Members(ctx)
 	if err != nil {
+		// The members kept may be the ones that failed now: try every
+		// endpoint again (steer).
+		c.steerTo(c.endpoints)
 		return model.Cluster{}, err
 	}
 	v := model.Cluster{ClusterID: clusterID, Members: fromPBs(members), Now: time.Now()}
@@ -55,6 +58,7 @@ func (c *Client) Observe(ctx context.Context) (model.Cluster, error) {
 	c.progressMu.Lock()
 	c.progress.Stamp(&v, c.catchUp)
 	c.progressMu.Unlock()
+	c.steerTo(steer(c.endpoints, v))
 	return v, nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -106,31 +107,7 @@ func TestObserveFrozenDiskNotCaughtUp(t *testing.T) {
 		}
 		observeUntil(t, c, "node3 to hand leadership over", func(v model.Cluster) bool { return v.LeaderID != 0 && v.LeaderID != ids["node3"] })
 	}
-	// Where the freeze catches etcd decides what its Status does: with
-	// its raft loop stuck in a WAL write, Status answers from memory, with
-	// its last leader and index (the case that matters here); with its
-	// backend stuck in a commit, Status waits on the backend's lock and
-	// times out (not healthy: counted by neither rule). The backend
-	// commits every 100 ms: freezing a quiet member gives the first; try
-	// a few times, quieter each time.
-	for attempt := 1; ; attempt++ {
-		put(t, c, 20)
-		observeUntil(t, c, "all three caught up", func(v model.Cluster) bool { _, up := v.VotersCaughtUp(0); return up == 3 })
-		time.Sleep(time.Duration(attempt) * time.Second) // let the backend commit
-		freeze()
-		put(t, c, 50)
-		_, _ = c.Observe(ctx) // only to record the indexes
-		put(t, c, 50)
-		if v, err = c.Observe(ctx); err != nil {
-			t.Fatal(err)
-		}
-		m3, _ := v.Member(ids["node3"])
-		if m3.Healthy || attempt == 3 {
-			break
-		}
-		t.Logf("attempt %d: the frozen member's Status did not answer (%s); again", attempt, m3.Err)
-		thaw()
-	}
+	v = freezeFollower(t, c, c, ids["node3"], freeze, thaw)
 	m3, _ := v.Member(ids["node3"])
 	t.Logf("node3: healthy %v, index %d, behind %d, rising %v, caught up %v (%s)", m3.Healthy, m3.RaftIndex, m3.Behind, m3.Rising, m3.CaughtUp, m3.Lag)
 	if !m3.Healthy {
@@ -161,6 +138,42 @@ func TestObserveFrozenDiskNotCaughtUp(t *testing.T) {
 			t.Errorf("%s not caught up: %s (behind %d)", name, m.Lag, m.Behind)
 		}
 	}
+}
+
+// freezeFollower freezes the disk of member id (a follower) with freeze,
+// while w writes and c observes, until the frozen member's Status still
+// answers (see below); it returns c's observation after that.
+func freezeFollower(t *testing.T, w, c *Client, id uint64, freeze, thaw func()) model.Cluster {
+	t.Helper()
+	ctx := context.Background()
+	var v model.Cluster
+	var err error
+	// Where the freeze catches etcd decides what its Status does: with
+	// its raft loop stuck in a WAL write, Status answers from memory, with
+	// its last leader and index (the case that matters here); with its
+	// backend stuck in a commit, Status waits on the backend's lock and
+	// times out (not healthy: counted by neither rule). The backend
+	// commits every 100 ms: freezing a quiet member gives the first; try
+	// a few times, quieter each time.
+	for attempt := 1; ; attempt++ {
+		put(t, w, 20)
+		observeUntil(t, c, "all three caught up", func(v model.Cluster) bool { _, up := v.VotersCaughtUp(0); return up == 3 })
+		time.Sleep(time.Duration(attempt) * time.Second) // let the backend commit
+		freeze()
+		put(t, w, 50)
+		_, _ = c.Observe(ctx) // only to record the indexes
+		put(t, w, 50)
+		if v, err = c.Observe(ctx); err != nil {
+			t.Fatal(err)
+		}
+		m3, _ := v.Member(id)
+		if m3.Healthy || attempt == 3 {
+			break
+		}
+		t.Logf("attempt %d: the frozen member's Status did not answer (%s); again", attempt, m3.Err)
+		thaw()
+	}
+	return v
 }
 
 // observeUntil observes until cond holds, for at most 30 s.
@@ -208,4 +221,68 @@ func put(t *testing.T, c *Client, n int) {
 	for err := range errs {
 		t.Fatalf("put: %v", err)
 	}
+}
+
+// TestCallsAvoidAFrozenMember: once an observation finds a member whose
+// disk hangs (answering Status, not keeping up), the client's calls stop
+// going to it: every linearizable call succeeds, where before about a
+// third of them waited out their deadline on the frozen member, and
+// agents could not observe or take the lock for minutes. Once it keeps
+// up again, the client uses it again.
+func TestCallsAvoidAFrozenMember(t *testing.T) {
+	dir, freeze, thaw := frozenDisk(t)
+	nodes := testetcd.StartCluster(t, []testetcd.Node{
+		{Name: "node1", Host: "127.0.0.1"}, {Name: "node2", Host: "127.0.0.2"}, {Name: "node3", Host: "127.0.0.3", Dir: filepath.Join(dir, "etcd")},
+	}, nil)
+	all := []string{nodes[0].ClientURL, nodes[1].ClientURL, nodes[2].ClientURL}
+	c, err := Dial(all, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	w, err := Dial(all[:2], nil) // the writer never uses the frozen member
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	ctx := context.Background()
+	v := observeUntil(t, c, "a leader and three caught-up members", func(v model.Cluster) bool {
+		_, up := v.VotersCaughtUp(0)
+		return v.LeaderID != 0 && up == 3
+	})
+	if got := c.Active(); len(got) != 3 {
+		t.Fatalf("active endpoints %v with every member keeping up, want all three", got)
+	}
+	ids := map[string]uint64{}
+	for _, m := range v.Members {
+		ids[m.Name] = m.ID
+	}
+	if v.LeaderID == ids["node3"] {
+		if err := c.MoveLeader(ctx, nodes[2].ClientURL, ids["node1"]); err != nil {
+			t.Fatal(err)
+		}
+		observeUntil(t, c, "node3 to hand leadership over", func(v model.Cluster) bool { return v.LeaderID != 0 && v.LeaderID != ids["node3"] })
+	}
+	v = freezeFollower(t, w, c, ids["node3"], freeze, thaw)
+	if m3, _ := v.Member(ids["node3"]); !m3.Healthy || m3.CaughtUp {
+		t.Fatalf("frozen node3: healthy %v, caught up %v (%s %s): the test shows nothing", m3.Healthy, m3.CaughtUp, m3.Err, m3.Lag)
+	}
+	if got := c.Active(); slices.Contains(got, nodes[2].ClientURL) {
+		t.Fatalf("active endpoints %v after observing node3 frozen: its calls would wait out their deadline", got)
+	}
+	failed := 0
+	for i := 0; i < 30; i++ {
+		if _, _, err := c.Members(ctx); err != nil {
+			failed++
+			t.Logf("call %d: %v", i, err)
+		}
+	}
+	if failed > 0 {
+		t.Errorf("%d of 30 member lists failed with node3 frozen and steered around", failed)
+	}
+
+	thaw()
+	observeUntil(t, c, "node3 to keep up again, and the client to use it", func(model.Cluster) bool {
+		return slices.Contains(c.Active(), nodes[2].ClientURL)
+	})
 }
