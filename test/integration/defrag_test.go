@@ -120,6 +120,7 @@ func allAnswered(t *testing.T, c *testbed.Cluster) testbed.Observation {
 // another member. Each db file shrinks, the member IDs stay, and a writer
 // through every member sees no failed write.
 func TestDefragOneAtATime(t *testing.T) {
+	t.Parallel()
 	c := testbed.New(t, 3)
 	// Off until the data is there: the test knows which member leads
 	// when the defragmentations start.
@@ -220,6 +221,7 @@ func TestDefragOneAtATime(t *testing.T) {
 // only when complete, and the restarted agents observe and decide again,
 // so every member ends defragmented, under its own member ID.
 func TestDefragAfterAgentCrash(t *testing.T) {
+	t.Parallel()
 	c := testbed.New(t, 3)
 	c.Extra = defragSpec + "    enabled: false\n"
 	c.WriteSpec()
@@ -287,6 +289,7 @@ func TestDefragAfterAgentCrash(t *testing.T) {
 // defragments that member (the leader: moved off first) beside running
 // agents, under the cluster lock.
 func TestDefragAndLeaderMoveCommands(t *testing.T) {
+	t.Parallel()
 	c := testbed.New(t, 3)
 	c.Extra = defragSpec + "    enabled: false\n"
 	c.WriteSpec()

@@ -97,7 +97,9 @@ func TestSpecEdits(t *testing.T) {
 				return ""
 			})
 		}
-		c.WaitPasses(converge, 3, c.AllNames()...)
+		// Three more passes of each agent, each after SIGHUP: it reads the
+		// bad spec again each time, and keeps the last good one.
+		c.KickPasses(converge, 3, c.AllNames()...)
 		after := c.WaitVoters(converge, c.AllNames()...)
 		for _, m := range c.Members {
 			if after[m.Name] != ids[m.Name] || c.EtcdPID(m.Name) != pids[m.Name] || !testbed.Alive(pids[m.Name]) {

@@ -215,15 +215,34 @@ func fileSum(t *testing.T, path string) string {
 // the test crash point exits at once and the kernel kills etcd with it)
 // right before each step's side effect, and right after it (before the
 // journal knows), restarts it, and expects exactly three healthy voters,
-// no learner left and every key on the repaired member.
+// no learner left and every key on the repaired member. Two clusters, at
+// the same time, each repair node2 once per crash point of theirs in turn:
+// the crash points before a side effect, and those right after one.
 func TestRepairSurvivesCrashAtEachStep(t *testing.T) {
 	t.Parallel()
+	for _, g := range []struct {
+		name  string
+		steps []string
+	}{
+		{"before", []string{"snapshot", "remove", "move", "add", "start"}},
+		{"after", []string{"after-snapshot", "after-remove", "after-move", "after-add", "after-start"}},
+	} {
+		t.Run(g.name, func(t *testing.T) {
+			t.Parallel()
+			repairCrashingAt(t, g.steps)
+		})
+	}
+}
+
+// repairCrashingAt repairs node2 of a cluster of its own once per crash
+// point in steps, in turn (see TestRepairSurvivesCrashAtEachStep).
+func repairCrashingAt(t *testing.T, steps []string) {
 	c, _ := runningCluster(t, 3, repairSpec)
 	putKeys(t, c, "/k", 30)
-
-	steps := []string{"snapshot", "remove", "move", "add", "start", "after-snapshot", "after-remove", "after-move", "after-add", "after-start"}
+	repairs := 0 // the crash points -run selected
 	for _, step := range steps {
 		t.Run("crash at "+step, func(t *testing.T) {
+			repairs++
 			before := c.WaitVoters(converge, c.AllNames()...)
 			if err := c.Stop("node2"); err != nil {
 				t.Fatal(err)
@@ -246,8 +265,8 @@ func TestRepairSurvivesCrashAtEachStep(t *testing.T) {
 			journalDone(t, c, "node2")
 		})
 	}
-	if n := len(c.Backups("node2")); n != len(steps) {
-		t.Errorf("node2 has %d moved-aside data dirs, want %d (one per repair, none lost, none twice)", n, len(steps))
+	if n := len(c.Backups("node2")); n != repairs {
+		t.Errorf("node2 has %d moved-aside data dirs, want %d (one per repair, none lost, none twice)", n, repairs)
 	}
 }
 
