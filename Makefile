@@ -21,7 +21,8 @@ run: build
 # Command 2: every test. Unit tests with -race (-short: pure logic), the
 # packaging checks, then the tests that start real etcd: the packages' own
 # (embedded etcd) and the integration tests that run real agents on
-# 127.0.x.y. Integration tests run 4 clusters at a time: they mostly wait.
+# 127.0.x.y. Both mostly wait: the packages' tests run 4 packages at a time,
+# the integration tests 8 clusters at a time.
 test: vet lint check-generate test-unit test-packaging test-integration
 
 vet:
@@ -52,12 +53,16 @@ check-generate:
 		echo "generated files were out of date: run make generate and commit them"; exit 1; \
 	fi
 
+# test/packaging runs in full in test-packaging, and test/integration does
+# nothing under -short: the race run leaves both out.
+UNIT_PKGS = $(shell $(GO) list ./... | grep -v -e '/test/packaging$$' -e '/test/integration$$')
+
 test-unit:
-	$(GO) test -race -short -count=1 -timeout 10m ./...
+	$(GO) test -race -short -count=1 -timeout 10m $(UNIT_PKGS)
 
 test-integration: build
-	$(GO) test -count=1 -timeout 10m ./internal/... ./cmd/...
-	ETCDKEEPER_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 20m -parallel 4 -v ./test/integration/ 2>&1 | grep -Ev "^=== (RUN|PAUSE|CONT|NAME)"; exit $${PIPESTATUS[0]}
+	$(GO) test -count=1 -p 4 -timeout 10m ./internal/... ./cmd/...
+	ETCDKEEPER_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 20m -parallel 8 -v ./test/integration/ 2>&1 | grep -Ev "^=== (RUN|PAUSE|CONT|NAME)"; exit $${PIPESTATUS[0]}
 
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime 60s ./internal/spec/

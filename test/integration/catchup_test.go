@@ -26,6 +26,7 @@ import (
 // 2026-12-01 review). Once the disk is back, all three restart, one at a
 // time.
 func TestSettingsRestartWaitsForFrozenMember(t *testing.T) {
+	t.Parallel()
 	if os.Geteuid() != 0 {
 		t.Skip("a loop device needs root")
 	}

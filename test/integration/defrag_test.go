@@ -80,12 +80,47 @@ func agentEvents(t *testing.T, c *testbed.Cluster, name string, msgs ...string) 
 	return out
 }
 
+// notShrunk says which member's db file is not yet half its size before
+// (sizes), "" when every member's is. A member that did not answer its
+// status (DBSize 0: busy defragmenting on a loaded machine) has not shown
+// that it shrank.
+func notShrunk(o testbed.Observation, sizes map[string]int64) string {
+	if o.Err != nil {
+		return o.Err.Error()
+	}
+	for _, m := range o.Voters() {
+		switch {
+		case !m.AsItself:
+			return fmt.Sprintf("%s: no answer: %s", m.Name, m.NoAnswer)
+		case m.DBSize > sizes[m.Name]/2:
+			return fmt.Sprintf("%s: %d bytes, was %d", m.Name, m.DBSize, sizes[m.Name])
+		}
+	}
+	return ""
+}
+
+// allAnswered observes the cluster until every member is a healthy voter
+// that answered its status: its db size is then its own, not the 0 of a
+// member too busy to answer within the observer's second.
+func allAnswered(t *testing.T, c *testbed.Cluster) testbed.Observation {
+	t.Helper()
+	o, err := testbed.Await(c.Client(), converge, 300*time.Millisecond, func(o testbed.Observation) string {
+		_, why := o.ExactVoters(c.AllNames()...)
+		return why
+	})
+	if err != nil {
+		t.Fatalf("observing every member's db size: %v", err)
+	}
+	return o
+}
+
 // TestDefragOneAtATime: three members with 30 MB written and deleted
 // again. The agents defragment every member, one at a time (the cluster
 // lock), followers first; the leader only after its leadership moved to
 // another member. Each db file shrinks, the member IDs stay, and a writer
 // through every member sees no failed write.
 func TestDefragOneAtATime(t *testing.T) {
+	t.Parallel()
 	c := testbed.New(t, 3)
 	// Off until the data is there: the test knows which member leads
 	// when the defragmentations start.
@@ -94,7 +129,7 @@ func TestDefragOneAtATime(t *testing.T) {
 	startAll(c)
 	ids := c.WaitVoters(converge, c.AllNames()...)
 	fragment(t, c, 30)
-	before := testbed.Observe(c.Client())
+	before := allAnswered(t, c)
 	leader, _ := before.ByID(before.Leader())
 	sizes := map[string]int64{}
 	for _, m := range before.Voters() {
@@ -109,13 +144,7 @@ func TestDefragOneAtATime(t *testing.T) {
 	c.Extra = defragSpec
 	c.WriteSpec()
 	testbed.Eventually(t, 3*converge, "every member's db file shrinks", func() string {
-		o := testbed.Observe(c.Client())
-		for _, m := range o.Voters() {
-			if m.DBSize > sizes[m.Name]/2 {
-				return fmt.Sprintf("%s: %d bytes, was %d", m.Name, m.DBSize, sizes[m.Name])
-			}
-		}
-		return ""
+		return notShrunk(testbed.Observe(c.Client()), sizes)
 	})
 	w.Stop()
 	if n := w.Failed.Load(); n > 0 {
@@ -123,10 +152,25 @@ func TestDefragOneAtATime(t *testing.T) {
 	}
 	t.Logf("writer: %d writes, %d failed", w.OK.Load(), w.Failed.Load())
 
+	// The agent logs "defragmented" once the call returned: the observer
+	// can see the smaller db file a moment before the line is there.
 	var events []logEvent
-	for _, n := range c.AllNames() {
-		events = append(events, agentEvents(t, c, n, "defragmenting", "defragmented", "membership change")...)
-	}
+	testbed.Eventually(t, converge, "the agents log the three defragmentations done", func() string {
+		events = nil
+		for _, n := range c.AllNames() {
+			events = append(events, agentEvents(t, c, n, "defragmenting", "defragmented", "membership change")...)
+		}
+		logged := map[string]bool{}
+		for _, e := range events {
+			if e.Msg == "defragmented" {
+				logged[e.Target] = true
+			}
+		}
+		if len(logged) != 3 {
+			return fmt.Sprintf("defragmented: %v", logged)
+		}
+		return ""
+	})
 	sort.SliceStable(events, func(i, j int) bool { return events[i].At.Before(events[j].At) })
 	done, running := map[string]bool{}, ""
 	moved := false
@@ -192,6 +236,7 @@ func TestDefragOneAtATime(t *testing.T) {
 // only when complete, and the restarted agents observe and decide again,
 // so every member ends defragmented, under its own member ID.
 func TestDefragAfterAgentCrash(t *testing.T) {
+	t.Parallel()
 	c := testbed.New(t, 3)
 	c.Extra = defragSpec + "    enabled: false\n"
 	c.WriteSpec()
@@ -201,7 +246,7 @@ func TestDefragAfterAgentCrash(t *testing.T) {
 	ids := c.WaitVoters(converge, c.AllNames()...)
 	fragment(t, c, 20)
 	sizes := map[string]int64{}
-	for _, m := range testbed.Observe(c.Client()).Voters() {
+	for _, m := range allAnswered(t, c).Voters() {
 		sizes[m.Name] = m.DBSize
 	}
 	c.Extra = defragSpec
@@ -215,13 +260,7 @@ func TestDefragAfterAgentCrash(t *testing.T) {
 				c.Start(n) // without the crash point
 			}
 		}
-		o := testbed.Observe(c.Client())
-		for _, m := range o.Voters() {
-			if m.DBSize > sizes[m.Name]/2 {
-				return fmt.Sprintf("%s: %d bytes, was %d", m.Name, m.DBSize, sizes[m.Name])
-			}
-		}
-		return ""
+		return notShrunk(testbed.Observe(c.Client()), sizes)
 	})
 	if len(crashed) == 0 {
 		t.Fatal("no agent reached the crash point")
@@ -265,13 +304,14 @@ func TestDefragAfterAgentCrash(t *testing.T) {
 // defragments that member (the leader: moved off first) beside running
 // agents, under the cluster lock.
 func TestDefragAndLeaderMoveCommands(t *testing.T) {
+	t.Parallel()
 	c := testbed.New(t, 3)
 	c.Extra = defragSpec + "    enabled: false\n"
 	c.WriteSpec()
 	startAll(c)
 	ids := c.WaitVoters(converge, c.AllNames()...)
 	fragment(t, c, 10)
-	before := testbed.Observe(c.Client())
+	before := allAnswered(t, c)
 
 	// The first step: a follower's defragmentation, or, when only the
 	// leader is due (the followers' free share can fall short of the
@@ -286,7 +326,7 @@ func TestDefragAndLeaderMoveCommands(t *testing.T) {
 		}
 		return ""
 	})
-	dry := testbed.Observe(c.Client())
+	dry := allAnswered(t, c)
 	for _, m := range dry.Voters() {
 		if b, _ := before.ByName(m.Name); m.DBSize < b.DBSize {
 			t.Errorf("the dry run changed %s's db: %d -> %d bytes", m.Name, b.DBSize, m.DBSize)
@@ -317,7 +357,7 @@ func TestDefragAndLeaderMoveCommands(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "moved leadership") || !strings.Contains(out, "defragmented "+to) || !strings.Contains(out, "done: "+to+" is defragmented") {
 		t.Errorf("defrag --member: exit %d, output:\n%s", code, out)
 	}
-	after := testbed.Observe(c.Client())
+	after := allAnswered(t, c)
 	m, _ := after.ByName(to)
 	if b, _ := before.ByName(to); m.DBSize > b.DBSize/2 {
 		t.Errorf("%s's db: %d -> %d bytes", to, b.DBSize, m.DBSize)

@@ -72,6 +72,7 @@ func (w *ackWriter) Stop() []string {
 // there, no recovery journal on any host. Issue 20 / F1: on 8011516 both
 // went ahead and forced two clusters.
 func TestRecoverSplitTwoTwo(t *testing.T) {
+	t.Parallel()
 	if !testbed.RunIsolated(t) {
 		return
 	}

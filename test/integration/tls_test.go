@@ -154,6 +154,7 @@ func repairNode2(t *testing.T, c *testbed.Cluster, ids map[string]uint64) {
 // promoted, and repairs a member with a corrupt WAL; the agents talk to
 // etcd with their own client certificate throughout.
 func TestTLS(t *testing.T) {
+	t.Parallel()
 	c, pki, ids := startTLSCluster(t, "")
 	testbed.Put(t, c.Client(), "/tls/a", "1")
 
@@ -222,6 +223,7 @@ func TestTLS(t *testing.T) {
 // credentials file (their certificate names no etcd user) and still join
 // and repair members; the password appears in no log.
 func TestTLSWithAuth(t *testing.T) {
+	t.Parallel()
 	const password = "pw-7f3c9e1d-never-logged"
 	credentials := filepath.Join(t.TempDir(), "credentials")
 	testpki.WriteFile(t, credentials, []byte("root:"+password+"\n"))

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -140,9 +141,21 @@ func (c *Cluster) WaitExit(name string, d time.Duration) error {
 }
 
 func (c *Cluster) cleanup() {
-	for name := range c.agents {
-		_ = c.Stop(name)
+	// All at once: stopped one by one, the last agents stop beside a
+	// member without quorum, where each waits out its calls' timeouts
+	// (their lock, their record) before it stops etcd, seconds per agent.
+	var wg sync.WaitGroup
+	for name, p := range c.agents {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if killed, _ := p.Stop(60 * time.Second); killed {
+				c.t.Errorf("agent %s did not stop within 60s of SIGTERM", name)
+			}
+		}()
 	}
+	wg.Wait()
+	clear(c.agents)
 	if c.t.Failed() {
 		for _, m := range c.Members {
 			c.DumpLog(m.Name, 60)
@@ -284,5 +297,36 @@ func (c *Cluster) WaitPasses(d time.Duration, n int64, names ...string) {
 			}
 			return ""
 		})
+	}
+}
+
+// KickPasses is WaitPasses with the passes asked for: n times, it sends
+// each named agent SIGHUP (read the spec file again, then run a pass at
+// once) and waits until its pass count went up. An agent of a cluster
+// that has nothing to do runs a pass only every 5 s by itself (its steady
+// period); a pass after SIGHUP is an ordinary pass, one that also re-read
+// the spec.
+func (c *Cluster) KickPasses(d time.Duration, n int64, names ...string) {
+	c.t.Helper()
+	for _, name := range names {
+		for i := int64(0); i < n; i++ {
+			start, err := c.Passes(name)
+			if err != nil {
+				c.t.Fatalf("%v", err)
+			}
+			if err := c.Signal(name, syscall.SIGHUP); err != nil {
+				c.t.Fatalf("%v", err)
+			}
+			Eventually(c.t, d, fmt.Sprintf("a pass of %s's agent after SIGHUP", name), func() string {
+				now, err := c.Passes(name)
+				switch {
+				case err != nil:
+					return err.Error()
+				case now <= start:
+					return "no pass yet"
+				}
+				return ""
+			})
+		}
 	}
 }
