@@ -47,10 +47,14 @@ func (s *Supervisor) StopLeftover(dataDir string) (int, error) {
 	return StopLeftover(s.pidFile, dataDir, s.stop)
 }
 
-// Start starts etcd with c, creating dataDir first.
+// Start starts etcd with c, creating dataDir first and removing the
+// temporaries of a defragmentation cut short (RemoveDefragTemps).
 func (s *Supervisor) Start(c Command, dataDir string) (*Process, error) {
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("data dir: %w", err)
+	}
+	if err := RemoveDefragTemps(s.lg, dataDir); err != nil {
+		s.lg.Warn("defragmentation temporaries", zap.Error(err))
 	}
 	p, err := start(s.lg, c, s.Publish)
 	if err != nil {
