@@ -152,6 +152,22 @@ type Local struct {
 	// StateDirError is non-empty while a file of the state dir cannot be
 	// written (full, read-only, immutable): the error.
 	StateDirError string
+	// Binary is the agent's own executable: the build it runs and, after
+	// a package upgrade replaced the file, the one installed now.
+	Binary Binary
+	// Upgraded is the journal of this agent's restart onto a new binary
+	// (upgrade.json), as far as decisions care: nil when none is open.
+	Upgraded *Upgraded
+}
+
+// Upgraded is an open restart of the agent onto a new binary: the old
+// process journaled it before it stopped etcd and exec'd the new one; the
+// new process closes it once its member is a caught-up healthy voter.
+type Upgraded struct {
+	From, To Build
+	// Lock: the new process holds the cluster lock the old one took (the
+	// same lease, resumed); false when the lease ran out in between.
+	Lock bool
 }
 
 // The roles of a recovery (recovery.Role).
