@@ -80,8 +80,10 @@ func (a *Agent) step(ctx context.Context, act reconcile.Action, in reconcile.Inp
 			return a.kill(act.Reason)
 		}
 		return a.stop(act.Reason, nil)
-	case reconcile.DoRestartSettings:
-		return a.restartForSettings()
+	case reconcile.DoRestart:
+		return a.restartForRollout(act)
+	case reconcile.DoRolloutSnapshot:
+		return a.takeRolloutSnapshot(ctx, act, in)
 	case reconcile.DoRestartStalled:
 		return a.restartStalled(act.Reason)
 	case reconcile.DoChangeMembership:
@@ -106,7 +108,7 @@ func (a *Agent) maxLockHold() time.Duration {
 // needsLock: the steps that change the membership, taken only while this
 // agent holds the cluster lock.
 func needsLock(k reconcile.ActionKind) bool {
-	return k == reconcile.DoRejoin || k == reconcile.DoPromote || k == reconcile.DoChangeMembership || k == reconcile.DoRestartSettings || k == reconcile.DoDefrag
+	return k == reconcile.DoRejoin || k == reconcile.DoPromote || k == reconcile.DoChangeMembership || k == reconcile.DoRestart || k == reconcile.DoDefrag || k == reconcile.DoRolloutSnapshot
 }
 
 // phaseOf is the phase the agent reports after act.
@@ -250,18 +252,6 @@ func (a *Agent) stop(why string, v *repair.Verdict) (string, bool, error) {
 	}
 	a.noteExit(e.String(), e.Uptime, *v, true)
 	return why, true, nil
-}
-
-// restartForSettings stops etcd to start it again with the spec's new
-// settings; the lock is kept until the member is a healthy voter again.
-func (a *Agent) restartForSettings() (string, bool, error) {
-	s, self := a.Spec()
-	a.lg.Warn("restarting etcd to apply changed settings", zap.String("from", a.settings), zap.String("to", etcdproc.Settings(s, self)))
-	if _, err := a.etcd.Stop(); err != nil {
-		return "rolling restart: stop", false, err
-	}
-	a.data = nil
-	return fmt.Sprintf("restarting etcd to apply changed settings (spec %s)", s.Generation), true, nil
 }
 
 // changeMembership carries out one membership change.

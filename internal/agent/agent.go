@@ -88,6 +88,14 @@ type Agent struct {
 	// settings are the etcd flags (bootstrap flags aside) the running etcd
 	// was started with; a spec edit that changes them restarts etcd.
 	settings string
+	// restarted: this agent restarted its member for a rollout and has
+	// held the cluster lock since (released once it has caught up).
+	restarted bool
+	// rolloutSnapshot is the rollout (reconcile.RolloutKey) this agent
+	// took the verified snapshot for; restartPending why its member is
+	// due for a restart ("": not).
+	rolloutSnapshot string
+	restartPending  string
 	// silentSince is when the running etcd stopped answering (zero while
 	// it answers).
 	silentSince time.Time
