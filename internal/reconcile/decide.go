@@ -96,6 +96,7 @@ const (
 	DoEndFence                           // end-fence
 	DoDefrag                             // defrag
 	DoRolloutSnapshot                    // rollout-snapshot
+	DoFinishUpgrade                      // finish-upgrade
 )
 
 // Action is Decide's answer: one step, why, and a key that stays the same
@@ -163,6 +164,9 @@ func decideStopped(in Input) Action {
 	}
 	d := DecideStart(startInput(in))
 	key := "start/" + d.Action.String() + "/" + stableKey(d.Reason)
+	if why := startRefused(in, d); why != "" {
+		return giveBack(wait("start-refused/"+stableKey(why), "%s", why))
+	}
 	switch d.Action {
 	case ActWait:
 		return Action{Kind: DoWait, Reason: "waiting: " + d.Reason, Key: key, Start: d, ReleaseLock: true}
@@ -248,6 +252,9 @@ func decideRunning(in Input) Action {
 	}
 	if l.Journal.Open() {
 		return Action{Kind: DoFinishRejoin, Reason: fmt.Sprintf("rejoin finished: %s is a healthy voter", in.Self.Name), Key: "finish-rejoin", ReleaseLock: true}
+	}
+	if act, ok := finishUpgrade(in); ok {
+		return act
 	}
 	if act, ok := restartedCatchingUp(in); ok {
 		return act

@@ -18,7 +18,9 @@ func RolloutKey(generation string, r model.Restart) string {
 // rollingRestart is the one rule for a member that must restart, whatever
 // for (model.Restart: changed settings, another etcd binary, another agent
 // binary). The rules, in order (the order is the point):
-//  1. Only on a view of the cluster.
+//  1. Only on a view of the cluster; and, for a new agent binary, only
+//     onto an embedded etcd that etcd allows in this cluster
+//     (upgradeRefused: one minor at a time, no downgrade).
 //  2. Hold while another member is not a healthy started voter: the first
 //     member of a rollout that does not come back stops it (the others keep
 //     what they run); the hold names it and what its agent says. It ends
@@ -44,6 +46,9 @@ func rollingRestart(in Input) Action {
 	c := in.Cluster
 	if c == nil {
 		return giveBack(wait("restart-no-view", "%s; cannot observe the cluster to restart safely", why))
+	}
+	if refused := upgradeRefused(in); refused != "" {
+		return giveBack(wait("restart-refused/"+stableKey(refused), "%s", refused))
 	}
 	if len(c.Members) == 1 {
 		return restartStep(in, id, why)

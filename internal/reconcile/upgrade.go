@@ -1,0 +1,83 @@
+package reconcile
+
+import (
+	"fmt"
+
+	"github.com/etcdkeeper/etcdkeeper/internal/model"
+)
+
+// The agent's own binary replaced on disk (a package upgrade) is one more
+// reason for the rolling restart (rollingRestart, model.Restart.Agent):
+// the agent stops etcd and execs the new binary in its turn. Two rules
+// are its own: the preflight of the new binary's embedded etcd, and the
+// end of the step in the new process.
+
+// upgradeRefused says why the rolling restart must not restart onto the
+// installed binary: its embedded etcd is one etcd refuses in this cluster
+// (model.EtcdVersionRefused). The old binary then keeps running on every
+// host: each agent checks before it stops anything.
+func upgradeRefused(in Input) string {
+	b := in.Local.Binary
+	if b.Installed == nil || b.External || in.Cluster == nil {
+		return ""
+	}
+	why := model.EtcdVersionRefused(b.Installed.EtcdVersion, in.Cluster.Members)
+	if why == "" {
+		return ""
+	}
+	return fmt.Sprintf("not restarting onto the installed etcdkeeper %s: %s; etcdkeeper %s keeps running", b.Installed, why, b.Running)
+}
+
+// startRefused is the same preflight for a start: the etcd the start
+// would run (the embedded one of the file at the agent's path) against
+// the live cluster's version. A new binary restarted by hand, or an old
+// agent whose etcd exited after the file was replaced, starts no member
+// that etcd would refuse (or that would raise a mixed cluster past what
+// its other members run).
+func startRefused(in Input, d StartDecision) string {
+	if d.Action == ActWait || d.Action == ActIdle || in.Cluster == nil {
+		return ""
+	}
+	v := in.Local.Binary.StartEtcdVersion()
+	if v == "" {
+		return ""
+	}
+	if why := model.EtcdVersionRefused(v, in.Cluster.Members); why != "" {
+		return "not starting the member: " + why
+	}
+	return ""
+}
+
+// finishUpgrade ends the restart onto a new binary in the new process
+// (model.Upgraded, journaled by the old one): it waits until this member
+// is a caught-up healthy voter again — keeping the cluster lock the old
+// process took, if it could resume it — then closes the journal and gives
+// the lock back, and the next member may go. Without the lock (its lease
+// ran out during the exec), the next member still waits: its own rule
+// wants the others a quorum of caught-up voters, which this one is not
+// until it has caught up.
+func finishUpgrade(in Input) (Action, bool) {
+	u := in.Local.Upgraded
+	if u == nil {
+		return Action{}, false
+	}
+	what := fmt.Sprintf("restarted onto etcdkeeper %s", u.To)
+	c := in.Cluster
+	if c == nil {
+		return wait("upgrade-no-view", "%s; cannot observe the cluster to tell whether this member has caught up", what), true
+	}
+	m, ok := c.Member(in.Local.Answer.MemberID)
+	if !ok || (!m.CaughtUp && len(c.Members) > 1) {
+		lag := m.Lag
+		if lag == "" {
+			lag = in.Self.Name + " is not caught up with the leader"
+		}
+		held := "keeping the cluster lock until it has"
+		if !u.Lock {
+			held = "the next member waits until it has"
+		}
+		return wait("upgrade-catching-up", "%s, catching up (%s caught up): %s", what, held, lag), true
+	}
+	return Action{Kind: DoFinishUpgrade, Key: "finish-upgrade", ReleaseLock: true,
+		Reason: fmt.Sprintf("%s: %s is a caught-up healthy voter again (was %s)", what, in.Self.Name, u.From)}, true
+}
