@@ -81,7 +81,12 @@ func (a *Agent) step(ctx context.Context, act reconcile.Action, in reconcile.Inp
 		}
 		return a.stop(act.Reason, nil)
 	case reconcile.DoRestart:
+		if act.Restart.Agent {
+			return a.restartOntoBinary(act, in)
+		}
 		return a.restartForRollout(act)
+	case reconcile.DoFinishUpgrade:
+		return a.finishUpgrade(act)
 	case reconcile.DoRolloutSnapshot:
 		return a.takeRolloutSnapshot(ctx, act, in)
 	case reconcile.DoRestartStalled:

@@ -101,7 +101,10 @@ func (a *Agent) observe(ctx context.Context) (reconcile.Input, error) {
 	if err := a.ensureClient(); err != nil {
 		return in, err
 	}
+	a.resumeUpgrade(ctx)
 	l := &in.Local
+	l.Binary = a.observeBinary(ctx)
+	l.Upgraded = a.upgraded()
 	l.LockHeld = a.lock != nil && a.lock.Held()
 	if !a.lockReturned.IsZero() {
 		l.LockReturned = time.Since(a.lockReturned)
@@ -176,7 +179,7 @@ func (a *Agent) observeRunning(ctx context.Context, in *reconcile.Input) {
 			a.lg.Debug("alarm list", zap.Error(err))
 		}
 	}
-	l.Restart = a.restartDue(s, self)
+	l.Restart = binaryRestart(a.restartDue(s, self), l.Binary)
 	l.Restarted, l.RolloutSnapshot = a.restarted, a.rolloutSnapshot
 	a.restartPending = l.Restart.Why
 	a.noteAnswer(*l.Answer)

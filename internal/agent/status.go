@@ -52,6 +52,14 @@ type Status struct {
 	// Recovery is this host's part in a recovery from quorum loss, the
 	// last one it took part in (nil: none).
 	Recovery *recovery.Journal `json:"recovery,omitempty"`
+	// Version and EtcdVersion are the build this agent runs; Installed
+	// the build at its path when a package upgrade replaced the file and
+	// this host's turn has not come (or its etcd was refused),
+	// InstalledErr why the replaced file cannot be run yet.
+	Version      string       `json:"version,omitempty"`
+	EtcdVersion  string       `json:"etcdVersion,omitempty"`
+	Installed    *model.Build `json:"installed,omitempty"`
+	InstalledErr string       `json:"installedError,omitempty"`
 	// StateDirError is why a file of the state dir cannot be written
 	// ("": every write went through).
 	StateDirError string `json:"stateDirError,omitempty"`

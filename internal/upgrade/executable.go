@@ -61,6 +61,8 @@ type look struct {
 	build *model.Build
 	err   string
 	at    time.Time
+	// final: exec'ing it failed; not tried again until the file changes.
+	final bool
 }
 
 // Running records the running executable: its path and the identity of
@@ -102,7 +104,7 @@ func (s *Self) Installed(ctx context.Context) (*model.Build, string) {
 	if err != nil || (id.dev == s.id.dev && id.ino == s.id.ino) {
 		return nil, ""
 	}
-	if l := s.looked; l != nil && l.id == id && (l.err == "" || time.Since(l.at) < retryProbe) {
+	if l := s.looked; l != nil && l.id == id && (l.err == "" || l.final || time.Since(l.at) < retryProbe) {
 		return l.build, l.err
 	}
 	l := &look{id: id, at: time.Now()}
@@ -203,4 +205,13 @@ func (s *Self) Exec() error {
 		return fmt.Errorf("exec %s: %w", s.Path, err)
 	}
 	return nil
+}
+
+// Failed marks the installed file as one the agent could not exec: it is
+// no new build to restart onto until it changes (each try costs an etcd
+// restart).
+func (s *Self) Failed(err error) {
+	if s.looked != nil {
+		s.looked.build, s.looked.err, s.looked.final = nil, err.Error(), true
+	}
 }
