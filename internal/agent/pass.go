@@ -176,7 +176,7 @@ func (a *Agent) observeRunning(ctx context.Context, in *reconcile.Input) {
 			a.lg.Debug("alarm list", zap.Error(err))
 		}
 	}
-	l.Restart = a.restartDue(s, self)
+	l.Restart, l.WantEtcd = a.restartDue(s, self)
 	l.Restarted, l.RolloutSnapshot = a.restarted, a.rolloutSnapshot
 	a.restartPending = l.Restart.Why
 	a.noteAnswer(*l.Answer)

@@ -96,6 +96,7 @@ const (
 	DoEndFence                           // end-fence
 	DoDefrag                             // defrag
 	DoRolloutSnapshot                    // rollout-snapshot
+	DoDowngrade                          // downgrade
 )
 
 // Action is Decide's answer: one step, why, and a key that stays the same
@@ -116,6 +117,8 @@ type Action struct {
 	Recovered *model.Recovered
 	// Restart is why DoRestart restarts (Restart.Agent: the agent too).
 	Restart model.Restart
+	// Downgrade is the call of etcd's downgrade API DoDowngrade makes.
+	Downgrade Downgrade
 	// Kill: DoStopStuck ends the process with SIGKILL at once (it is
 	// stopped: SIGTERM would wait for a SIGCONT that never comes).
 	Kill bool
@@ -250,6 +253,9 @@ func decideRunning(in Input) Action {
 		return Action{Kind: DoFinishRejoin, Reason: fmt.Sprintf("rejoin finished: %s is a healthy voter", in.Self.Name), Key: "finish-rejoin", ReleaseLock: true}
 	}
 	if act, ok := restartedCatchingUp(in); ok {
+		return act
+	}
+	if act, ok := downgradeCancel(in); ok {
 		return act
 	}
 	if l.Restart.Due() {
