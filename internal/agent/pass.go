@@ -200,6 +200,11 @@ func (a *Agent) observeRunning(ctx context.Context, in *reconcile.Input) {
 		}
 	}
 	a.pending.Stamp(in.Cluster, progressOf(in.Agents))
+	rollout := ""
+	if in.Agents != nil {
+		rollout = reconcile.RolloutText(*in.Cluster, in.Agents)
+	}
+	a.updateStatus(func(s *Status) { s.Rollout = rollout })
 }
 
 // observeAway looks at the cluster through the spec's other members for a

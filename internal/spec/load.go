@@ -75,6 +75,11 @@ func parse(data []byte, path string) (*Spec, *doc, error) {
 	}
 	s.Path = path
 	s.Generation = generation(data)
+	if l, ok := d.lines["etcd.binary"]; ok {
+		s.Etcd.Line = l
+	} else {
+		s.Etcd.Line = d.lines["etcd"]
+	}
 	d.warns.sortByLine()
 	s.Warnings = d.warns
 	return s, d, nil

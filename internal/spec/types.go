@@ -87,6 +87,9 @@ type Etcd struct {
 	DataDir string `yaml:"dataDir"`
 	// Flags are extra etcd flags: name without dashes -> value.
 	Flags map[string]string `yaml:"flags"`
+	// Line is the line of etcd.binary in the spec file (of etcd: when it
+	// is not written; 0: neither).
+	Line int `yaml:"-"`
 }
 
 // Agent configures etcdkeeper itself.
