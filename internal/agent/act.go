@@ -89,6 +89,8 @@ func (a *Agent) step(ctx context.Context, act reconcile.Action, in reconcile.Inp
 		return a.finishUpgrade(act)
 	case reconcile.DoRolloutSnapshot:
 		return a.takeRolloutSnapshot(ctx, act, in)
+	case reconcile.DoDowngrade:
+		return a.downgrade(ctx, act)
 	case reconcile.DoRestartStalled:
 		return a.restartStalled(act.Reason)
 	case reconcile.DoChangeMembership:
@@ -113,7 +115,7 @@ func (a *Agent) maxLockHold() time.Duration {
 // needsLock: the steps that change the membership, taken only while this
 // agent holds the cluster lock.
 func needsLock(k reconcile.ActionKind) bool {
-	return k == reconcile.DoRejoin || k == reconcile.DoPromote || k == reconcile.DoChangeMembership || k == reconcile.DoRestart || k == reconcile.DoDefrag || k == reconcile.DoRolloutSnapshot
+	return k == reconcile.DoRejoin || k == reconcile.DoPromote || k == reconcile.DoChangeMembership || k == reconcile.DoRestart || k == reconcile.DoDefrag || k == reconcile.DoRolloutSnapshot || k == reconcile.DoDowngrade
 }
 
 // phaseOf is the phase the agent reports after act.
@@ -141,10 +143,15 @@ func phaseOf(act reconcile.Action, in reconcile.Input) model.Phase {
 // launch starts etcd with flags from the spec.
 func (a *Agent) launch(b etcdproc.Bootstrap) error {
 	s, self := a.Spec()
+	bin, err := a.checkBinary(s)
+	if err != nil {
+		return err
+	}
 	p, err := a.etcd.Start(etcdproc.CommandFor(s, self, b, a.cfg.Self, a.cfg.Env), self.DataDir)
 	if err != nil {
 		return err
 	}
+	a.binary = &bin
 	a.data = nil
 	a.settling = true
 	a.updateStatus(func(st *Status) { st.MemberID, st.Healthy = "", false })

@@ -109,6 +109,11 @@ type Agent struct {
 	installedSeen string
 	upgrading     *upgrade.Journal
 	upgradeLooked bool
+	// binary is the etcd binary the running etcd was started from (nil:
+	// not started by this agent); binaries caches what each binary file
+	// is (spec.ReadBinary runs it), by path, size and mtime.
+	binary   *spec.Binary
+	binaries map[string]cachedBinary
 	// silentSince is when the running etcd stopped answering (zero while
 	// it answers).
 	silentSince time.Time

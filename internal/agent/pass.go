@@ -179,7 +179,8 @@ func (a *Agent) observeRunning(ctx context.Context, in *reconcile.Input) {
 			a.lg.Debug("alarm list", zap.Error(err))
 		}
 	}
-	l.Restart = binaryRestart(a.restartDue(s, self), l.Binary)
+	l.Restart, l.WantEtcd = a.restartDue(s, self)
+	l.Restart = binaryRestart(l.Restart, l.Binary)
 	l.Restarted, l.RolloutSnapshot = a.restarted, a.rolloutSnapshot
 	a.restartPending = l.Restart.Why
 	a.noteAnswer(*l.Answer)
@@ -203,6 +204,11 @@ func (a *Agent) observeRunning(ctx context.Context, in *reconcile.Input) {
 		}
 	}
 	a.pending.Stamp(in.Cluster, progressOf(in.Agents))
+	rollout := ""
+	if in.Agents != nil {
+		rollout = reconcile.RolloutText(*in.Cluster, in.Agents)
+	}
+	a.updateStatus(func(s *Status) { s.Rollout = rollout })
 }
 
 // observeAway looks at the cluster through the spec's other members for a

@@ -69,6 +69,9 @@ type Status struct {
 	// FenceStale: Recovery fences this host and its source has not
 	// started after recovery.FenceStaleAfter (etcdkeeper_recovery_fence_stale).
 	FenceStale bool `json:"fenceStale,omitempty"`
+	// Rollout is where a rolling restart stands (reconcile.RolloutText;
+	// "": none).
+	Rollout string `json:"rollout,omitempty"`
 	// Maintenance is the maintenance this agent runs now ("defragmenting
 	// node2 since 02:00:01, deadline 1m0s"; "": none).
 	Maintenance string `json:"maintenance,omitempty"`

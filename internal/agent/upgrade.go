@@ -58,6 +58,11 @@ func binaryRestart(r model.Restart, b model.Binary) model.Restart {
 	}
 	r = r.Also(fmt.Sprintf("etcdkeeper %s → %s", b.Running, b.Installed))
 	r.Agent = true
+	if !b.External && b.Running.EtcdVersion != b.Installed.EtcdVersion && r.EtcdTo == "" {
+		// Another embedded etcd: the rule's etcd preflight (and, one minor
+		// down, etcd's downgrade) applies as to an etcd.binary change.
+		r.EtcdFrom, r.EtcdTo = b.Running.EtcdVersion, b.Installed.EtcdVersion
+	}
 	return r
 }
 

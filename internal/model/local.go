@@ -151,6 +151,9 @@ type Local struct {
 	// Restart is why the running etcd must restart (changed settings,
 	// another etcd binary, another agent binary); zero when none is due.
 	Restart Restart
+	// WantEtcd is the version of the etcd the spec names now (its
+	// etcd.binary's, or the built-in one's); "" when not known.
+	WantEtcd string
 	// Restarted: this agent restarted its member for a rollout and holds
 	// the cluster lock since (it passes the lock on once caught up).
 	Restarted bool

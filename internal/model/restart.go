@@ -14,6 +14,10 @@ type Restart struct {
 	// Agent: the agent's own binary changed: the agent restarts itself
 	// (and its etcd with it), not only etcd.
 	Agent bool
+	// EtcdFrom and EtcdTo are the etcd versions the restart goes from and
+	// to ("3.6.16", "3.7.3"), when it changes etcd's binary: the
+	// preflight judges the move against the cluster version.
+	EtcdFrom, EtcdTo string
 }
 
 // Due: a restart is due.

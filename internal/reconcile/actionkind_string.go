@@ -31,12 +31,13 @@ func _() {
 	_ = x[DoEndFence-20]
 	_ = x[DoDefrag-21]
 	_ = x[DoRolloutSnapshot-22]
-	_ = x[DoFinishUpgrade-23]
+	_ = x[DoDowngrade-23]
+	_ = x[DoFinishUpgrade-24]
 }
 
-const _ActionKind_name = "nothingwaitstartidletake-lockrejoinpromotefinish-rejoinstop-for-repairstop-stuckrestartchange-membershipdisarmrestart-stalledstop-for-recoveryforce-new-clusterrestore-snapshotfinish-recoveryrefuse-recoveryaccept-fenceend-fencedefragrollout-snapshotfinish-upgrade"
+const _ActionKind_name = "nothingwaitstartidletake-lockrejoinpromotefinish-rejoinstop-for-repairstop-stuckrestartchange-membershipdisarmrestart-stalledstop-for-recoveryforce-new-clusterrestore-snapshotfinish-recoveryrefuse-recoveryaccept-fenceend-fencedefragrollout-snapshotdowngradefinish-upgrade"
 
-var _ActionKind_index = [...]uint16{0, 7, 11, 16, 20, 29, 35, 42, 55, 70, 80, 87, 104, 110, 125, 142, 159, 175, 190, 205, 217, 226, 232, 248, 262}
+var _ActionKind_index = [...]uint16{0, 7, 11, 16, 20, 29, 35, 42, 55, 70, 80, 87, 104, 110, 125, 142, 159, 175, 190, 205, 217, 226, 232, 248, 257, 271}
 
 func (i ActionKind) String() string {
 	idx := int(i) - 0

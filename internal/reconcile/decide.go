@@ -96,6 +96,7 @@ const (
 	DoEndFence                           // end-fence
 	DoDefrag                             // defrag
 	DoRolloutSnapshot                    // rollout-snapshot
+	DoDowngrade                          // downgrade
 	DoFinishUpgrade                      // finish-upgrade
 )
 
@@ -117,6 +118,8 @@ type Action struct {
 	Recovered *model.Recovered
 	// Restart is why DoRestart restarts (Restart.Agent: the agent too).
 	Restart model.Restart
+	// Downgrade is the call of etcd's downgrade API DoDowngrade makes.
+	Downgrade Downgrade
 	// Kill: DoStopStuck ends the process with SIGKILL at once (it is
 	// stopped: SIGTERM would wait for a SIGCONT that never comes).
 	Kill bool
@@ -257,6 +260,9 @@ func decideRunning(in Input) Action {
 		return act
 	}
 	if act, ok := restartedCatchingUp(in); ok {
+		return act
+	}
+	if act, ok := downgradeCancel(in); ok {
 		return act
 	}
 	if l.Restart.Due() {

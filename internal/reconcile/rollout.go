@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/etcdkeeper/etcdkeeper/internal/model"
+	"github.com/etcdkeeper/etcdkeeper/internal/spec"
 )
 
 // RolloutKey names one rollout across the agents: the spec generation
@@ -29,16 +30,20 @@ func RolloutKey(generation string, r model.Restart) string {
 //  3. The caught-up voters without this one a quorum (model.CaughtUp):
 //     writes must commit while it is down. (The member before this one
 //     kept the lock until it had caught up: restartedCatchingUp.)
-//  4. The leader last: it waits while another agent has a restart pending
+//  4. A new etcd version only as etcd allows (spec.Preflight against the
+//     cluster version): refused, every member keeps its etcd and the
+//     wait says why; one minor down, etcd's downgrade is enabled first
+//     (and cancelled when the spec goes back: downgradeCancel).
+//  5. The leader last: it waits while another agent has a restart pending
 //     or runs another spec generation (the spec file reaches the hosts at
 //     different times).
-//  5. Under the cluster lock: one member at a time, cluster-wide; the lock
+//  6. Under the cluster lock: one member at a time, cluster-wide; the lock
 //     stays with the member until it is a healthy voter again.
-//  6. A verified snapshot before the first member moves (once per rollout,
+//  7. A verified snapshot before the first member moves (once per rollout,
 //     RolloutKey: an agent record that shows one stands for it).
-//  7. The leader moves its leadership to a caught-up healthy voter first,
+//  8. The leader moves its leadership to a caught-up healthy voter first,
 //     and restarts as a follower in a later pass.
-//  8. Restart.
+//  9. Restart.
 func rollingRestart(in Input) Action {
 	r := in.Local.Restart
 	id := in.Local.Answer.MemberID
@@ -59,6 +64,9 @@ func rollingRestart(in Input) Action {
 	}
 	if ok, detail := c.QuorumWithoutCaughtUp(id); !ok {
 		return giveBack(wait("restart-no-quorum", "%s; not restarting while the others have %s", why, detail))
+	}
+	if act, ok := etcdPreflight(in, why); ok {
+		return act
 	}
 	leads := c.LeaderID == id
 	if leads {
@@ -205,4 +213,60 @@ func recordOf(recs []model.AgentRecord, name string) (model.AgentRecord, bool) {
 		}
 	}
 	return model.AgentRecord{}, false
+}
+
+// Downgrade is one call of etcd's downgrade API: Action "enable" (after
+// "validate") to Target ("3.6"), or "cancel".
+type Downgrade struct {
+	Action, Target string
+}
+
+// etcdPreflight judges a restart onto another etcd version against the
+// cluster version (spec.Preflight): refused, it waits and says why; one
+// minor down, it enables etcd's downgrade first, under the lock.
+func etcdPreflight(in Input, why string) (Action, bool) {
+	r, c := in.Local.Restart, in.Cluster
+	to, err := spec.ParseVersion(r.EtcdTo)
+	if r.EtcdTo == "" || err != nil {
+		return Action{}, false
+	}
+	cluster, _ := spec.ParseVersion(c.Version)
+	var running []spec.Version
+	for _, m := range c.Members {
+		if v, err := spec.ParseVersion(m.Version); err == nil {
+			running = append(running, v)
+		}
+	}
+	move, refused := spec.Preflight(cluster, to, running)
+	switch {
+	case move == spec.MoveRefused:
+		return giveBack(Action{Kind: DoWait, Key: "wait/rollout-refused/" + r.EtcdTo,
+			Reason: fmt.Sprintf("waiting: rollout refused: %s; every member keeps its etcd (this one %s): fix etcd.binary", refused, r.EtcdFrom)}), true
+	case move == spec.MoveDowngrade && c.DowngradeTarget != to.MinorString():
+		if !in.Local.LockHeld {
+			return Action{Kind: DoTakeLock, Key: "lock/downgrade", Reason: fmt.Sprintf("taking the cluster lock to enable etcd's downgrade to %s: %s", to.MinorString(), why)}, true
+		}
+		return Action{Kind: DoDowngrade, Key: "downgrade/enable/" + to.MinorString(), Downgrade: Downgrade{Action: "enable", Target: to.MinorString()},
+			Reason: fmt.Sprintf("enabling etcd's downgrade of the cluster version %s to %s (etcd %s → %s)", c.Version, to.MinorString(), r.EtcdFrom, r.EtcdTo)}, true
+	}
+	return Action{}, false
+}
+
+// downgradeCancel cancels etcd's downgrade when the spec no longer asks
+// for its target: the spec went back (its etcd is another minor).
+func downgradeCancel(in Input) (Action, bool) {
+	c := in.Cluster
+	if c == nil || c.DowngradeTarget == "" || in.Local.WantEtcd == "" {
+		return Action{}, false
+	}
+	want, err := spec.ParseVersion(in.Local.WantEtcd)
+	target, terr := spec.ParseVersion(c.DowngradeTarget)
+	if err != nil || terr != nil || want.MinorString() == target.MinorString() {
+		return Action{}, false
+	}
+	if !in.Local.LockHeld {
+		return Action{Kind: DoTakeLock, Key: "lock/downgrade-cancel", Reason: fmt.Sprintf("taking the cluster lock to cancel etcd's downgrade to %s: the spec's etcd is %s", target.MinorString(), want)}, true
+	}
+	return Action{Kind: DoDowngrade, Key: "downgrade/cancel/" + target.MinorString(), Downgrade: Downgrade{Action: "cancel"}, ReleaseLock: true,
+		Reason: fmt.Sprintf("cancelling etcd's downgrade to %s: the spec's etcd is %s again", target.MinorString(), want)}, true
 }

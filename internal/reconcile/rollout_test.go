@@ -132,6 +132,39 @@ func TestRollingRestart(t *testing.T) {
 			cluster: clusterWith(three, map[uint64]memberMod{3: crashed}),
 			agents:  []model.AgentRecord{rec("node1", ""), rec("node3", "")},
 			want:    DoNothing, reason: "node2 is a healthy voter", release: true},
+		{name: "two minors up: refused, every member keeps its etcd",
+			local:   model.Local{Running: true, Answer: follower, Restart: model.Restart{Why: "etcd 3.5.26 → 3.7.3", EtcdFrom: "3.5.26", EtcdTo: "3.7.3"}, LockHeld: true},
+			cluster: versioned(healthyCluster(three...), "3.5.0", "3.5.26", ""),
+			want:    DoWait, reason: "rollout refused: etcd 3.7.3 is more than one minor ahead of the cluster version 3.5", release: true},
+		{name: "3.5 below 3.5.26 to 3.6: refused",
+			local:   model.Local{Running: true, Answer: follower, Restart: model.Restart{Why: "etcd 3.5.21 → 3.6.16", EtcdFrom: "3.5.21", EtcdTo: "3.6.16"}},
+			cluster: versioned(healthyCluster(three...), "3.5.0", "3.5.21", ""),
+			want:    DoWait, reason: "below 3.5.26: upgrade every member to 3.5.26 or later first", release: true},
+		{name: "one minor up: the rollout goes on",
+			local:   model.Local{Running: true, Answer: follower, Restart: due, LockHeld: true, RolloutSnapshot: key},
+			cluster: versioned(healthyCluster(three...), "3.6.0", "3.6.16", ""),
+			want:    DoRestart, reason: "restarting etcd of member 2: " + up},
+		{name: "one minor down: etcd's downgrade is enabled first, under the lock",
+			local:   model.Local{Running: true, Answer: follower, Restart: model.Restart{Why: "etcd 3.7.3 → 3.6.16", EtcdFrom: "3.7.3", EtcdTo: "3.6.16"}, LockHeld: true},
+			cluster: versioned(healthyCluster(three...), "3.7.0", "3.7.3", ""),
+			want:    DoDowngrade, reason: "enabling etcd's downgrade of the cluster version 3.7.0 to 3.6",
+			check: func(t *testing.T, a Action) {
+				if a.Downgrade != (Downgrade{Action: "enable", Target: "3.6"}) {
+					t.Errorf("Downgrade = %+v", a.Downgrade)
+				}
+			}},
+		{name: "downgrade enabled: the members roll back",
+			local:   model.Local{Running: true, Answer: follower, Restart: model.Restart{Why: "etcd 3.7.3 → 3.6.16", EtcdFrom: "3.7.3", EtcdTo: "3.6.16"}, LockHeld: true, RolloutSnapshot: "g2: etcd 3.7.3 → 3.6.16"},
+			cluster: versioned(healthyCluster(three...), "3.6.0", "3.7.3", "3.6"),
+			want:    DoRestart, reason: "etcd 3.7.3 → 3.6.16"},
+		{name: "the spec went back to 3.7 during the downgrade: cancel it",
+			local:   model.Local{Running: true, Answer: follower, WantEtcd: "3.7.3", LockHeld: true},
+			cluster: versioned(healthyCluster(three...), "3.6.0", "3.7.3", "3.6"),
+			want:    DoDowngrade, reason: "cancelling etcd's downgrade to 3.6: the spec's etcd is 3.7.3 again", release: true},
+		{name: "a downgrade below 3.6: refused (etcd cannot)",
+			local:   model.Local{Running: true, Answer: follower, Restart: model.Restart{Why: "etcd 3.5.26 → 3.4.30", EtcdFrom: "3.5.26", EtcdTo: "3.4.30"}},
+			cluster: versioned(healthyCluster(three...), "3.5.0", "3.5.26", ""),
+			want:    DoWait, reason: "etcd supports downgrades only from 3.6 on", release: true},
 		{name: "a one-member cluster restarts without the others",
 			self: "node1", local: model.Local{Running: true, Answer: leader, Restart: due},
 			cluster: healthyCluster("node1"),
@@ -166,4 +199,14 @@ func TestRollingRestart(t *testing.T) {
 			}
 		})
 	}
+}
+
+// versioned sets the cluster version, every member's etcd version and
+// the downgrade target.
+func versioned(c *model.Cluster, cluster, member, downgrade string) *model.Cluster {
+	c.Version, c.DowngradeTarget = cluster, downgrade
+	for i := range c.Members {
+		c.Members[i].Version = member
+	}
+	return c
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/etcdkeeper/etcdkeeper/internal/model"
+	"github.com/etcdkeeper/etcdkeeper/internal/spec"
 )
 
 // The agent's own binary replaced on disk (a package upgrade) is one more
@@ -14,26 +15,28 @@ import (
 
 // upgradeRefused says why the rolling restart must not restart onto the
 // installed binary: its embedded etcd is one etcd refuses in this cluster
-// (model.EtcdVersionRefused). The old binary then keeps running on every
-// host: each agent checks before it stops anything.
+// (spec.Preflight: one minor at a time, 3.5.26 before 3.6; a downgrade
+// goes on to etcdPreflight, which enables etcd's downgrade first). The
+// old binary then keeps running on every host: each agent checks before
+// it stops anything, also in a one-member cluster.
 func upgradeRefused(in Input) string {
 	b := in.Local.Binary
 	if b.Installed == nil || b.External || in.Cluster == nil {
 		return ""
 	}
-	why := model.EtcdVersionRefused(b.Installed.EtcdVersion, in.Cluster.Members)
-	if why == "" {
+	move, why := preflightOnto(*in.Cluster, b.Installed.EtcdVersion)
+	if move != spec.MoveRefused {
 		return ""
 	}
-	return fmt.Sprintf("not restarting onto the installed etcdkeeper %s: %s; etcdkeeper %s keeps running", b.Installed, why, b.Running)
+	return fmt.Sprintf("not restarting onto the installed etcdkeeper %s: %s; etcdkeeper %s keeps running (install a package whose etcd is at most one minor from the cluster's)", b.Installed, why, b.Running)
 }
 
 // startRefused is the same preflight for a start: the etcd the start
 // would run (the embedded one of the file at the agent's path) against
 // the live cluster's version. A new binary restarted by hand, or an old
 // agent whose etcd exited after the file was replaced, starts no member
-// that etcd would refuse (or that would raise a mixed cluster past what
-// its other members run).
+// that etcd would refuse; a downgrade only once etcd's downgrade is
+// enabled for its minor.
 func startRefused(in Input, d StartDecision) string {
 	if d.Action == ActWait || d.Action == ActIdle || in.Cluster == nil {
 		return ""
@@ -42,10 +45,40 @@ func startRefused(in Input, d StartDecision) string {
 	if v == "" {
 		return ""
 	}
-	if why := model.EtcdVersionRefused(v, in.Cluster.Members); why != "" {
+	move, why := preflightOnto(*in.Cluster, v)
+	switch {
+	case move == spec.MoveRefused:
 		return "not starting the member: " + why
+	case move == spec.MoveDowngrade && in.Cluster.DowngradeTarget != minorOf(v):
+		return fmt.Sprintf("not starting the member: etcd %s is a downgrade of the cluster version %s, and etcd's downgrade to %s is not enabled (etcdctl downgrade enable %s first)",
+			v, in.Cluster.Version, minorOf(v), minorOf(v))
 	}
 	return ""
+}
+
+// preflightOnto is spec.Preflight of etcd version to against the cluster
+// as observed: its cluster version, and what each member runs.
+func preflightOnto(c model.Cluster, to string) (spec.Move, string) {
+	v, err := spec.ParseVersion(to)
+	if err != nil {
+		return spec.MoveRefused, fmt.Sprintf("cannot tell the new etcd's version: %v", err)
+	}
+	cluster, _ := spec.ParseVersion(c.Version)
+	var running []spec.Version
+	for _, m := range c.Members {
+		if mv, err := spec.ParseVersion(m.Version); err == nil {
+			running = append(running, mv)
+		}
+	}
+	return spec.Preflight(cluster, v, running)
+}
+
+func minorOf(v string) string {
+	pv, err := spec.ParseVersion(v)
+	if err != nil {
+		return v
+	}
+	return pv.MinorString()
 }
 
 // finishUpgrade ends the restart onto a new binary in the new process

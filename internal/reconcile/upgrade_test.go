@@ -21,7 +21,11 @@ func TestUpgradeRules(t *testing.T) {
 	follower := &model.Answer{MemberID: 2, ClusterID: 0xc1, Leader: 1}
 	on := func(v string) memberMod { return func(m *model.Member) { m.Version = v } }
 	cluster37 := clusterWith(three, map[uint64]memberMod{1: on("3.7.3"), 2: on("3.7.3"), 3: on("3.7.3")})
+	cluster37.Version = "3.7.0"
 	stopped3 := clusterWith(three, map[uint64]memberMod{1: on("3.7.3"), 2: func(m *model.Member) { m.Healthy, m.Err = false, "connection refused" }, 3: on("3.7.3")})
+	stopped3.Version = "3.7.0"
+	single := healthyCluster("node2")
+	single.Version, single.Members[0].Version = "3.7.0", "3.7.3"
 	healthyData := model.Data{Kind: model.DataHealthy, ClusterID: 0xc1, MemberID: 2}
 	upgraded := &model.Upgraded{From: old, To: *newer("3.7.3"), Lock: true}
 	tests := []struct {
@@ -41,20 +45,26 @@ func TestUpgradeRules(t *testing.T) {
 		{name: "two minors up: refused before anything stops, the old binary keeps running",
 			local:   model.Local{Running: true, Answer: follower, Restart: due, LockHeld: true, Binary: model.Binary{Running: old, Installed: newer("3.9.0")}},
 			cluster: cluster37, want: DoWait,
-			reason:  "not restarting onto the installed etcdkeeper 0.5.0 (etcd 3.9.0): etcd 3.9.0 is more than one minor version ahead of the cluster version 3.7: etcd upgrades one minor at a time (first run a 3.8 release on every member); etcdkeeper 0.4.0 (etcd 3.7.3) keeps running",
+			reason:  "not restarting onto the installed etcdkeeper 0.5.0 (etcd 3.9.0): etcd 3.9.0 is more than one minor ahead of the cluster version 3.7: etcd upgrades one minor at a time; roll to 3.8.x first; etcdkeeper 0.4.0 (etcd 3.7.3) keeps running",
 			release: true},
-		{name: "a downgrade: refused",
-			local:   model.Local{Running: true, Answer: follower, Restart: due, Binary: model.Binary{Running: old, Installed: newer("3.6.16")}},
-			cluster: cluster37, want: DoWait, reason: "etcd 3.6.16 is older than the cluster version 3.7: a downgrade", release: true},
+		{name: "two minors up in a one-member cluster: refused too (nobody else to keep serving)",
+			local:   model.Local{Running: true, Answer: follower, Restart: due, LockHeld: true, Binary: model.Binary{Running: old, Installed: newer("3.9.0")}},
+			cluster: single, want: DoWait, reason: "not restarting onto the installed etcdkeeper 0.5.0 (etcd 3.9.0)", release: true},
+		{name: "two minors down: refused",
+			local:   model.Local{Running: true, Answer: follower, Restart: due, Binary: model.Binary{Running: old, Installed: newer("3.5.26")}},
+			cluster: cluster37, want: DoWait, reason: "etcd 3.5.26 is more than one minor below the cluster version 3.7", release: true},
+		{name: "one minor down: etcd's downgrade first, through the rule's etcd preflight",
+			local:   model.Local{Running: true, Answer: follower, Restart: model.Restart{Why: why, Agent: true, EtcdFrom: "3.7.3", EtcdTo: "3.6.16"}, Binary: model.Binary{Running: old, Installed: newer("3.6.16")}},
+			cluster: cluster37, want: DoTakeLock, reason: "enable etcd's downgrade to 3.6"},
 		{name: "etcd.binary in the spec: the embedded etcd is not what runs, not judged",
 			local:   model.Local{Running: true, Answer: follower, Restart: due, LockHeld: true, RolloutSnapshot: "g2: " + why, Binary: model.Binary{Running: old, Installed: newer("3.9.0"), External: true}},
 			cluster: cluster37, want: DoRestart, reason: "restarting the agent"},
 		{name: "a stopped member whose start would run an etcd the cluster refuses: not started",
 			local:   model.Local{Data: healthyData, Binary: model.Binary{Running: *newer("3.9.0")}, LockHeld: true},
-			cluster: stopped3, want: DoWait, reason: "not starting the member: etcd 3.9.0 is more than one minor version ahead of the cluster version 3.7", release: true},
+			cluster: stopped3, want: DoWait, reason: "not starting the member: etcd 3.9.0 is more than one minor ahead of the cluster version 3.7", release: true},
 		{name: "an old agent whose etcd exited after the file was replaced: the new file's etcd is judged",
 			local:   model.Local{Data: healthyData, Binary: model.Binary{Running: old, Installed: newer("3.6.0")}},
-			cluster: stopped3, want: DoWait, reason: "not starting the member: etcd 3.6.0 is older than the cluster version 3.7", release: true},
+			cluster: stopped3, want: DoWait, reason: "not starting the member: etcd 3.6.0 is a downgrade of the cluster version 3.7.0, and etcd's downgrade to 3.6 is not enabled", release: true},
 		{name: "a stopped member with an allowed etcd starts as it is",
 			local:   model.Local{Data: healthyData, Binary: model.Binary{Running: *newer("3.8.0")}},
 			cluster: stopped3, want: DoStart, reason: "starting it as it is"},

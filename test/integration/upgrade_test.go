@@ -130,7 +130,7 @@ func TestPackageUpgradeAllHostsAtOnce(t *testing.T) {
 		if err != nil {
 			return err.Error()
 		}
-		if st.Installed == nil || !strings.Contains(st.Decision, "not restarting onto the installed etcdkeeper 0.0.3-ahead (etcd 3.9.0): etcd 3.9.0 is more than one minor version ahead of the cluster version 3.7") {
+		if st.Installed == nil || !strings.Contains(st.Decision, "not restarting onto the installed etcdkeeper 0.0.3-ahead (etcd 3.9.0): etcd 3.9.0 is more than one minor ahead of the cluster version 3.7") {
 			return "node1: " + st.Decision
 		}
 		return ""
