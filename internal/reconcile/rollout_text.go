@@ -42,6 +42,13 @@ func RolloutText(c model.Cluster, recs []model.AgentRecord) string {
 		switch {
 		case model.Phase(r.Phase) == model.PhaseStarting:
 			state = "restarting"
+		case strings.HasPrefix(r.Decision, "waiting: restarted onto etcdkeeper "):
+			// The new binary's process (finishUpgrade), not caught up yet.
+			state = "restarted onto " + r.Version
+			if r.EtcdVersion != "" {
+				state += " (etcd " + r.EtcdVersion + ")"
+			}
+			state += ", catching up"
 		case r.RestartPending != "" && leads:
 			state = "(leader) last"
 		case r.RestartPending != "" && strings.HasPrefix(r.Decision, "waiting: rollout held"):
@@ -50,7 +57,14 @@ func RolloutText(c model.Cluster, recs []model.AgentRecord) string {
 			state = "pending"
 		default:
 			state = "done"
-			if r.EtcdVersion != "" {
+			switch {
+			case strings.HasPrefix(why, "etcdkeeper ") && r.Version != "":
+				// An agent binary's rollout: the version it runs now.
+				state = "on " + r.Version
+				if r.EtcdVersion != "" {
+					state += " (etcd " + r.EtcdVersion + ")"
+				}
+			case r.EtcdVersion != "":
 				state += " (etcd " + r.EtcdVersion + ")"
 			}
 		}
