@@ -65,12 +65,27 @@ func preflightOnto(c model.Cluster, to string) (spec.Move, string) {
 	}
 	cluster, _ := spec.ParseVersion(c.Version)
 	var running []spec.Version
+	var lowest spec.Version
 	for _, m := range c.Members {
 		if mv, err := spec.ParseVersion(m.Version); err == nil {
 			running = append(running, mv)
+			if lowest.Zero() || mv.Less(lowest) {
+				lowest = mv
+			}
 		}
 	}
+	// A cluster just formed reports etcd's placeholder cluster version
+	// (3.0.0) until its leader decides it: the lowest minor its members
+	// run. Judged against the placeholder, every member joining then
+	// would be refused. Only a downgrade lowers it below what they run.
+	if !lowest.Zero() && c.DowngradeTarget == "" && minorLess(cluster, lowest) {
+		cluster = spec.Version{Major: lowest.Major, Minor: lowest.Minor}
+	}
 	return spec.Preflight(cluster, v, running)
+}
+
+func minorLess(a, b spec.Version) bool {
+	return a.Major < b.Major || (a.Major == b.Major && a.Minor < b.Minor)
 }
 
 func minorOf(v string) string {

@@ -24,6 +24,8 @@ func TestUpgradeRules(t *testing.T) {
 	cluster37.Version = "3.7.0"
 	stopped3 := clusterWith(three, map[uint64]memberMod{1: on("3.7.3"), 2: func(m *model.Member) { m.Healthy, m.Err = false, "connection refused" }, 3: on("3.7.3")})
 	stopped3.Version = "3.7.0"
+	placeholder := clusterWith(three, map[uint64]memberMod{1: on("3.7.3"), 2: func(m *model.Member) { m.Healthy, m.Err = false, "connection refused" }, 3: on("3.7.3")})
+	placeholder.Version = "3.0.0"
 	single := healthyCluster("node2")
 	single.Version, single.Members[0].Version = "3.7.0", "3.7.3"
 	healthyData := model.Data{Kind: model.DataHealthy, ClusterID: 0xc1, MemberID: 2}
@@ -65,6 +67,12 @@ func TestUpgradeRules(t *testing.T) {
 		{name: "an old agent whose etcd exited after the file was replaced: the new file's etcd is judged",
 			local:   model.Local{Data: healthyData, Binary: model.Binary{Running: old, Installed: newer("3.6.0")}},
 			cluster: stopped3, want: DoWait, reason: "not starting the member: etcd 3.6.0 is a downgrade of the cluster version 3.7.0, and etcd's downgrade to 3.6 is not enabled", release: true},
+		{name: "a cluster just formed reports etcd's placeholder cluster version 3.0.0: judged by what its members run",
+			local:   model.Local{Data: healthyData, Binary: model.Binary{Running: old}},
+			cluster: placeholder, want: DoStart, reason: "starting it as it is"},
+		{name: "the placeholder does not hide a refusal",
+			local:   model.Local{Data: healthyData, Binary: model.Binary{Running: *newer("3.9.0")}},
+			cluster: placeholder, want: DoWait, reason: "more than one minor ahead of the cluster version 3.7", release: true},
 		{name: "a stopped member with an allowed etcd starts as it is",
 			local:   model.Local{Data: healthyData, Binary: model.Binary{Running: *newer("3.8.0")}},
 			cluster: stopped3, want: DoStart, reason: "starting it as it is"},
