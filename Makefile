@@ -102,13 +102,21 @@ test-packaging:
 # bed"): three Debian 12 containers (systemd-nspawn, systemd as PID 1)
 # install $(DEB) and run the cluster as the packaged service through
 # start, kill, WAL corruption, reload, watchdog, power cycle,
-# remove/reinstall and a host cut off the network for a minute (each host
+# remove/reinstall, a host cut off the network for a minute and a package
+# upgrade on all hosts at once (each host
 # in its own network namespace on a bridge of the run). Needs root and the Debian packages systemd-container,
 # debootstrap, curl and jq. The Debian root is cached in
 # /var/cache/etcdkeeper-e2e/ (built on the first run, ~1 min).
+# The upgrade step installs a second package, of another version
+# (UPGRADE_VERSION), on all three hosts in the same second; it is built
+# from the same tree with another main.version, then bin/ is built again.
+UPGRADE_VERSION ?= $(PKG_VERSION)+e2e.upgrade
+UPGRADE_DEB     := dist/etcdkeeper_$(UPGRADE_VERSION)_$(PKG_ARCH).deb
 .PHONY: e2e
 e2e: package
-	timeout -k 60 1200 test/e2e/run.sh $(DEB)
+	$(MAKE) --no-print-directory package VERSION=$(UPGRADE_VERSION) PKG_VERSION=$(UPGRADE_VERSION)
+	$(MAKE) --no-print-directory build
+	timeout -k 60 1500 test/e2e/run.sh $(DEB) $(UPGRADE_DEB)
 
 # Benchmarks and the chaos run (docs/benchmarks.md), on the test bed:
 # real agents and real etcd. `make bench` (members on 127.0.x.y) prints one

@@ -70,6 +70,20 @@ Exit status: 0 when nothing is to be done, 2 when changes are pending, 1 on erro
 			} else {
 				fmt.Fprintln(out, "maintenance: waits for the membership change")
 			}
+			if recs, err := cli.Agents(c.Context(), s.Cluster.Name); err == nil {
+				if r := reconcile.RolloutText(obs, recs); r != "" {
+					fmt.Fprintf(out, "rollout: %s\n", r)
+				}
+			}
+			want := spec.BuiltinVersion()
+			if s.Etcd.Binary != "" {
+				// spec.Load ran it already: it says its version.
+				b, _ := spec.ReadBinary(s.Etcd.Binary)
+				want = b.Version
+			}
+			for _, p := range reconcile.PreflightErrors(s, obs, want) {
+				fmt.Fprintf(out, "%s\n", p)
+			}
 			if lag := obs.Lagging(0); len(lag) > 0 {
 				fmt.Fprintf(out, "catching up (%d): restarts, stops for repair and removals of serving members wait for these:\n", len(lag))
 				for _, l := range lag {

@@ -67,7 +67,7 @@ func runAgent(f runFlags) error {
 		return fmt.Errorf("locate own binary for the embedded etcd: %w", err)
 	}
 	a, err := agent.New(agent.Config{Spec: s, Name: memberName(s, f.name), Self: self, Logger: lg,
-		CrashAt: os.Getenv("ETCDKEEPER_TEST_CRASH_AT")})
+		CrashAt: os.Getenv("ETCDKEEPER_TEST_CRASH_AT"), Version: version})
 	if err != nil {
 		return err
 	}

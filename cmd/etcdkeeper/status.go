@@ -126,6 +126,9 @@ func clusterRows(ctx context.Context, s *spec.Spec) ([]statusRow, []string, bool
 // what the agents' rule would do next, or why it waits.
 func maintenanceLines(s *spec.Spec, v model.Cluster, recs []model.AgentRecord) []string {
 	var out []string
+	if r := reconcile.RolloutText(v, recs); r != "" {
+		out = append(out, r)
+	}
 	for _, r := range recs {
 		if r.Maintenance != "" {
 			out = append(out, fmt.Sprintf("maintenance running: agent %s is %s", r.Name, r.Maintenance))

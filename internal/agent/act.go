@@ -80,8 +80,17 @@ func (a *Agent) step(ctx context.Context, act reconcile.Action, in reconcile.Inp
 			return a.kill(act.Reason)
 		}
 		return a.stop(act.Reason, nil)
-	case reconcile.DoRestartSettings:
-		return a.restartForSettings()
+	case reconcile.DoRestart:
+		if act.Restart.Agent {
+			return a.restartOntoBinary(act, in)
+		}
+		return a.restartForRollout(act)
+	case reconcile.DoFinishUpgrade:
+		return a.finishUpgrade(act)
+	case reconcile.DoRolloutSnapshot:
+		return a.takeRolloutSnapshot(ctx, act, in)
+	case reconcile.DoDowngrade:
+		return a.downgrade(ctx, act)
 	case reconcile.DoRestartStalled:
 		return a.restartStalled(act.Reason)
 	case reconcile.DoChangeMembership:
@@ -106,7 +115,7 @@ func (a *Agent) maxLockHold() time.Duration {
 // needsLock: the steps that change the membership, taken only while this
 // agent holds the cluster lock.
 func needsLock(k reconcile.ActionKind) bool {
-	return k == reconcile.DoRejoin || k == reconcile.DoPromote || k == reconcile.DoChangeMembership || k == reconcile.DoRestartSettings || k == reconcile.DoDefrag
+	return k == reconcile.DoRejoin || k == reconcile.DoPromote || k == reconcile.DoChangeMembership || k == reconcile.DoRestart || k == reconcile.DoDefrag || k == reconcile.DoRolloutSnapshot || k == reconcile.DoDowngrade
 }
 
 // phaseOf is the phase the agent reports after act.
@@ -134,10 +143,15 @@ func phaseOf(act reconcile.Action, in reconcile.Input) model.Phase {
 // launch starts etcd with flags from the spec.
 func (a *Agent) launch(b etcdproc.Bootstrap) error {
 	s, self := a.Spec()
+	bin, err := a.checkBinary(s)
+	if err != nil {
+		return err
+	}
 	p, err := a.etcd.Start(etcdproc.CommandFor(s, self, b, a.cfg.Self, a.cfg.Env), self.DataDir)
 	if err != nil {
 		return err
 	}
+	a.binary = &bin
 	a.data = nil
 	a.settling = true
 	a.updateStatus(func(st *Status) { st.MemberID, st.Healthy = "", false })
@@ -250,18 +264,6 @@ func (a *Agent) stop(why string, v *repair.Verdict) (string, bool, error) {
 	}
 	a.noteExit(e.String(), e.Uptime, *v, true)
 	return why, true, nil
-}
-
-// restartForSettings stops etcd to start it again with the spec's new
-// settings; the lock is kept until the member is a healthy voter again.
-func (a *Agent) restartForSettings() (string, bool, error) {
-	s, self := a.Spec()
-	a.lg.Warn("restarting etcd to apply changed settings", zap.String("from", a.settings), zap.String("to", etcdproc.Settings(s, self)))
-	if _, err := a.etcd.Stop(); err != nil {
-		return "rolling restart: stop", false, err
-	}
-	a.data = nil
-	return fmt.Sprintf("restarting etcd to apply changed settings (spec %s)", s.Generation), true, nil
 }
 
 // changeMembership carries out one membership change.

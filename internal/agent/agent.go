@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	etcdversion "go.etcd.io/etcd/api/v3/version"
 	"go.uber.org/zap"
 
 	"github.com/etcdkeeper/etcdkeeper/internal/backup"
@@ -23,6 +24,7 @@ import (
 	"github.com/etcdkeeper/etcdkeeper/internal/notify"
 	"github.com/etcdkeeper/etcdkeeper/internal/repair"
 	"github.com/etcdkeeper/etcdkeeper/internal/spec"
+	"github.com/etcdkeeper/etcdkeeper/internal/upgrade"
 )
 
 // Config is how the agent is started.
@@ -38,8 +40,11 @@ type Config struct {
 	Env []string
 	// CrashAt, for tests only, makes the agent exit hard right before the
 	// named rejoin step's side effect ("snapshot", "remove", "move", "add",
-	// "start").
+	// "start"), or, "upgrade-exec", between stopping etcd and the exec
+	// onto a new binary.
 	CrashAt string
+	// Version is etcdkeeper's own version (main.version).
+	Version string
 }
 
 // Agent supervises one member.
@@ -88,6 +93,27 @@ type Agent struct {
 	// settings are the etcd flags (bootstrap flags aside) the running etcd
 	// was started with; a spec edit that changes them restarts etcd.
 	settings string
+	// restarted: this agent restarted its member for a rollout and has
+	// held the cluster lock since (released once it has caught up).
+	restarted bool
+	// rolloutSnapshot is the rollout (reconcile.RolloutKey) this agent
+	// took the verified snapshot for; restartPending why its member is
+	// due for a restart ("": not).
+	rolloutSnapshot string
+	restartPending  string
+	// exe is the agent's own executable (nil: unknown, no upgrades);
+	// installedSeen what the last look at its path found, for the log;
+	// upgrading the open upgrade journal (this process is the new binary
+	// finishing the step), upgradeLooked whether it was read.
+	exe           *upgrade.Self
+	installedSeen string
+	upgrading     *upgrade.Journal
+	upgradeLooked bool
+	// binary is the etcd binary the running etcd was started from (nil:
+	// not started by this agent); binaries caches what each binary file
+	// is (spec.ReadBinary runs it), by path, size and mtime.
+	binary   *spec.Binary
+	binaries map[string]cachedBinary
 	// silentSince is when the running etcd stopped answering (zero while
 	// it answers).
 	silentSince time.Time
@@ -166,6 +192,14 @@ func New(cfg Config) (*Agent, error) {
 	a.etcd.Publish = etcdproc.PublishHooks{OnStall: a.Wake, OnPublished: a.Wake, Confirm: a.publishInSnapshot}
 	a.notify = notify.New(lg)
 	a.metrics = metrics.New()
+	build := model.Build{Version: cfg.Version, EtcdVersion: etcdversion.Version}
+	if exe, err := upgrade.Running(build); err != nil {
+		lg.Warn("cannot tell the agent's own executable: a new binary installed will not be noticed", zap.Error(err))
+	} else {
+		a.exe = exe
+	}
+	a.metrics.SetBuild(build.Version, build.EtcdVersion)
+	a.status.Version, a.status.EtcdVersion = build.Version, build.EtcdVersion
 	a.metrics.WatchFenceStale(func() bool { return a.Status().FenceStale })
 	a.history = history.NewMirror(filepath.Join(self.StateDir, history.FileName), history.Keep)
 	a.historyPending.Store(true) // what an earlier run could not push

@@ -37,6 +37,7 @@ func (a *Agent) releaseLock(ctx context.Context) {
 		a.lg.Info("cluster lock released")
 	}
 	a.lock = nil
+	a.restarted = false
 }
 
 // fenceLock proves that the cluster lock is still this agent's right
@@ -55,8 +56,8 @@ func (a *Agent) fenceLock(ctx context.Context, act reconcile.Action) (context.Co
 		a.releaseLock(ctx)
 		return ctx, cancel, err
 	}
-	if act.Kind == reconcile.DoRejoin || act.Kind == reconcile.DoDefrag {
-		// A defragmentation takes longer than one call; it changes no
+	if act.Kind == reconcile.DoRejoin || act.Kind == reconcile.DoDefrag || act.Kind == reconcile.DoRolloutSnapshot {
+		// A defragmentation (a snapshot) takes longer than one call; it changes no
 		// membership, the lock only keeps it one member at a time, and
 		// the lease is kept alive meanwhile (lockKept checks it after).
 		cancel()

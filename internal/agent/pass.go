@@ -10,7 +10,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/etcdkeeper/etcdkeeper/internal/cluster"
-	"github.com/etcdkeeper/etcdkeeper/internal/etcdproc"
 	"github.com/etcdkeeper/etcdkeeper/internal/history"
 	"github.com/etcdkeeper/etcdkeeper/internal/model"
 	"github.com/etcdkeeper/etcdkeeper/internal/reconcile"
@@ -102,7 +101,10 @@ func (a *Agent) observe(ctx context.Context) (reconcile.Input, error) {
 	if err := a.ensureClient(); err != nil {
 		return in, err
 	}
+	a.resumeUpgrade(ctx)
 	l := &in.Local
+	l.Binary = a.observeBinary(ctx)
+	l.Upgraded = a.upgraded()
 	l.LockHeld = a.lock != nil && a.lock.Held()
 	if !a.lockReturned.IsZero() {
 		l.LockReturned = time.Since(a.lockReturned)
@@ -177,7 +179,10 @@ func (a *Agent) observeRunning(ctx context.Context, in *reconcile.Input) {
 			a.lg.Debug("alarm list", zap.Error(err))
 		}
 	}
-	l.SettingsChanged = a.settings != "" && a.settings != etcdproc.Settings(s, self)
+	l.Restart, l.WantEtcd = a.restartDue(s, self)
+	l.Restart = binaryRestart(l.Restart, l.Binary)
+	l.Restarted, l.RolloutSnapshot = a.restarted, a.rolloutSnapshot
+	a.restartPending = l.Restart.Why
 	a.noteAnswer(*l.Answer)
 	l.LeaderlessFor = a.leaderlessFor(l.Answer)
 	if st.Leader == 0 && l.LeaderlessFor >= reconcile.NoLeaderLook && !l.Journal.Open() && !l.Recovery.Open() {
@@ -191,14 +196,19 @@ func (a *Agent) observeRunning(ctx context.Context, in *reconcile.Input) {
 	if in.Cluster == nil {
 		return
 	}
-	if len(reconcile.Diff(in.Desired, *in.Cluster)) > 0 {
-		// Only a change to the membership consults the other agents' specs
-		// and their members' progress.
+	if len(reconcile.Diff(in.Desired, *in.Cluster)) > 0 || l.Restart.Due() {
+		// Only a change to the membership, or a rolling restart, consults
+		// the other agents' specs, progress and pending restarts.
 		if recs, err := a.client.Agents(ctx, s.Cluster.Name); err == nil {
 			in.Agents = recs
 		}
 	}
 	a.pending.Stamp(in.Cluster, progressOf(in.Agents))
+	rollout := ""
+	if in.Agents != nil {
+		rollout = reconcile.RolloutText(*in.Cluster, in.Agents)
+	}
+	a.updateStatus(func(s *Status) { s.Rollout = rollout })
 }
 
 // observeAway looks at the cluster through the spec's other members for a

@@ -83,7 +83,8 @@ func (a *Agent) publish(ctx context.Context) {
 	}
 	st := a.Status()
 	rec := model.AgentRecord{Name: self.Name, Generation: s.Generation, Members: s.Names(), Phase: string(st.Phase),
-		Decision: st.Decision, Addr: self.AgentAddr, MemberID: a.memberID(), Progress: a.progress(st), Maintenance: st.Maintenance, Defragmenting: st.Defragmenting}
+		Decision: st.Decision, Addr: self.AgentAddr, MemberID: a.memberID(), Progress: a.progress(st), Maintenance: st.Maintenance, Defragmenting: st.Defragmenting,
+		RestartPending: a.restartPending, RolloutSnapshot: a.rolloutSnapshot, Version: a.build().Version, EtcdVersion: a.etcdVersion()}
 	if err := a.presence.Publish(ctx, s.Cluster.Name, rec); err != nil {
 		a.lg.Debug("publish agent record", zap.Error(err))
 	}
@@ -190,4 +191,12 @@ func unmounted(dataDir string, m *model.Marker) string {
 		return ""
 	}
 	return fmt.Sprintf("%s is on the filesystem of its parent (device %x), while member %x ran on device %x", dataDir, current, m.MemberID, m.DataDev)
+}
+
+// etcdVersion is the version of the etcd this agent runs ("": none).
+func (a *Agent) etcdVersion() string {
+	if a.binary == nil || !a.etcd.Running() {
+		return ""
+	}
+	return a.binary.Version.String()
 }

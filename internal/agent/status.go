@@ -52,6 +52,14 @@ type Status struct {
 	// Recovery is this host's part in a recovery from quorum loss, the
 	// last one it took part in (nil: none).
 	Recovery *recovery.Journal `json:"recovery,omitempty"`
+	// Version and EtcdVersion are the build this agent runs; Installed
+	// the build at its path when a package upgrade replaced the file and
+	// this host's turn has not come (or its etcd was refused),
+	// InstalledErr why the replaced file cannot be run yet.
+	Version      string       `json:"version,omitempty"`
+	EtcdVersion  string       `json:"etcdVersion,omitempty"`
+	Installed    *model.Build `json:"installed,omitempty"`
+	InstalledErr string       `json:"installedError,omitempty"`
 	// StateDirError is why a file of the state dir cannot be written
 	// ("": every write went through).
 	StateDirError string `json:"stateDirError,omitempty"`
@@ -61,6 +69,9 @@ type Status struct {
 	// FenceStale: Recovery fences this host and its source has not
 	// started after recovery.FenceStaleAfter (etcdkeeper_recovery_fence_stale).
 	FenceStale bool `json:"fenceStale,omitempty"`
+	// Rollout is where a rolling restart stands (reconcile.RolloutText;
+	// "": none).
+	Rollout string `json:"rollout,omitempty"`
 	// Maintenance is the maintenance this agent runs now ("defragmenting
 	// node2 since 02:00:01, deadline 1m0s"; "": none).
 	Maintenance string `json:"maintenance,omitempty"`

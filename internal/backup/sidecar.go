@@ -14,6 +14,7 @@ import (
 const (
 	BySchedule = "schedule"    // the agent's schedule: subject to retention
 	ByHand     = "backup save" // the CLI: never deleted
+	ByRollout  = "rollout"     // before a rollout's first restart: never deleted
 )
 
 // writer is the Sidecar.Writer of every sidecar etcdkeeper writes.

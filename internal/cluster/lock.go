@@ -179,3 +179,39 @@ func closeSession(s *concurrency.Session) error {
 	}
 	return nil
 }
+
+// ResumeLock takes the cluster lock back on the lease an earlier process
+// of this agent held it with (an agent restarting onto a new binary
+// keeps its lock across the exec): a session on that lease, and the
+// mutex key it made, still ours while the lease lives. ErrLockLost when
+// the lease ran out (or another agent holds the lock since).
+func (c *Client) ResumeLock(ctx context.Context, clusterName string, lease clientv3.LeaseID) (*Lock, error) {
+	ctx, cancel := c.ctx(ctx)
+	defer cancel()
+	cli, err := c.conn()
+	if err != nil {
+		return nil, err
+	}
+	ttl, err := cli.TimeToLive(ctx, lease)
+	if err != nil {
+		return nil, fmt.Errorf("resume the cluster lock: lease %x: %w", lease, err)
+	}
+	if ttl.TTL <= 0 {
+		return nil, fmt.Errorf("%w: its lease %x expired", ErrLockLost, lease)
+	}
+	s, err := concurrency.NewSession(cli, concurrency.WithTTL(LockTTL), concurrency.WithLease(lease))
+	if err != nil {
+		return nil, fmt.Errorf("resume the cluster lock: session on lease %x: %w", lease, err)
+	}
+	m := concurrency.NewMutex(s, LockKey(clusterName))
+	// The key of our lease exists: TryLock takes its create revision as
+	// ours and succeeds if it is still the oldest, that is, the owner.
+	if err := m.TryLock(ctx); err != nil {
+		_ = closeSession(s)
+		if errors.Is(err, concurrency.ErrLocked) {
+			return nil, fmt.Errorf("%w: another agent holds it", ErrLockLost)
+		}
+		return nil, fmt.Errorf("resume the cluster lock on lease %x: %w", lease, err)
+	}
+	return &Lock{session: s, mutex: m}, nil
+}

@@ -234,3 +234,41 @@ func heldLock(t *testing.T, holder string) (string, *Client, *Lock) {
 	}
 	return ep, a, l
 }
+
+// TestResumeLock: a second client (the new process after an exec) takes
+// the lock back on the lease of the first, which stops keeping it alive
+// without revoking it; no other agent can take it meanwhile; and once the
+// lease is gone, resuming says so.
+func TestResumeLock(t *testing.T) {
+	ep, _, l := heldLock(t, "c1")
+	lease := l.Lease()
+	l.session.Orphan() // the old process ends: no keepalive, no revoke
+
+	b, err := Dial([]string{ep}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	ctx := context.Background()
+	r, err := b.ResumeLock(ctx, "c1", lease)
+	if err != nil {
+		t.Fatalf("resume the lock on its live lease: %v", err)
+	}
+	if err := r.Check(ctx); err != nil {
+		t.Fatalf("the resumed lock does not check: %v", err)
+	}
+	other, err := Dial([]string{ep}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	if _, err := other.TryLock(ctx, "c1"); !errors.Is(err, ErrLocked) {
+		t.Fatalf("another agent while the lock is resumed: %v, want ErrLocked", err)
+	}
+	if err := r.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.ResumeLock(ctx, "c1", lease); !errors.Is(err, ErrLockLost) {
+		t.Fatalf("resume on a revoked lease: %v, want ErrLockLost", err)
+	}
+}

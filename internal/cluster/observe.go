@@ -55,6 +55,7 @@ func (c *Client) Observe(ctx context.Context) (model.Cluster, error) {
 		return model.Cluster{}, err
 	}
 	v.LeaderID = model.LeaderOf(v.Members)
+	c.fillVersion(ctx, &v)
 	c.progressMu.Lock()
 	c.progress.Stamp(&v, c.catchUp)
 	c.progressMu.Unlock()
@@ -155,8 +156,45 @@ func (c *Client) fillStatus(ctx context.Context, mv *model.Member, clusterID uin
 	mv.DBSizeInUse = st.DbSizeInUse
 	mv.Quota = c.quotaOf(mv.Name, st.DbSizeQuota)
 	mv.Version = st.Version
+	if d := st.DowngradeInfo; d != nil && d.Enabled {
+		mv.DowngradeTarget = d.TargetVersion
+	}
 	// Health is judged once the alarms are known (fillAlarms).
 	*alarmed = len(st.Errors) > 0
+}
+
+// fillVersion reads the cluster version from the leader (or any member
+// that answers) and the downgrade its status reports.
+func (c *Client) fillVersion(ctx context.Context, v *model.Cluster) {
+	for _, m := range v.Members {
+		if m.DowngradeTarget != "" {
+			v.DowngradeTarget = m.DowngradeTarget
+		}
+	}
+	ms := slices.Clone(v.Members)
+	slices.SortStableFunc(ms, func(a, b model.Member) int {
+		return compareBool(a.ID == v.LeaderID, b.ID == v.LeaderID)
+	})
+	for _, m := range ms {
+		if m.Err != "" || len(m.ClientURLs) == 0 {
+			continue
+		}
+		if ver, err := c.ClusterVersion(ctx, m.ClientURLs[0]); err == nil {
+			v.Version = ver
+			return
+		}
+	}
+}
+
+// compareBool orders true first.
+func compareBool(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case a:
+		return -1
+	}
+	return 1
 }
 
 // fromPB converts a member. A member that never started has no client

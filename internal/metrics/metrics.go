@@ -38,6 +38,7 @@ type Metrics struct {
 	RecoveryUnfinished prometheus.Gauge
 	Backup             *Backup
 	Space              *Space
+	Build              *Build
 
 	mu        sync.Mutex
 	lastGood  time.Time
@@ -77,6 +78,8 @@ func New() *Metrics {
 	m.Registry.MustRegister(m.Backup.collectors()...)
 	m.Space = newSpace()
 	m.Registry.MustRegister(m.Space.collectors()...)
+	m.Build = newBuild()
+	m.Registry.MustRegister(m.Build.collectors()...)
 	for _, r := range []string{"ok", "failed"} {
 		m.ConfigReloads.WithLabelValues(r)
 	}

@@ -28,6 +28,9 @@ type Member struct {
 	DBSizeInUse int64
 	Quota       int64
 	Version     string
+	// DowngradeTarget is the minor its status says etcd's downgrade is
+	// enabled to ("": none).
+	DowngradeTarget string
 	// Alarms are the cluster's active alarms that name this member.
 	Alarms []Alarm
 	// Err says why the status call gave no usable answer ("" when it did).
@@ -102,6 +105,12 @@ type Cluster struct {
 	Alarms []Alarm
 	// Now is when it was observed.
 	Now time.Time
+	// Version is the cluster version (etcd's /version "etcdcluster":
+	// "3.6.0"), the minor every member speaks; "" when not read.
+	Version string
+	// DowngradeTarget is the minor etcd's downgrade is enabled to ("3.6";
+	// "": none), as a member's status reports it.
+	DowngradeTarget string
 	// Recovered is the record of the recovery that made this cluster
 	// (read only when this host's data belongs to another cluster).
 	Recovered *Recovered

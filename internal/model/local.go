@@ -62,6 +62,18 @@ type AgentRecord struct {
 	Maintenance string `json:"maintenance,omitempty"`
 	// Defragmenting is the member the agent defragments now (0: none).
 	Defragmenting uint64 `json:"defragmenting,omitempty"`
+	// RestartPending is why the agent's member is due for a rolling
+	// restart ("etcd 3.6.16 → 3.7.3"; "": none): the leader restarts
+	// last, once no other agent has one pending.
+	RestartPending string `json:"restartPending,omitempty"`
+	// Version is the agent's version; EtcdVersion the version of the etcd
+	// it runs ("" when not known).
+	Version     string `json:"version,omitempty"`
+	EtcdVersion string `json:"etcdVersion,omitempty"`
+	// RolloutSnapshot is the rollout (reconcile.RolloutKey) for which the
+	// agent took the verified snapshot a rollout begins with: the other
+	// members of the rollout need not take another.
+	RolloutSnapshot string `json:"rolloutSnapshot,omitempty"`
 }
 
 // Phase is what the agent is doing with its member, for STATUS, /status
@@ -136,8 +148,18 @@ type Local struct {
 	// LockReturned is how long ago this agent gave the lock back as a
 	// learner that did not catch up in time (0: it did not).
 	LockReturned time.Duration
-	// SettingsChanged: the spec changed the flags of the running etcd.
-	SettingsChanged bool
+	// Restart is why the running etcd must restart (changed settings,
+	// another etcd binary, another agent binary); zero when none is due.
+	Restart Restart
+	// WantEtcd is the version of the etcd the spec names now (its
+	// etcd.binary's, or the built-in one's); "" when not known.
+	WantEtcd string
+	// Restarted: this agent restarted its member for a rollout and holds
+	// the cluster lock since (it passes the lock on once caught up).
+	Restarted bool
+	// RolloutSnapshot is the rollout (reconcile.RolloutKey) for which this agent
+	// took the verified snapshot a rollout begins with ("": none yet).
+	RolloutSnapshot string
 	// LostPublishRace: the running etcd applied a snapshot from the leader
 	// and has not published itself since: etcd's publish stall, 7 s before
 	// it serves (docs/etcd-publish-stall.md). Set only while
@@ -152,6 +174,22 @@ type Local struct {
 	// StateDirError is non-empty while a file of the state dir cannot be
 	// written (full, read-only, immutable): the error.
 	StateDirError string
+	// Binary is the agent's own executable: the build it runs and, after
+	// a package upgrade replaced the file, the one installed now.
+	Binary Binary
+	// Upgraded is the journal of this agent's restart onto a new binary
+	// (upgrade.json), as far as decisions care: nil when none is open.
+	Upgraded *Upgraded
+}
+
+// Upgraded is an open restart of the agent onto a new binary: the old
+// process journaled it before it stopped etcd and exec'd the new one; the
+// new process closes it once its member is a caught-up healthy voter.
+type Upgraded struct {
+	From, To Build
+	// Lock: the new process holds the cluster lock the old one took (the
+	// same lease, resumed); false when the lease ran out in between.
+	Lock bool
 }
 
 // The roles of a recovery (recovery.Role).

@@ -18,7 +18,7 @@ func _() {
 	_ = x[DoFinishRejoin-7]
 	_ = x[DoStopForRepair-8]
 	_ = x[DoStopStuck-9]
-	_ = x[DoRestartSettings-10]
+	_ = x[DoRestart-10]
 	_ = x[DoChangeMembership-11]
 	_ = x[DoDisarm-12]
 	_ = x[DoRestartStalled-13]
@@ -30,11 +30,14 @@ func _() {
 	_ = x[DoAcceptFence-19]
 	_ = x[DoEndFence-20]
 	_ = x[DoDefrag-21]
+	_ = x[DoRolloutSnapshot-22]
+	_ = x[DoDowngrade-23]
+	_ = x[DoFinishUpgrade-24]
 }
 
-const _ActionKind_name = "nothingwaitstartidletake-lockrejoinpromotefinish-rejoinstop-for-repairstop-stuckrestart-for-settingschange-membershipdisarmrestart-stalledstop-for-recoveryforce-new-clusterrestore-snapshotfinish-recoveryrefuse-recoveryaccept-fenceend-fencedefrag"
+const _ActionKind_name = "nothingwaitstartidletake-lockrejoinpromotefinish-rejoinstop-for-repairstop-stuckrestartchange-membershipdisarmrestart-stalledstop-for-recoveryforce-new-clusterrestore-snapshotfinish-recoveryrefuse-recoveryaccept-fenceend-fencedefragrollout-snapshotdowngradefinish-upgrade"
 
-var _ActionKind_index = [...]uint8{0, 7, 11, 16, 20, 29, 35, 42, 55, 70, 80, 100, 117, 123, 138, 155, 172, 188, 203, 218, 230, 239, 245}
+var _ActionKind_index = [...]uint16{0, 7, 11, 16, 20, 29, 35, 42, 55, 70, 80, 87, 104, 110, 125, 142, 159, 175, 190, 205, 217, 226, 232, 248, 257, 271}
 
 func (i ActionKind) String() string {
 	idx := int(i) - 0

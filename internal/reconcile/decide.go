@@ -83,7 +83,7 @@ const (
 	DoFinishRejoin                       // finish-rejoin
 	DoStopForRepair                      // stop-for-repair
 	DoStopStuck                          // stop-stuck
-	DoRestartSettings                    // restart-for-settings
+	DoRestart                            // restart
 	DoChangeMembership                   // change-membership
 	DoDisarm                             // disarm
 	DoRestartStalled                     // restart-stalled
@@ -95,6 +95,9 @@ const (
 	DoAcceptFence                        // accept-fence
 	DoEndFence                           // end-fence
 	DoDefrag                             // defrag
+	DoRolloutSnapshot                    // rollout-snapshot
+	DoDowngrade                          // downgrade
+	DoFinishUpgrade                      // finish-upgrade
 )
 
 // Action is Decide's answer: one step, why, and a key that stays the same
@@ -113,6 +116,10 @@ type Action struct {
 	Alarms []model.Alarm
 	// Recovered is the recovery DoAcceptFence takes part in.
 	Recovered *model.Recovered
+	// Restart is why DoRestart restarts (Restart.Agent: the agent too).
+	Restart model.Restart
+	// Downgrade is the call of etcd's downgrade API DoDowngrade makes.
+	Downgrade Downgrade
 	// Kill: DoStopStuck ends the process with SIGKILL at once (it is
 	// stopped: SIGTERM would wait for a SIGCONT that never comes).
 	Kill bool
@@ -160,6 +167,9 @@ func decideStopped(in Input) Action {
 	}
 	d := DecideStart(startInput(in))
 	key := "start/" + d.Action.String() + "/" + stableKey(d.Reason)
+	if why := startRefused(in, d); why != "" {
+		return giveBack(wait("start-refused/"+stableKey(why), "%s", why))
+	}
 	switch d.Action {
 	case ActWait:
 		return Action{Kind: DoWait, Reason: "waiting: " + d.Reason, Key: key, Start: d, ReleaseLock: true}
@@ -216,8 +226,9 @@ func startInput(in Input) StartInput {
 }
 
 // decideRunning handles a running local etcd: make sure it serves, promote
-// it while it is a learner, finish an open rejoin, apply changed settings,
-// and converge the membership to the spec.
+// it while it is a learner, finish an open rejoin, restart it in its turn
+// when a restart is due (rollingRestart), and converge the membership to
+// the spec.
 func decideRunning(in Input) Action {
 	l := in.Local
 	a := l.Answer
@@ -245,10 +256,17 @@ func decideRunning(in Input) Action {
 	if l.Journal.Open() {
 		return Action{Kind: DoFinishRejoin, Reason: fmt.Sprintf("rejoin finished: %s is a healthy voter", in.Self.Name), Key: "finish-rejoin", ReleaseLock: true}
 	}
-	if l.SettingsChanged {
-		if act, due := restartForSettings(in); due {
-			return act
-		}
+	if act, ok := finishUpgrade(in); ok {
+		return act
+	}
+	if act, ok := restartedCatchingUp(in); ok {
+		return act
+	}
+	if act, ok := downgradeCancel(in); ok {
+		return act
+	}
+	if l.Restart.Due() {
+		return rollingRestart(in)
 	}
 	return converge(in)
 }
@@ -365,26 +383,6 @@ func othersHaveQuorum(in Input) bool {
 	}
 	ok, _ := in.Cluster.QuorumWithout(0)
 	return ok
-}
-
-// restartForSettings restarts the local etcd when the spec changed its
-// settings: only under the cluster lock (one member restarting at a time)
-// and only when the other voters form a healthy quorum without it.
-func restartForSettings(in Input) (Action, bool) {
-	if in.Cluster == nil {
-		return giveBack(wait("settings-no-view", "etcd settings changed; cannot observe the cluster to restart safely")), true
-	}
-	// Caught up, not only answering: a member that just came back may be
-	// thousands of entries behind, and a restart now would leave writes
-	// waiting on it (model.CaughtUp).
-	if ok, detail := in.Cluster.QuorumWithoutCaughtUp(in.Local.Answer.MemberID); !ok && len(in.Cluster.Members) > 1 {
-		return giveBack(wait("settings-no-quorum", "etcd settings changed; not restarting while the others have %s", detail)), true
-	}
-	if !in.Local.LockHeld {
-		return Action{Kind: DoTakeLock, Reason: "etcd settings changed: taking the cluster lock to restart", Key: "lock/settings"}, true
-	}
-	return Action{Kind: DoRestartSettings, Key: "restart-settings",
-		Reason: fmt.Sprintf("restarting etcd to apply changed settings (spec %s)", in.Generation)}, true
 }
 
 // converge makes at most one membership change toward the spec, under the

@@ -47,7 +47,7 @@ func TestPaused(t *testing.T) {
 		{"a rejoin mid-way stays as it is", Action{Kind: DoFinishRejoin, Reason: "rejoin finished"}, DoWait, "would now: finish-rejoin"},
 		{"no stop for repair", Action{Kind: DoStopForRepair, Reason: "etcd raised a CORRUPT alarm on member 2"}, DoWait, "would now: stop-for-repair"},
 		{"no stop of a stuck etcd (the operator may have stopped it)", Action{Kind: DoStopStuck, Kill: true, Reason: "stopped process"}, DoWait, "would now: stop-stuck"},
-		{"no restart for settings", Action{Kind: DoRestartSettings, Reason: "restarting etcd to apply changed settings"}, DoWait, "would now: restart-for-settings"},
+		{"no restart for settings", Action{Kind: DoRestart, Reason: "restarting etcd to apply changed settings"}, DoWait, "would now: restart ("},
 		{"no restart of a stalled publish", Action{Kind: DoRestartStalled}, DoWait, "would now: restart-stalled"},
 		{"no disarm", Action{Kind: DoDisarm, Alarms: []model.Alarm{{MemberID: 9, Type: model.AlarmCorrupt}}, Reason: "disarm CORRUPT alarm of member 9"}, DoWait, "would now: disarm"},
 		{"no recovery stop", Action{Kind: DoStopForRecovery}, DoWait, "would now: stop-for-recovery"},
@@ -99,8 +99,8 @@ func TestDecidePaused(t *testing.T) {
 		{"an expired pause holds nothing", pauseFor(-time.Second), corrupt, DoRejoin, "rejoining: "},
 		{"healthy data is started as it is", pauseFor(time.Hour), model.Local{Data: model.Data{Kind: model.DataHealthy, ClusterID: 0xc1, MemberID: 2}}, DoStart, "starting it as it is"},
 		{"changed settings wait", pauseFor(3 * time.Second),
-			model.Local{Running: true, Answer: &model.Answer{MemberID: 2, ClusterID: 0xc1, Leader: 1}, SettingsChanged: true, LockHeld: true},
-			DoWait, "paused by root@node1 for 3s more: replacing a disk; would now: restart-for-settings"},
+			model.Local{Running: true, Answer: &model.Answer{MemberID: 2, ClusterID: 0xc1, Leader: 1}, Restart: model.Restart{Why: "changed settings"}, RolloutSnapshot: ": changed settings", LockHeld: true},
+			DoWait, "paused by root@node1 for 3s more: replacing a disk; would now: restart ("},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

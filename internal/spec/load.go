@@ -37,33 +37,52 @@ func Load(path string) (*Spec, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read spec: %w", err)
 	}
-	return Parse(data, path)
+	s, d, err := parse(data, path)
+	if err != nil {
+		return nil, err
+	}
+	// The external etcd binary is run (--version) only for a file read
+	// from disk, never for bytes given to Parse (a fuzzer's).
+	if errs := d.checkEtcdBinary(s, ReadBinary); len(errs) > 0 {
+		return nil, &errs
+	}
+	return s, nil
 }
 
 // Parse is Load on bytes already read; path names the file in errors and
 // anchors relative paths.
 func Parse(data []byte, path string) (*Spec, error) {
+	s, _, err := parse(data, path)
+	return s, err
+}
+
+func parse(data []byte, path string) (*Spec, *doc, error) {
 	d := newDoc(path)
 	root := d.readYAML(data)
 	if len(d.errs) > 0 {
-		return nil, d.failed()
+		return nil, nil, d.failed()
 	}
 	s := &Spec{}
 	if !d.decodeSpec(root, s) {
-		return nil, d.failed()
+		return nil, nil, d.failed()
 	}
 	d.checkFields(s)
 	d.applyDefaults(s, baseDir(path))
 	d.checkMembers(s)
 	d.checkSecurity(s)
 	if len(d.errs) > 0 {
-		return nil, d.failed()
+		return nil, nil, d.failed()
 	}
 	s.Path = path
 	s.Generation = generation(data)
+	if l, ok := d.lines["etcd.binary"]; ok {
+		s.Etcd.Line = l
+	} else {
+		s.Etcd.Line = d.lines["etcd"]
+	}
 	d.warns.sortByLine()
 	s.Warnings = d.warns
-	return s, nil
+	return s, d, nil
 }
 
 func generation(data []byte) string {

@@ -80,10 +80,16 @@ type Etcd struct {
 	// Binary is an external etcd binary; empty means the etcd built into
 	// etcdkeeper ("etcdkeeper etcd ...").
 	Binary string `yaml:"binary"`
+	// SHA256 is the hex sha256 of Binary's file: checked by validate and
+	// by the agent before every start of etcd (a mismatch starts nothing).
+	SHA256 string `yaml:"sha256"`
 	// DataDir is the data dir template; {name} is the member's name.
 	DataDir string `yaml:"dataDir"`
 	// Flags are extra etcd flags: name without dashes -> value.
 	Flags map[string]string `yaml:"flags"`
+	// Line is the line of etcd.binary in the spec file (of etcd: when it
+	// is not written; 0: neither).
+	Line int `yaml:"-"`
 }
 
 // Agent configures etcdkeeper itself.

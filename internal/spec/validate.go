@@ -22,6 +22,7 @@ func (d *doc) checkFields(s *Spec) {
 	d.checkMemberFields(s)
 	d.checkPath("etcd.dataDir", s.Etcd.DataDir)
 	d.checkFlags(s)
+	d.checkEtcdSHA256(s.Etcd)
 	d.checkAgent(s.Agent)
 	d.checkRecoveryAddr(s)
 	d.checkRepair(s.Repair)

@@ -217,8 +217,8 @@ func agentLogs(logs map[string]string) (changes []change, events []agentEvent, b
 			switch rec.Msg {
 			case "stopping etcd":
 				ev.What = "stopped its etcd"
-			case "restarting etcd to apply changed settings":
-				ev.What = "restarted its etcd for changed settings"
+			case "restarting etcd for a rollout":
+				ev.What = "restarted its etcd for a rollout"
 			case "etcd exited":
 				ev.What, ev.Detail = "saw its etcd exit", rec.Exit+" "+rec.Reason
 			case "rejoin started":

@@ -6,7 +6,11 @@
 # corrupt WAL, spec reload, watchdog, power cycle, package remove/reinstall,
 # a host cut off from the network for a minute.
 #
-#   test/e2e/run.sh dist/etcdkeeper_<version>_<arch>.deb     (make e2e)
+#   test/e2e/run.sh dist/etcdkeeper_<version>_<arch>.deb [UPGRADE.deb]   (make e2e)
+#
+# UPGRADE.deb, a package of another version (make e2e builds one), is
+# installed on all three hosts in the same second for the upgrade step;
+# without it that step is skipped.
 #
 # Needs root, systemd-container (systemd-nspawn), debootstrap, curl, jq,
 # iproute2. The run lives in network and mount namespaces of its own: there
@@ -32,9 +36,14 @@ set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 deb=${1:-}
+upgrade_deb=${2:-}
 [[ $(id -u) == 0 ]] || { echo "e2e: must run as root (it boots containers)" >&2; exit 1; }
 [[ -n $deb && -f $deb ]] || { echo "usage: $0 path/to/etcdkeeper_<version>_<arch>.deb" >&2; exit 1; }
 deb=$(realpath "$deb")
+if [[ -n $upgrade_deb ]]; then
+	[[ -f $upgrade_deb ]] || { echo "e2e: no upgrade package $upgrade_deb" >&2; exit 1; }
+	upgrade_deb=$(realpath "$upgrade_deb")
+fi
 
 # Run in mount and network namespaces of our own: the overlay mounts and
 # the bridge exist only there and vanish with the run even if it is killed
@@ -43,7 +52,7 @@ deb=$(realpath "$deb")
 if [[ -z ${E2E_PRIVATE_MOUNTS:-} ]]; then
 	export E2E_PRIVATE_MOUNTS=1
 	exec 7</proc/self/ns/net
-	exec unshare --mount --net --propagation private -- "$0" "$deb"
+	exec unshare --mount --net --propagation private -- "$0" "$deb" ${upgrade_deb:+"$upgrade_deb"}
 fi
 
 WORKBASE=${E2E_WORKDIR:-/var/tmp/etcdkeeper-e2e}
@@ -469,6 +478,7 @@ make_host() {
 	printf '127.0.0.1\tlocalhost\n127.0.1.1\t%s\n::1\tlocalhost ip6-localhost ip6-loopback\n' "$h" >"$d/root/etc/hosts"
 	tr -d '-' </proc/sys/kernel/random/uuid >"$d/root/etc/machine-id"
 	cp "$deb" "$d/root/root/$(basename "$deb")"
+	[[ -z $upgrade_deb ]] || cp "$upgrade_deb" "$d/root/root/upgrade.deb"
 	# The host's end of its veth (host0) gets its address from the host's
 	# own systemd-networkd at every boot, before network-online.target
 	# (which etcdkeeper.service waits for). No gateway: nothing routed out.
@@ -1073,7 +1083,136 @@ s_reinstall() {
 	converged "${HOST[0]}" | sed 's/^/      /'
 }
 
-# 10. Across every step, with the short WatchdogSec drop-in: systemd's
+# 10. A fleet-wide package upgrade: the new .deb installed on all three
+# hosts in the same second (dpkg -i in parallel). The package restarts
+# nothing (postinst); each agent notices its binary replaced and, in its
+# turn (one at a time under the cluster lock, the others a caught-up
+# quorum, the leader last with its leadership moved off), stops etcd and
+# execs the new binary: the unit's main PID stays, systemd restarts
+# nothing (NRestarts unchanged). A steady writer through the members sees
+# no failed write; the test's own watcher (each member's status, every
+# 0.3 s) never sees fewer than 2 healthy voters; all three end on the new
+# version with their old member IDs.
+# upg_writer STOPFILE OUT: puts e2e-upg/k<i> every 50 ms through the
+# members in turn, each write retried through the next member for up to
+# 10 s; writes "ok failed maxstall_ms" to OUT when STOPFILE appears.
+upg_writer() {
+	local stop=$1 out=$2 i=0 ok=0 failed=0 max=0 t0 d n good
+	while [[ ! -e $stop ]]; do
+		t0=$EPOCHREALTIME
+		n=0 good=1
+		until etcd_put "${IP[$(((i + n) % 3))]}" "e2e-upg/k$i" v; do
+			n=$((n + 1))
+			if [[ $(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { print (b - a > 10) }') == 1 ]]; then
+				failed=$((failed + 1)) good=0
+				break
+			fi
+			sleep 0.05
+		done
+		d=$(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%d", (b - a) * 1000 }')
+		((d <= max)) || max=$d
+		((good == 0)) || ok=$((ok + 1))
+		i=$((i + 1))
+		sleep 0.05
+	done
+	echo "$ok $failed $max" >"$out"
+}
+# upg_watch STOPFILE OUT: every 0.3 s asks each member's status: the
+# fewest members answering with a leader, and the leader changes; writes
+# "fewest changes" to OUT.
+upg_watch() {
+	local stop=$1 out=$2 fewest=3 changes=0 last= h n l lead
+	while [[ ! -e $stop ]]; do
+		n=0 lead=
+		for h in "${IP[@]}"; do
+			l=$(curl -sf --max-time 1 -X POST "http://$h:2379/v3/maintenance/status" -d '{}' | jq -r '.leader // "0"') || l=0
+			if [[ $l != 0 && -n $l ]]; then
+				n=$((n + 1))
+				lead=$l
+			fi
+		done
+		((n < fewest)) && fewest=$n
+		if [[ -n $lead ]]; then
+			[[ -n $last && $lead != "$last" ]] && changes=$((changes + 1))
+			last=$lead
+		fi
+		sleep 0.3
+	done
+	echo "$fewest $changes" >"$out"
+}
+# on_version HOST VERSION ID PID: HOST's agent runs VERSION, nothing newer
+# waits on disk, its member is ID and healthy, its main PID is still PID.
+on_version() {
+	local st
+	st=$(agent_status "$1") || { echo "$1: agent endpoint does not answer"; return 1; }
+	jq -e --arg v "$2" '.version == $v and .installed == null' <<<"$st" >/dev/null ||
+		{ jq -r '"\(.member): runs \(.version), installed \(.installed.version // "-"): \(.decision)"' <<<"$st"; return 1; }
+	member_healthy "$1" "$3" >/dev/null || { member_healthy "$1" "$3"; return 1; }
+	[[ $(prop "$1" MainPID) == "$4" ]] || { echo "$1: main PID $(prop "$1" MainPID), was $4"; return 1; }
+	on "$1" cat "/var/lib/etcdkeeper/$(member "$1")/upgrade.json" | jq -e '.done' >/dev/null ||
+		{ echo "$1: no closed upgrade journal"; return 1; }
+}
+s_upgrade() {
+	local h v old t0 took w m nr ok failed stall fewest changes
+	if [[ -z $upgrade_deb ]]; then
+		log "no upgrade package given (run.sh DEB UPGRADE.deb): skipped"
+		return 0
+	fi
+	wait_all_healthy 90 || fail "cluster not healthy before the upgrade"
+	old=$(agent_field "${HOST[0]}" version)
+	for h in "${HOST[@]}"; do
+		put "upg-id-$h" "$(agent_field "$h" memberID)"
+		put "upg-pid-$h" "$(prop "$h" MainPID)"
+		put "upg-nr-$h" "$(prop "$h" NRestarts)"
+	done
+	rm -f "$WORK/state/upg-stop"
+	upg_writer "$WORK/state/upg-stop" "$WORK/state/upg-writer" &
+	w=$!
+	upg_watch "$WORK/state/upg-stop" "$WORK/state/upg-watch" &
+	m=$!
+	sleep 2
+	t0=$EPOCHREALTIME
+	log "installing upgrade.deb on ${HOST[*]} at once (running $old)"
+	local dpkgs=()
+	for h in "${HOST[@]}"; do
+		on "$h" env DEBIAN_FRONTEND=noninteractive dpkg -i --force-confold /root/upgrade.deb </dev/null >"$WORK/state/upg-dpkg-$h" 2>&1 &
+		dpkgs+=($!)
+	done
+	for h in 0 1 2; do
+		wait "${dpkgs[$h]}" || { touch "$WORK/state/upg-stop"; sed "s/^/      /" "$WORK/state/upg-dpkg-${HOST[$h]}"; fail -h "${HOST[$h]}" "${HOST[$h]}: dpkg -i upgrade.deb failed"; }
+	done
+	log "dpkg -i done on all three in $(elapsed "$t0")s"
+	for h in "${HOST[@]}"; do
+		on "$h" dpkg-query -W -f '${Version}\n' etcdkeeper | sed "s/^/      $h: installed /"
+	done
+	v=$(on "${HOST[0]}" etcdkeeper version | sed -n 's/^etcdkeeper //p')
+	[[ -n $v && $v != "$old" ]] || { touch "$WORK/state/upg-stop"; fail "the upgrade package's etcdkeeper reports version '$v', the running one $old: not another version"; }
+	log "installed etcdkeeper $v everywhere; the agents roll onto it"
+	for h in "${HOST[@]}"; do
+		if ! wait_for 300 "$h on $v, same member, same main PID" on_version "$h" "$v" "$(get "upg-id-$h")" "$(get "upg-pid-$h")"; then
+			touch "$WORK/state/upg-stop"
+			fail -h "$h" "$h did not roll onto $v"
+		fi
+	done
+	took=$(elapsed "$t0")
+	touch "$WORK/state/upg-stop"
+	wait "$w" "$m" || true
+	read -r ok failed stall <"$WORK/state/upg-writer"
+	read -r fewest changes <"$WORK/state/upg-watch"
+	log "install to all three on $v: ${took}s; writes ok $ok, failed $failed, longest write ${stall} ms; leader changes $changes; fewest members answering with a leader $fewest"
+	for h in "${HOST[@]}"; do
+		journal "$h" -o cat | grep -E '"msg":"(restarting onto the new binary|restarted onto the new binary[^"]*|upgrade finished)"' |
+			jq -r '"      '"$h"': \(.ts // "") \(.msg) \(.from // "") \(.to // "") \(.took // "")"' 2>/dev/null || true
+		nr=$(prop "$h" NRestarts)
+		[[ $nr == "$(get "upg-nr-$h")" ]] || fail -h "$h" "$h: systemd restarted the unit during the upgrade (NRestarts $nr, was $(get "upg-nr-$h")): the agent should have exec'd"
+	done
+	((failed == 0)) || fail "$failed writes failed during the upgrade"
+	((fewest >= 2)) || fail "only $fewest members answered with a leader at one point during the upgrade, want never fewer than 2 of 3"
+	wait_all_healthy 90 || fail "cluster not healthy after the upgrade"
+	converged "${HOST[0]}" | sed 's/^/      /'
+}
+
+# 11. Across every step, with the short WatchdogSec drop-in: systemd's
 # watchdog fired only once, on the agent step 6 froze on purpose.
 s_no_watchdog_kills() {
 	local h n want
@@ -1228,6 +1367,7 @@ step "6. watchdog: frozen agent killed and restarted" s_watchdog
 step "7. power off + boot: same member" s_powercycle
 step "8. apt-get remove keeps data; reinstall resumes" s_reinstall
 step "9. one host cut off for 60s: the others serve" s_cut
-step "10. WatchdogSec=$WATCHDOG all along: no watchdog kill but step 6's" s_no_watchdog_kills
+step "10. the new .deb on all 3 hosts in the same second: rolled one at a time" s_upgrade
+step "11. WatchdogSec=$WATCHDOG all along: no watchdog kill but step 6's" s_no_watchdog_kills
 [[ -z $FAILED ]]
 

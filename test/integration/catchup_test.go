@@ -109,7 +109,7 @@ func TestSettingsRestartWaitsForFrozenMember(t *testing.T) {
 	for _, name := range []string{"node1", "node2"} {
 		testbed.Eventually(t, converge, name+"'s agent to wait for node3", func() string {
 			notRestarted()
-			if !c.LogContains(name, "etcd settings changed; not restarting while the others have 1 of 2 voters caught up", "node3 is not catching up") {
+			if !c.LogContains(name, "restart due (changed settings); not restarting while the others have 1 of 2 voters caught up", "node3 is not catching up") {
 				return "no such decision logged yet"
 			}
 			return ""

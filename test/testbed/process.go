@@ -97,7 +97,15 @@ func (p *Process) Wait(d time.Duration) (exited bool, err error) {
 // Start starts the agent of Member name; env adds environment variables.
 func (c *Cluster) Start(name string, env ...string) {
 	c.t.Helper()
-	bin, args := Binary, []string{"run", "--config", c.SpecPath(name), "--name", name, "--log-level", "debug"}
+	c.StartBinary(name, Binary, env...)
+}
+
+// StartBinary starts the agent of Member name from the executable bin (a
+// host's own installed copy, which a test may replace as a package
+// upgrade would).
+func (c *Cluster) StartBinary(name, bin string, env ...string) {
+	c.t.Helper()
+	args := []string{"run", "--config", c.SpecPath(name), "--name", name, "--log-level", "debug"}
 	if h := c.Member(name).Host; h.NS != "" {
 		bin, args = h.Command(bin, args...)
 	}

@@ -17,6 +17,10 @@ type Writer struct {
 	Failed  atomic.Int64
 	LastErr atomic.Value
 	Prefix  string
+	// MaxStall is the longest a write took from its first try to its
+	// success or its last failure (ns): the writer's view of a leader
+	// change or of a member going away.
+	MaxStall atomic.Int64
 }
 
 // StartWriter starts a writer through the named members' endpoints.
@@ -32,11 +36,15 @@ func (c *Cluster) StartWriter(prefix string, retryFor time.Duration, names ...st
 			case <-time.After(20 * time.Millisecond):
 			}
 			key := fmt.Sprintf("%s/%06d", prefix, i)
-			deadline := time.Now().Add(retryFor)
+			began := time.Now()
+			deadline := began.Add(retryFor)
 			for {
 				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 				_, err := cli.Put(ctx, key, "v")
 				cancel()
+				if d := time.Since(began).Nanoseconds(); d > w.MaxStall.Load() {
+					w.MaxStall.Store(d)
+				}
 				if err == nil {
 					w.OK.Add(1)
 					break

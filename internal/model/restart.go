@@ -1,0 +1,39 @@
+package model
+
+import "strings"
+
+// Restart is why the running local member must restart, as the pass
+// observed it: the spec changed its settings, its etcd binary (another
+// version, path or checksum), or the agent's own binary changed on disk.
+// Every reason goes through the one rolling-restart rule
+// (reconcile.rollingRestart): one member at a time, the leader last.
+type Restart struct {
+	// Why says it for people and is the rollout's key across the agents
+	// ("etcd 3.6.16 → 3.7.3"); "" when no restart is due.
+	Why string
+	// Agent: the agent's own binary changed: the agent restarts itself
+	// (and its etcd with it), not only etcd.
+	Agent bool
+	// EtcdFrom and EtcdTo are the etcd versions the restart goes from and
+	// to ("3.6.16", "3.7.3"), when it changes etcd's binary: the
+	// preflight judges the move against the cluster version.
+	EtcdFrom, EtcdTo string
+}
+
+// Due: a restart is due.
+func (r Restart) Due() bool { return r.Why != "" }
+
+// Also adds another reason to r.
+func (r Restart) Also(why string) Restart {
+	if why == "" {
+		return r
+	}
+	if r.Why == "" {
+		r.Why = why
+		return r
+	}
+	if !strings.Contains(r.Why, why) {
+		r.Why += "; " + why
+	}
+	return r
+}
