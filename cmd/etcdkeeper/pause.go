@@ -22,7 +22,7 @@ func pauseCmd() *cobra.Command {
 	var d time.Duration
 	c := &cobra.Command{
 		Use:   "pause --config FILE [--for 2h] [--reason TEXT]",
-		Short: "Hold the agents: no membership change, repair, recovery step, restart for settings or disarm until resume",
+		Short: "Hold the agents: no membership change, repair, recovery step, rolling restart or disarm until resume",
 		Long: `pause writes a pause into the cluster (the key /etcdkeeper/<cluster>/pause), which
 every agent reads at each pass. While it is in force the agents change nothing
 but restart their own etcd as it is after a crash; each says what it would have

@@ -2,6 +2,8 @@ package spec
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -143,5 +145,25 @@ func TestEtcdSHA256Field(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("Parse(%q) = %v, want %q", tt.etcd, err, tt.want)
 		}
+	}
+}
+
+// TestLoadRunsEtcdBinary: Load (validate, every reload) runs the spec's
+// etcd.binary and refuses a flag its version removed, at its line.
+func TestLoadRunsEtcdBinary(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "etcd")
+	if err := os.WriteFile(bin, []byte("#!/bin/sh\necho 'etcd Version: 3.6.16'\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "cluster.yaml")
+	text := "cluster: {name: t}\nmembers:\n  - {name: a, peerURLs: [\"http://127.0.0.1:2380\"], clientURLs: [\"http://127.0.0.1:2379\"]}\netcd:\n  binary: " + bin + "\n  flags:\n    enable-v2: \"true\"\n"
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Load(path)
+	want := path + ":7: etcd.flags.enable-v2: etcd 3.6.16 (etcd.binary) has no --enable-v2: etcd 3.6 removed it"
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("Load = %v, want %q", err, want)
 	}
 }

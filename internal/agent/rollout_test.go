@@ -1,0 +1,77 @@
+package agent
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"go.uber.org/zap"
+
+	"github.com/etcdkeeper/etcdkeeper/internal/spec"
+)
+
+// fakeEtcd writes a script that answers --version like etcd does.
+func fakeEtcd(t *testing.T, version string) (path, sum string) {
+	t.Helper()
+	path = filepath.Join(t.TempDir(), "etcd")
+	text := "#!/bin/sh\necho 'etcd Version: " + version + "'\necho 'Git SHA: test'\n"
+	if err := os.WriteFile(path, []byte(text), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	h := sha256.Sum256([]byte(text))
+	return path, hex.EncodeToString(h[:])
+}
+
+// TestCheckBinary: before every start, etcd.binary must say its version
+// and have etcd.sha256; a mismatch is an error and nothing starts.
+func TestCheckBinary(t *testing.T) {
+	path, sum := fakeEtcd(t, "3.6.16")
+	tests := []struct {
+		name string
+		etcd spec.Etcd
+		want string // error part; "" ok
+	}{
+		{"built in", spec.Etcd{}, ""},
+		{"external, no checksum", spec.Etcd{Binary: path}, ""},
+		{"external, its checksum", spec.Etcd{Binary: path, SHA256: sum}, ""},
+		{"external, another checksum", spec.Etcd{Binary: path, SHA256: strings.Repeat("0", 64)}, "not starting etcd: " + path + " has sha256 " + sum + ", but etcd.sha256"},
+		{"missing", spec.Etcd{Binary: path + ".gone"}, "not starting etcd: etcd binary: stat"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a := &Agent{lg: zap.NewNop()}
+			b, err := a.checkBinary(&spec.Spec{Path: "cluster.yaml", Etcd: tt.etcd})
+			if tt.want == "" && err != nil || tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)) {
+				t.Fatalf("checkBinary = %v, want error containing %q", err, tt.want)
+			}
+			if err == nil && tt.etcd.Binary != "" && b.Version.String() != "3.6.16" {
+				t.Errorf("version %s, want 3.6.16", b.Version)
+			}
+		})
+	}
+}
+
+// TestBinaryChange: what makes a restart due, and how it reads.
+func TestBinaryChange(t *testing.T) {
+	v := func(s string) spec.Version { out, _ := spec.ParseVersion(s); return out }
+	old := spec.Binary{Path: "/opt/etcd-3.6/etcd", Version: v("3.6.16"), SHA256: "aa"}
+	tests := []struct {
+		name string
+		want spec.Binary
+		out  string
+	}{
+		{"the same", old, ""},
+		{"another version", spec.Binary{Path: "/opt/etcd-3.7/etcd", Version: v("3.7.3"), SHA256: "bb"}, "etcd 3.6.16 → 3.7.3"},
+		{"another path, same version", spec.Binary{Path: "/usr/bin/etcd", Version: v("3.6.16"), SHA256: "aa"}, "etcd binary /opt/etcd-3.6/etcd → /usr/bin/etcd (3.6.16)"},
+		{"replaced in place", spec.Binary{Path: old.Path, Version: v("3.6.16"), SHA256: "cc"}, "etcd binary /opt/etcd-3.6/etcd changed on disk (3.6.16)"},
+		{"to the built-in one", spec.Binary{Version: v("3.6.16")}, "etcd binary /opt/etcd-3.6/etcd → built-in (3.6.16)"},
+	}
+	for _, tt := range tests {
+		if got := binaryChange(old, tt.want); got != tt.out {
+			t.Errorf("%s: binaryChange = %q, want %q", tt.name, got, tt.out)
+		}
+	}
+}
