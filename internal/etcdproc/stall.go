@@ -74,15 +74,15 @@ type publishWatch struct {
 	stalled chan struct{}
 	once    sync.Once
 
-	mu        sync.Mutex
-	snapshot  time.Time // when the last "applied snapshot" was seen; zero: none
+	mu       sync.Mutex
+	snapshot time.Time // when the last "applied snapshot" was seen; zero: none
 	// receiving is when the last snapshot's reception began, retried when
 	// the last publish attempt failed (and the next began); zero: none.
 	receiving, retried time.Time
-	published bool
-	confirmed bool // Confirm proved the stall
-	timer     *time.Timer
-	ended     bool
+	published          bool
+	confirmed          bool // Confirm proved the stall
+	timer              *time.Timer
+	ended              bool
 }
 
 func newPublishWatch(after time.Duration, hooks PublishHooks) *publishWatch {
