@@ -43,6 +43,9 @@ type config struct {
 	stallRuns int
 	// recoverRuns: recoveries from quorum loss per data size.
 	recoverRuns int
+	// defragMB, defragRuns: the defrag scenario's db size per member and
+	// its runs (each defragments the cluster both ways).
+	defragMB, defragRuns int
 }
 
 func main() {
@@ -60,12 +63,15 @@ func main() {
 	flag.BoolVar(&cfg.smoke, "smoke", false, "one run each, no 100 MB case, 10 s idle: proves the bench runs (CI)")
 	flag.IntVar(&cfg.stallRuns, "stall-runs", 20, "joins and repairs with agent.restartPublishStall on, and as many with it off (the stall table)")
 	flag.IntVar(&cfg.recoverRuns, "recover-runs", 3, "recoveries from quorum loss per data size (1 MB, and 100 MB with -100mb)")
-	flag.StringVar(&cfg.only, "only", "", "comma-separated subset of: bootstrap,repair,repair-big,scale,stall,idle,recover (repair: every size; repair-big: only 100 MB, fresh and reused safety snapshot, and 1 GB with -1gb)")
+	flag.IntVar(&cfg.defragMB, "defrag-mb", 1024, "the defrag scenario's db file per member, MB (more than half of it free)")
+	flag.IntVar(&cfg.defragRuns, "defrag-runs", 1, "runs of the defrag scenario (each defragments the cluster with etcdkeeper and with etcdctl defrag --cluster)")
+	flag.StringVar(&cfg.only, "only", "", "comma-separated subset of: bootstrap,repair,repair-big,scale,stall,idle,recover,defrag (repair: every size; repair-big: only 100 MB, fresh and reused safety snapshot, and 1 GB with -1gb)")
 	flag.Parse()
 	if cfg.smoke {
 		cfg.runs, cfg.bigRuns, cfg.big, cfg.gb, cfg.idle, cfg.stallRuns, cfg.recoverRuns = 1, 1, false, false, 10*time.Second, 1, 1
 		cfg.smallRuns = 1
 		cfg.idleSettle = 5 * time.Second
+		cfg.defragMB, cfg.defragRuns = 32, 1
 	}
 	os.Exit(run(cfg))
 }
@@ -80,7 +86,7 @@ func run(cfg config) int {
 	cfg.prog.OnInterrupt(b.closeAll)
 	err = testbed.Catch(b.all)
 	b.closeAll()
-	table := b.table() + b.stepsTable() + b.recoverTable() + b.stallTable()
+	table := b.table() + b.stepsTable() + b.recoverTable() + b.defragTable() + b.stallTable()
 	fmt.Println(table)
 	if cfg.out != "" {
 		if werr := os.WriteFile(cfg.out, []byte(table+"\n"), 0o644); werr != nil {
@@ -105,6 +111,7 @@ type bench struct {
 	stall   []stallRow
 	steps   []repairBreakdown
 	recov   []recoverRow
+	defrag  []defragRows
 }
 
 // scenario runs f with a runner of its own: its clusters are stopped as
@@ -181,6 +188,9 @@ func (b *bench) all() {
 		if b.cfg.big {
 			b.recoverQuorum("100 MB", 100<<20, 10<<10, b.cfg.recoverRuns)
 		}
+	}
+	if b.want("defrag") && b.cfg.defragRuns > 0 {
+		b.defragScenario()
 	}
 	if b.want("scale") {
 		b.scale()
