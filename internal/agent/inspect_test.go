@@ -146,6 +146,10 @@ func TestRecentSnapshot(t *testing.T) {
 	}
 	now := time.Now()
 	write(now.Add(-time.Hour), 10, true)
+	if _, ok := a.recentSnapshot(0xc1d); !ok {
+		t.Fatalf("not reused with the default repair.snapshotMaxAge (%s, twice backup.interval)", s.Repair.SnapshotMaxAge)
+	}
+	s.Repair.SnapshotMaxAge.Duration = 0
 	if _, ok := a.recentSnapshot(0xc1d); ok {
 		t.Fatalf("reused with repair.snapshotMaxAge 0")
 	}

@@ -47,6 +47,11 @@ type PublishHooks struct {
 const (
 	msgAppliedSnapshot = `"msg":"applied snapshot"`
 	msgPublished       = `"msg":"published local member to cluster through raft"`
+	// msgReceiving (rafthttp, info) starts the reception of a snapshot
+	// the leader cut just before it sent it; msgPublishFailed (warn) ends
+	// one publish attempt, and etcd's publish loop begins the next at once.
+	msgReceiving     = `"msg":"receiving database snapshot"`
+	msgPublishFailed = `"msg":"failed to publish local member to cluster through raft"`
 )
 
 // publishWatch detects etcd's publish stall (docs/etcd-publish-stall.md):
@@ -57,7 +62,9 @@ const (
 // through raft" right after the snapshot. The watcher is fed every line
 // of the process's log and calls OnStall once when the snapshot was not
 // followed by the publish within StallAfter, or sooner when Confirm
-// proves the stall.
+// proves the stall; not when etcd's pending attempt began after the
+// snapshot's reception began (a retry, which the snapshot cannot hold:
+// at 1 GB the first attempt always times out while the snapshot streams).
 type publishWatch struct {
 	after time.Duration
 	hooks PublishHooks
@@ -67,12 +74,15 @@ type publishWatch struct {
 	stalled chan struct{}
 	once    sync.Once
 
-	mu        sync.Mutex
-	snapshot  time.Time // when the last "applied snapshot" was seen; zero: none
-	published bool
-	confirmed bool // Confirm proved the stall
-	timer     *time.Timer
-	ended     bool
+	mu       sync.Mutex
+	snapshot time.Time // when the last "applied snapshot" was seen; zero: none
+	// receiving is when the last snapshot's reception began, retried when
+	// the last publish attempt failed (and the next began); zero: none.
+	receiving, retried time.Time
+	published          bool
+	confirmed          bool // Confirm proved the stall
+	timer              *time.Timer
+	ended              bool
 }
 
 func newPublishWatch(after time.Duration, hooks PublishHooks) *publishWatch {
@@ -92,11 +102,29 @@ func (w *publishWatch) line(line string, now time.Time) {
 		if w.hooks.OnPublished != nil {
 			w.hooks.OnPublished()
 		}
+	case strings.Contains(line, msgReceiving):
+		w.mu.Lock()
+		w.receiving = now
+		w.mu.Unlock()
+	case strings.Contains(line, msgPublishFailed):
+		w.mu.Lock()
+		w.retried = now
+		w.mu.Unlock()
 	case strings.Contains(line, msgAppliedSnapshot):
 		w.mu.Lock()
 		defer w.mu.Unlock()
 		if w.published {
 			return // a member that serves already: no publish is pending
+		}
+		if !w.receiving.IsZero() && !w.retried.Before(w.receiving) {
+			// The pending attempt began after the leader cut this
+			// snapshot (its reception had begun): it is not inside it,
+			// and it is applied from the log that follows the snapshot,
+			// later when that backlog is long (a large db takes longer
+			// to send than etcd's 7 s publish timeout, so its first
+			// attempt has failed by then). No stall to cut short:
+			// restarting would only reopen the db.
+			return
 		}
 		w.snapshot = now
 		if w.timer == nil {

@@ -21,6 +21,7 @@ const (
 	linePublished = `{"level":"info","ts":"2026-11-30T15:21:04.102Z","caller":"etcdserver/server.go:1828","msg":"published local member to cluster through raft","local-member-id":"ac96b302afc49034"}`
 	lineFailed    = `{"level":"warn","ts":"2026-11-30T15:21:11.058Z","caller":"etcdserver/server.go:1838","msg":"failed to publish local member to cluster through raft","error":"etcdserver: request timed out"}`
 	lineOther     = `{"level":"info","ts":"2026-11-30T15:21:04.100Z","msg":"restored mvcc store"}`
+	lineReceiving = `{"level":"info","ts":"2026-12-01T21:20:56.120Z","caller":"rafthttp/http.go:269","msg":"receiving database snapshot","local-member-id":"b485dc6d7dbb83c6","remote-snapshot-sender-id":"a18c27a02f7b9cf0","incoming-snapshot-index":10561}`
 )
 
 func TestPublishWatch(t *testing.T) {
@@ -43,6 +44,13 @@ func TestPublishWatch(t *testing.T) {
 		{"stalled, and the first attempt failed: still stalled", []feed{{lineApplied, ms(0)}, {lineFailed, ms(6958)}}, ms(6960), true},
 		{"stalled until the retry published", []feed{{lineApplied, ms(0)}, {lineFailed, ms(6958)}, {linePublished, ms(6961)}}, ms(7000), false},
 		{"a snapshot after it published (a slow member later): no publish pending", []feed{{linePublished, ms(0)}, {lineApplied, ms(60000)}}, ms(70000), false},
+		// A large db streams for longer than the publish timeout (1 GB:
+		// ~10 s here): the first attempt fails meanwhile and etcd's retry
+		// begins after the leader cut the snapshot, so the snapshot cannot
+		// hold it; it is applied from the backlog that follows.
+		{"the attempt pending began while the snapshot streamed: not stalled however long the backlog", []feed{{lineReceiving, ms(0)}, {lineFailed, ms(6000)}, {lineApplied, ms(10000)}}, ms(15000), false},
+		{"the attempt pending began before the snapshot streamed: stalled", []feed{{lineFailed, ms(0)}, {lineReceiving, ms(100)}, {lineApplied, ms(3000)}}, ms(3100), true},
+		{"a second snapshot after a retry during the first: that retry may be inside it", []feed{{lineReceiving, ms(0)}, {lineFailed, ms(6000)}, {lineReceiving, ms(6500)}, {lineApplied, ms(9000)}}, ms(9100), true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -267,4 +275,24 @@ func TestPublishWatchLatePublish(t *testing.T) {
 		}
 		w.stop()
 	}
+}
+
+// TestPublishWatchRetryNotConfirmed: for a snapshot whose reception began
+// before the pending attempt, neither the timer nor Confirm (which would
+// find the first, failed attempt's attributes inside the snapshot) is
+// started: such a member is never restarted for a stall.
+func TestPublishWatchRetryNotConfirmed(t *testing.T) {
+	asked := false
+	w := newPublishWatch(StallAfter, PublishHooks{Confirm: func() bool { asked = true; return true }})
+	now := time.Now()
+	for _, l := range []string{lineReceiving, lineFailed, lineApplied} {
+		w.line(l, now)
+	}
+	w.mu.Lock()
+	timer := w.timer
+	w.mu.Unlock()
+	if timer != nil || asked {
+		t.Errorf("timer started %v, Confirm asked %v: want neither", timer != nil, asked)
+	}
+	w.stop()
 }

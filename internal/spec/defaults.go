@@ -47,6 +47,7 @@ func (d *doc) applyDefaults(s *Spec, base string) {
 	resolveTLS(base, &s.TLS)
 	s.Auth.CredentialsFile = resolvePath(base, s.Auth.CredentialsFile)
 	d.defaultBackup(&s.Backup, base)
+	d.defaultSnapshotMaxAge(&s.Repair, s.Backup)
 	d.defaultMaintenance(&s.Maintenance)
 	for i := range s.Members {
 		fillMember(s, &s.Members[i], base)
@@ -87,6 +88,29 @@ func (d *doc) defaultBackup(b *Backup, base string) {
 	}
 	b.S3.CredentialsFile = resolvePath(base, b.S3.CredentialsFile)
 	b.S3.CAFile = resolvePath(base, b.S3.CAFile)
+}
+
+// snapshotReuseIntervals is repair.snapshotMaxAge's default in
+// backup.intervals: a repair reuses a verified scheduled snapshot up to two
+// intervals old. Scheduled snapshots are on by default, and a fresh
+// safety snapshot streams the whole db from the leader before the repair
+// can start (about a second per 100 MB, 15-20 s at 1 GB on the bench), a
+// cost that grows with the db the defaults must serve (1-8 GB). One
+// interval would miss every repair that falls just before the next
+// snapshot is taken or verified (taking and checking one of 1 GB takes
+// tens of seconds) or after one failed take; two cover both, and the
+// snapshot a repair reuses then holds no more than the history a restore
+// from the schedule would lose anyway. The repair does not depend on it:
+// it rejoins from the leader's current data either way.
+const snapshotReuseIntervals = 2
+
+// defaultSnapshotMaxAge: unless the spec sets repair.snapshotMaxAge
+// (0s takes a fresh safety snapshot for every repair), reuse is on
+// whenever scheduled snapshots are.
+func (d *doc) defaultSnapshotMaxAge(r *Repair, b Backup) {
+	if !d.given["repair.snapshotMaxAge"] && b.Interval.Duration > 0 {
+		r.SnapshotMaxAge.Duration = snapshotReuseIntervals * b.Interval.Duration
+	}
 }
 
 func fillMember(s *Spec, m *Member, base string) {

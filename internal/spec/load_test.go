@@ -90,7 +90,7 @@ repair:
 			LearnerTimeout: Duration{2 * time.Minute},
 			StopTimeout:    Duration{10 * time.Second},
 		},
-		Repair:      Repair{Enabled: &off, Snapshot: &on, MaxPerHour: 3, KeepBackups: 5, MinFreeMB: 0},
+		Repair:      Repair{Enabled: &off, Snapshot: &on, MaxPerHour: 3, KeepBackups: 5, MinFreeMB: 0, SnapshotMaxAge: Duration{2 * time.Hour}},
 		Backup:      Backup{Interval: Duration{time.Hour}, Keep: 24},
 		Maintenance: Maintenance{Defrag: Defrag{Enabled: &on, MinFreeRatio: 0.5, MinFreeBytes: 256 << 20}},
 		Path:        path,
@@ -162,6 +162,7 @@ members: [{name: solo, peerURLs: ["http://[::1]:2380"], clientURLs: [http://db.e
 		{"repair.maxPerHour", s.Repair.MaxPerHour, 3},
 		{"repair.keepBackups", s.Repair.KeepBackups, 5},
 		{"repair.minFreeMB", s.Repair.MinFreeMB, int64(256)},
+		{"repair.snapshotMaxAge", s.Repair.SnapshotMaxAge.Duration, 2 * time.Hour},
 		{"etcd.flags", s.Etcd.Flags, map[string]string{}},
 		{"DataDir", m.DataDir, "/var/lib/etcd/solo"},
 		{"StateDir", m.StateDir, "/var/lib/etcdkeeper/solo"},
@@ -180,6 +181,34 @@ members: [{name: solo, peerURLs: ["http://[::1]:2380"], clientURLs: [http://db.e
 		if !reflect.DeepEqual(c.got, c.want) {
 			t.Errorf("%s = %#v, want %#v", c.what, c.got, c.want)
 		}
+	}
+}
+
+// TestSnapshotMaxAgeDefault: reuse of a verified scheduled snapshot is on
+// whenever scheduled snapshots are, up to two intervals old; a value the
+// spec gives, 0s included, stands.
+func TestSnapshotMaxAgeDefault(t *testing.T) {
+	const head = "cluster: {name: c}\nmembers: [{name: solo, peerURLs: [\"http://[::1]:2380\"], clientURLs: [http://db.example:2379]}]\n"
+	tests := []struct {
+		name, yaml string
+		want       time.Duration
+	}{
+		{"scheduled snapshots by default (1h)", "", 2 * time.Hour},
+		{"a shorter schedule", "backup: {interval: 15m}\n", 30 * time.Minute},
+		{"scheduled snapshots off", "backup: {interval: 0s}\n", 0},
+		{"given 0s: a fresh safety snapshot every repair", "repair: {snapshotMaxAge: 0s}\n", 0},
+		{"given", "repair: {snapshotMaxAge: 10m}\nbackup: {interval: 15m}\n", 10 * time.Minute},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, err := Parse([]byte(head+tt.yaml), "/etc/etcdkeeper/cluster.yaml")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := s.Repair.SnapshotMaxAge.Duration; got != tt.want {
+				t.Errorf("repair.snapshotMaxAge = %s, want %s", got, tt.want)
+			}
+		})
 	}
 }
 

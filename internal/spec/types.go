@@ -144,7 +144,8 @@ type Repair struct {
 	MinFreeMB int64 `yaml:"minFreeMB"`
 	// SnapshotMaxAge: a verified scheduled snapshot (backup:) at most this
 	// old stands for the repair's safety snapshot, so the repair need not
-	// transfer the keyspace first. 0 (the default): always a fresh one.
+	// transfer the keyspace first. 0: always a fresh one. Default: twice
+	// backup.interval when scheduled snapshots are on, else 0.
 	SnapshotMaxAge Duration `yaml:"snapshotMaxAge"`
 }
 

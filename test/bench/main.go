@@ -43,6 +43,9 @@ type config struct {
 	stallRuns int
 	// recoverRuns: recoveries from quorum loss per data size.
 	recoverRuns int
+	// defragMB, defragRuns: the defrag scenario's db size per member and
+	// its runs (each defragments the cluster both ways).
+	defragMB, defragRuns int
 }
 
 func main() {
@@ -60,12 +63,15 @@ func main() {
 	flag.BoolVar(&cfg.smoke, "smoke", false, "one run each, no 100 MB case, 10 s idle: proves the bench runs (CI)")
 	flag.IntVar(&cfg.stallRuns, "stall-runs", 20, "joins and repairs with agent.restartPublishStall on, and as many with it off (the stall table)")
 	flag.IntVar(&cfg.recoverRuns, "recover-runs", 3, "recoveries from quorum loss per data size (1 MB, and 100 MB with -100mb)")
-	flag.StringVar(&cfg.only, "only", "", "comma-separated subset of: bootstrap,repair,repair-big,scale,stall,idle,recover (repair: every size; repair-big: only 100 MB, fresh and reused safety snapshot, and 1 GB with -1gb)")
+	flag.IntVar(&cfg.defragMB, "defrag-mb", 1024, "the defrag scenario's db file per member, MB (more than half of it free)")
+	flag.IntVar(&cfg.defragRuns, "defrag-runs", 1, "runs of the defrag scenario (each defragments the cluster with etcdkeeper and with etcdctl defrag --cluster)")
+	flag.StringVar(&cfg.only, "only", "", "comma-separated subset of: bootstrap,repair,repair-big,scale,stall,idle,recover,defrag (repair: every size; repair-big: only 100 MB, fresh and reused safety snapshot, and 1 GB with -1gb)")
 	flag.Parse()
 	if cfg.smoke {
 		cfg.runs, cfg.bigRuns, cfg.big, cfg.gb, cfg.idle, cfg.stallRuns, cfg.recoverRuns = 1, 1, false, false, 10*time.Second, 1, 1
 		cfg.smallRuns = 1
 		cfg.idleSettle = 5 * time.Second
+		cfg.defragMB, cfg.defragRuns = 32, 1
 	}
 	os.Exit(run(cfg))
 }
@@ -80,7 +86,7 @@ func run(cfg config) int {
 	cfg.prog.OnInterrupt(b.closeAll)
 	err = testbed.Catch(b.all)
 	b.closeAll()
-	table := b.table() + b.stepsTable() + b.recoverTable() + b.stallTable()
+	table := b.table() + b.stepsTable() + b.recoverTable() + b.defragTable() + b.stallTable()
 	fmt.Println(table)
 	if cfg.out != "" {
 		if werr := os.WriteFile(cfg.out, []byte(table+"\n"), 0o644); werr != nil {
@@ -105,6 +111,7 @@ type bench struct {
 	stall   []stallRow
 	steps   []repairBreakdown
 	recov   []recoverRow
+	defrag  []defragRows
 }
 
 // scenario runs f with a runner of its own: its clusters are stopped as
@@ -165,15 +172,17 @@ func (b *bench) all() {
 	}
 	if b.want("repair") {
 		// Issue 13: ≤ 1.5× the script counting its stalls, ≤ 2× without.
-		b.repair(fmt.Sprintf("%d MB", b.cfg.smallMB), int64(b.cfg.smallMB)<<20, 1024, b.cfg.smallRuns, targets{all: 1.5, spared: 2}, false)
+		b.repair(fmt.Sprintf("%d MB", b.cfg.smallMB), int64(b.cfg.smallMB)<<20, 1024, b.cfg.smallRuns, targets{all: 1.5, spared: 2}, repairFresh)
 	}
 	if b.want("repair") || b.want("repair-big") {
 		if b.cfg.big {
 			// Also with a scheduled snapshot standing for the safety one.
-			b.repair("100 MB", 100<<20, 10<<10, b.cfg.bigRuns, targets{spared: 1.2}, true)
+			b.repair("100 MB", 100<<20, 10<<10, b.cfg.bigRuns, targets{spared: 1.2}, repairBoth)
 		}
 		if b.cfg.gb {
-			b.repair("1 GB", 1<<30, 64<<10, b.cfg.bigRuns, targets{spared: 1.2}, false)
+			// Issue 21 §5: with the default spec (scheduled snapshots on,
+			// so a verified one is reused).
+			b.repair("1 GB", 1<<30, 64<<10, b.cfg.bigRuns, targets{spared: 1.2}, repairDefaults)
 		}
 	}
 	if b.want("recover") && b.cfg.recoverRuns > 0 {
@@ -181,6 +190,9 @@ func (b *bench) all() {
 		if b.cfg.big {
 			b.recoverQuorum("100 MB", 100<<20, 10<<10, b.cfg.recoverRuns)
 		}
+	}
+	if b.want("defrag") && b.cfg.defragRuns > 0 {
+		b.defragScenario()
 	}
 	if b.want("scale") {
 		b.scale()
@@ -235,7 +247,23 @@ func (b *bench) bootstrapAndKill() {
 // runs (the script's stalls counted), and over the runs the stall spared.
 type targets struct{ all, spared float64 }
 
-func (b *bench) repair(size string, bytes int64, valueSize, runs int, target targets, reuse bool) {
+// repairMode is the spec a repair scenario runs with: repairFresh, a
+// fresh safety snapshot every repair (scheduled snapshots off, as the
+// test bed has them); repairBoth, that and a reused scheduled snapshot,
+// alternating (see repair); repairDefaults, the defaults: scheduled
+// snapshots on (backup.interval 1h) and repair.snapshotMaxAge left to its
+// default, so each repair reuses the verified scheduled snapshot taken
+// after the load.
+type repairMode int
+
+const (
+	repairFresh repairMode = iota
+	repairBoth
+	repairDefaults
+)
+
+func (b *bench) repair(size string, bytes int64, valueSize, runs int, target targets, mode repairMode) {
+	reuse := mode == repairBoth
 	var agent, reused, manual []event
 	var dbSize int64
 	b.scenario("repair-"+strings.ReplaceAll(size, " ", ""), func(r *testbed.Runner) {
@@ -253,9 +281,13 @@ func (b *bench) repair(size string, bytes int64, valueSize, runs int, target tar
 		dbSize = o.Members[0].DBSize
 		b.say("repair %s: loaded %d MB (db %d MB) in %s", size, bytes>>20, dbSize>>20, time.Since(t0).Round(time.Second))
 		var scheduled string
-		if reuse {
+		if mode != repairFresh {
 			t0 = time.Now()
-			scheduled = scheduledSnapshot(r, c, "node2")
+			if reuse {
+				scheduled = scheduledSnapshot(r, c, "node2")
+			} else {
+				scheduled = scheduledSnapshotWith(r, c, "node2", defaultsSpec)
+			}
 			b.say("repair %s: scheduled snapshot %s verified and restore-checked by every agent in %s", size, filepath.Base(scheduled), time.Since(t0).Round(time.Second))
 		}
 		w := startWriter(c.Client("node1", "node3"), "/bench/w")
@@ -266,8 +298,11 @@ func (b *bench) repair(size string, bytes int64, valueSize, runs int, target tar
 					setReuse(c, false)
 				}
 				e := agentRepair(r, c, w, "node2")
-				if reuse {
+				switch mode {
+				case repairBoth:
 					checkReuse(r, c, "node2", e, "")
+				case repairDefaults:
+					checkReuse(r, c, "node2", e, scheduled)
 				}
 				agent = append(agent, e)
 			}
@@ -295,6 +330,10 @@ func (b *bench) repair(size string, bytes int64, valueSize, runs int, target tar
 	})
 	what := fmt.Sprintf("corrupt WAL → healthy promoted voter, %s (db %d MB)", size, dbSize>>20)
 	label := size
+	if mode == repairDefaults {
+		label = size + ", default spec"
+		what += fmt.Sprintf(", the default spec (backup.interval 1h, so repair.snapshotMaxAge 2h: %s)", reuseNote(agent))
+	}
 	if reuse {
 		label = size + ", fresh safety snapshot"
 		what += ", fresh safety snapshot"

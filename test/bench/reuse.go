@@ -56,7 +56,20 @@ type snapshotSidecar struct {
 // (each check runs a throwaway etcd: none may still run during a timed
 // repair). It returns the snapshot's path.
 func scheduledSnapshot(r testbed.TB, c *testbed.Cluster, name string) string {
-	c.Extra = reuseSpec(false, true)
+	return scheduledSnapshotWith(r, c, name, reuseSpec(false, true))
+}
+
+// defaultsSpec is the spec's repair: and backup: sections as the defaults
+// have them, scheduled snapshots on (backup.interval 1h, written out: the
+// test bed turns them off when the spec names no backup:), and
+// repair.snapshotMaxAge left out, so its default (twice the interval)
+// applies.
+const defaultsSpec = repairSpec + "backup:\n  interval: 1h\n"
+
+// scheduledSnapshotWith is scheduledSnapshot with the spec's extra YAML
+// extra (which must turn the schedule on).
+func scheduledSnapshotWith(r testbed.TB, c *testbed.Cluster, name, extra string) string {
+	c.Extra = extra
 	c.WriteSpec()
 	var path string
 	testbed.Eventually(r, 5*time.Minute, "a verified scheduled snapshot of "+name+" and every agent's restore check", func() string {

@@ -85,18 +85,7 @@ func (b *bench) stepsTable() string {
 	head = append(head, "scripted, whole procedure")
 	fmt.Fprintf(&sb, "| %s |\n|%s\n", strings.Join(head, " | "), strings.Repeat("---|", len(head)))
 	for _, s := range b.steps {
-		cells := []string{fmt.Sprintf("%s (%d runs)", s.size, len(s.runs))}
-		for _, m := range stepMarks {
-			var ds []time.Duration
-			for _, r := range s.runs {
-				if d, ok := r[m.name]; ok {
-					ds = append(ds, d)
-				}
-			}
-			cells = append(cells, "+"+ms(medianD(ds)))
-		}
-		cells = append(cells, ms(median(unstalled(s.script))))
-		fmt.Fprintf(&sb, "| %s |\n", strings.Join(cells, " | "))
+		fmt.Fprintf(&sb, "| %s |\n", strings.Join(s.cells(), " | "))
 	}
 	return sb.String()
 }
@@ -105,6 +94,40 @@ type repairBreakdown struct {
 	size   string
 	runs   []map[string]time.Duration
 	script []event
+}
+
+// cells is one row of the steps table: the median of each mark over the
+// runs, "—" for a mark no run reached, and the scripted repairs' median
+// over the runs the stall spared. A row with no runs (every one stalled or
+// was restarted) says so instead of medians of nothing.
+func (s repairBreakdown) cells() []string {
+	cells := []string{fmt.Sprintf("%s (%d runs)", s.size, len(s.runs))}
+	if len(s.runs) == 0 {
+		cells[0] = fmt.Sprintf("%s (0 runs: every run hit etcd's publish stall or had its etcd restarted)", s.size)
+	}
+	for _, m := range stepMarks {
+		var ds []time.Duration
+		for _, r := range s.runs {
+			if d, ok := r[m.name]; ok {
+				ds = append(ds, d)
+			}
+		}
+		if len(ds) == 0 {
+			cells = append(cells, "—")
+			continue
+		}
+		cells = append(cells, "+"+ms(medianD(ds)))
+	}
+	script := "—"
+	if ok := unstalled(s.script); len(ok) > 0 {
+		script = ms(median(ok))
+		if len(ok) < len(s.script) {
+			script += fmt.Sprintf(" (%d of %d runs without the stall)", len(ok), len(s.script))
+		}
+	} else if len(s.script) > 0 {
+		script = fmt.Sprintf("— (all %d runs hit etcd's publish stall; with it: %s)", len(s.script), ms(median(s.script)))
+	}
+	return append(cells, script)
 }
 
 // fmtSteps is one run's marks for the progress log.

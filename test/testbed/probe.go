@@ -46,6 +46,7 @@ type MemberState struct {
 	RaftIndex    uint64
 	AppliedIndex uint64
 	DBSize       int64
+	DBSizeInUse  int64 // the db's pages in use; DBSize minus this is free
 	// Alarms are the cluster's alarms that name this member.
 	Alarms []pb.AlarmType
 }
@@ -180,6 +181,7 @@ func askStatus(cli *clientv3.Client, m *MemberState) {
 	m.AsItself = true
 	m.Leader, m.RaftTerm, m.RaftIndex, m.AppliedIndex = st.Leader, st.RaftTerm, st.RaftIndex, st.RaftAppliedIndex
 	m.DBSize = st.DbSize
+	m.DBSizeInUse = st.DbSizeInUse
 }
 
 // listening connects to the endpoint's port first: a stopped member
