@@ -68,7 +68,11 @@ type Agent struct {
 	// lockReturned is when this agent, a learner that did not catch up in
 	// time, gave the lock back (zero: it did not).
 	lockReturned time.Time
-	presence     *cluster.Presence
+	// compacted is the revision the NOSPACE procedure last compacted to;
+	// noSpace what the agent last reported of NOSPACE.
+	compacted int64
+	noSpace   noSpaceState
+	presence  *cluster.Presence
 	// lastExit is etcd's last exit, classified; nil once it serves again.
 	lastExit *model.Exit
 	// data is the data dir as last inspected; only this agent changes it,
