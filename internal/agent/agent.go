@@ -71,8 +71,10 @@ type Agent struct {
 	// compacted is the revision the NOSPACE procedure last compacted to;
 	// noSpace what the agent last reported of NOSPACE.
 	compacted int64
-	noSpace   noSpaceState
-	presence  *cluster.Presence
+	// defragmented: the revision at which this agent last defragmented each member.
+	defragmented map[uint64]int64
+	noSpace      noSpaceState
+	presence     *cluster.Presence
 	// lastExit is etcd's last exit, classified; nil once it serves again.
 	lastExit *model.Exit
 	// data is the data dir as last inspected; only this agent changes it,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io/fs"
+	"maps"
 	"path/filepath"
 	"time"
 
@@ -106,6 +107,10 @@ func (a *Agent) observe(ctx context.Context) (reconcile.Input, error) {
 	l := &in.Local
 	l.LockHeld = a.lock != nil && a.lock.Held()
 	l.Compacted = a.compacted
+	if a.defragmented == nil {
+		a.defragmented = map[uint64]int64{}
+	}
+	l.Defragmented = maps.Clone(a.defragmented)
 	if !a.lockReturned.IsZero() {
 		l.LockReturned = time.Since(a.lockReturned)
 	}

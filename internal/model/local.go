@@ -91,6 +91,10 @@ type Local struct {
 	// It is the agent's memory, not etcd's: forgotten, the procedure
 	// compacts again, which etcd answers at once (ErrCompacted).
 	Compacted int64
+	// Defragmented is the revision at which this agent last defragmented
+	// each member (by ID), its memory too: forgotten, a member is
+	// defragmented again.
+	Defragmented map[uint64]int64
 	// SilentFor is how long the running etcd has not answered.
 	SilentFor time.Duration
 	// LeaderlessFor is how long the running etcd has not answered with a

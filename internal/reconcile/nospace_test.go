@@ -26,45 +26,50 @@ func TestPlanNoSpace(t *testing.T) {
 	full, freed, fits := quota(16, 15, 16), quota(16, 2, 16), quota(3, 2, 16)
 	all := func(m memberMod) map[int][]memberMod { return map[int][]memberMod{1: {m}, 2: {m}, 3: {m}} }
 	compacting := NoSpacePolicy{Compact: true}
+	none, everyone := map[uint64]int64{}, map[uint64]int64{1: 50, 2: 50, 3: 50}
 	tests := []struct {
 		name           string
 		obs            model.Cluster
 		rev, compacted int64
+		defragged      map[uint64]int64
 		pol            NoSpacePolicy
 		kind           StepKind
 		member         uint64
 		contains       string
 	}{
-		{"no alarm, room left", observed(1, nodes(3, all(fits))...), 50, 0, compacting, StepNone, 0, "no NOSPACE alarm"},
-		{"no alarm, a db at its quota: compact", observed(1, nodes(3, map[int][]memberMod{2: {quota(16, 2, 16)}})...), 50, 0, compacting, StepCompact, 0, "compact to revision 50"},
-		{"raised: compact first", noSpaceOn(observed(1, nodes(3, all(freed))...), 1), 50, 0, compacting, StepCompact, 0, "compact to revision 50: NOSPACE is raised"},
-		{"compacted: the followers first", noSpaceOn(observed(1, nodes(3, all(freed))...), 1), 50, 50, compacting, StepDefrag, 2, "defragment node2: 14.0 MiB of 16.0 MiB free (NOSPACE: 16.0 MiB of a 16.0 MiB quota)"},
-		{"compaction off: straight to the defragmentation", noSpaceOn(observed(1, nodes(3, all(freed))...), 1), 50, 0, NoSpacePolicy{}, StepDefrag, 2, "defragment node2"},
-		{"deletes moved the revision on: compact again", noSpaceOn(observed(1, nodes(3, all(freed))...), 1), 80, 50, compacting, StepCompact, 0, "compact to revision 80"},
-		{"the leader last: handed off", noSpaceOn(observed(1, nodes(3, map[int][]memberMod{1: {freed}, 2: {fits}, 3: {fits}})...), 1), 50, 50, compacting, StepMoveLeader, 1, "move leader from node1 to node"},
-		{"every member below the line: disarm", noSpaceOn(observed(1, nodes(3, all(fits))...), 1, 2), 50, 50, compacting, StepDisarm, 0, "disarm NOSPACE: every member's db file is below 90% of its quota"},
-		{"no alarm, below the line again: done", observed(1, nodes(3, all(fits))...), 50, 50, compacting, StepNone, 0, "no NOSPACE alarm"},
-		{"just below 90 % disarms", noSpaceOn(observed(1, nodes(3, all(quota(14, 14, 16)))...), 1), 50, 50, compacting, StepDisarm, 0, "disarm"},
-		{"the data fills the quota: refused", noSpaceOn(observed(1, nodes(3, all(full))...), 1), 50, 50, compacting, StepFull, 0,
+		{"no alarm, room left", observed(1, nodes(3, all(fits))...), 50, 0, none, compacting, StepNone, 0, "no NOSPACE alarm"},
+		{"no alarm, a db at its quota: compact", observed(1, nodes(3, map[int][]memberMod{2: {quota(16, 2, 16)}})...), 50, 0, none, compacting, StepCompact, 0, "compact to revision 50"},
+		{"raised: compact first", noSpaceOn(observed(1, nodes(3, all(freed))...), 1), 50, 0, none, compacting, StepCompact, 0, "compact to revision 50: NOSPACE is raised"},
+		{"compacted: the followers first", noSpaceOn(observed(1, nodes(3, all(freed))...), 1), 50, 50, none, compacting, StepDefrag, 2, "defragment node2: 14.0 MiB of 16.0 MiB free (NOSPACE: 16.0 MiB of a 16.0 MiB quota)"},
+		{"compaction off: straight to the defragmentation", noSpaceOn(observed(1, nodes(3, all(freed))...), 1), 50, 0, none, NoSpacePolicy{}, StepDefrag, 2, "defragment node2"},
+		{"deletes moved the revision on: compact again", noSpaceOn(observed(1, nodes(3, all(freed))...), 1), 80, 50, none, compacting, StepCompact, 0, "compact to revision 80"},
+		{"the leader last: handed off", noSpaceOn(observed(1, nodes(3, map[int][]memberMod{1: {freed}, 2: {fits}, 3: {fits}})...), 1), 50, 50, none, compacting, StepMoveLeader, 1, "move leader from node1 to node"},
+		{"every member below the line: disarm", noSpaceOn(observed(1, nodes(3, all(fits))...), 1, 2), 50, 50, none, compacting, StepDisarm, 0, "disarm NOSPACE: every member's db file is below 90% of its quota"},
+		{"no alarm, below the line again: done", observed(1, nodes(3, all(fits))...), 50, 50, none, compacting, StepNone, 0, "no NOSPACE alarm"},
+		{"just below 90 % disarms", noSpaceOn(observed(1, nodes(3, all(quota(14, 14, 16)))...), 1), 50, 50, none, compacting, StepDisarm, 0, "disarm"},
+		{"the data fills the quota: refused", noSpaceOn(observed(1, nodes(3, all(full))...), 1), 50, 50, everyone, compacting, StepFull, 0,
 			"data in use 15.0 MiB of a 16.0 MiB quota on node1: raise etcd quota-backend-bytes or delete data"},
-		{"the data fills the quota before compaction: compact first", noSpaceOn(observed(1, nodes(3, all(full))...), 1), 50, 0, compacting, StepCompact, 0, "compact"},
+		{"in use as etcd counts it before a defragmentation: defragment first (its figure lags)", noSpaceOn(observed(1, nodes(3, all(full))...), 1), 50, 50, none, compacting, StepDefrag, 2, "defragment node2"},
+		{"defragmented before the deletes: again", noSpaceOn(observed(1, nodes(3, all(full))...), 1), 80, 80, everyone, compacting, StepDefrag, 2, "defragment node2"},
+		{"no memory (status, the other agents): nearly nothing free counts as defragmented", noSpaceOn(observed(1, nodes(3, all(quota(16, 16, 16)))...), 1), 50, 50, nil, compacting, StepFull, 0, "data in use 16.0 MiB of a 16.0 MiB quota"},
+		{"the data fills the quota before compaction: compact first", noSpaceOn(observed(1, nodes(3, all(full))...), 1), 50, 0, none, compacting, StepCompact, 0, "compact"},
 		{"the data fills the quota, a raise in the spec: wait for the restarts", noSpaceOn(observed(1, nodes(3, all(full))...), 1), 50, 50,
-			NoSpacePolicy{Compact: true, Quotas: map[string]int64{"node1": 64 * mib, "node2": 64 * mib, "node3": 64 * mib}}, StepWait, 0, "the spec raises quota-backend-bytes to 64.0 MiB"},
+			everyone, NoSpacePolicy{Compact: true, Quotas: map[string]int64{"node1": 64 * mib, "node2": 64 * mib, "node3": 64 * mib}}, StepWait, 0, "the spec raises quota-backend-bytes to 64.0 MiB"},
 		{"raised quota applied: disarm", noSpaceOn(observed(1, nodes(3, all(quota(16, 15, 64)))...), 1), 50, 50,
-			NoSpacePolicy{Compact: true, Quotas: map[string]int64{"node1": 64 * mib, "node2": 64 * mib, "node3": 64 * mib}}, StepDisarm, 0, "disarm"},
-		{"a member down: no disarm on a size unknown", noSpaceOn(observed(1, nodes(3, map[int][]memberMod{1: {fits}, 2: {fits}, 3: {down}})...), 1), 50, 50, compacting, StepWait, 0,
+			everyone, NoSpacePolicy{Compact: true, Quotas: map[string]int64{"node1": 64 * mib, "node2": 64 * mib, "node3": 64 * mib}}, StepDisarm, 0, "disarm"},
+		{"a member down: no disarm on a size unknown", noSpaceOn(observed(1, nodes(3, map[int][]memberMod{1: {fits}, 2: {fits}, 3: {down}})...), 1), 50, 50, none, compacting, StepWait, 0,
 			"NOSPACE procedure waits: node3 does not answer"},
-		{"a member lags: its defragmentation waits", noSpaceOn(observed(1, nodes(3, map[int][]memberMod{1: {fits}, 2: {freed, lagging}, 3: {fits}})...), 1), 50, 50, compacting, StepWait, 0,
+		{"a member lags: its defragmentation waits", noSpaceOn(observed(1, nodes(3, map[int][]memberMod{1: {fits}, 2: {freed, lagging}, 3: {fits}})...), 1), 50, 50, none, compacting, StepWait, 0,
 			"defrag node2 waits: node2 is catching up"},
-		{"a CORRUPT alarm beside it: no step", withAlarms(observed(1, nodes(3, all(freed))...), model.Alarm{MemberID: 1, Type: model.AlarmNoSpace}, model.Alarm{MemberID: 2, Type: model.AlarmCorrupt}), 50, 0, compacting, StepWait, 0,
+		{"a CORRUPT alarm beside it: no step", withAlarms(observed(1, nodes(3, all(freed))...), model.Alarm{MemberID: 1, Type: model.AlarmNoSpace}, model.Alarm{MemberID: 2, Type: model.AlarmCorrupt}), 50, 0, none, compacting, StepWait, 0,
 			"a CORRUPT alarm is raised on member 2"},
-		{"no leader", noSpaceOn(observed(0, nodes(3, all(freed))...), 1), 50, 0, compacting, StepWait, 0, "no leader"},
-		{"one member: defragmented in place", noSpaceOn(observed(1, nodes(1, all(freed))...), 1), 50, 50, compacting, StepDefrag, 1, "defragment node1 in place"},
+		{"no leader", noSpaceOn(observed(0, nodes(3, all(freed))...), 1), 50, 0, none, compacting, StepWait, 0, "no leader"},
+		{"one member: defragmented in place", noSpaceOn(observed(1, nodes(1, all(freed))...), 1), 50, 50, none, compacting, StepDefrag, 1, "defragment node1 in place"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			desired := specNodes(len(tt.obs.Members))
-			got := PlanNoSpace(desired, tt.obs, tt.rev, tt.compacted, tt.pol)
+			got := PlanNoSpace(desired, tt.obs, tt.rev, tt.compacted, tt.defragged, tt.pol)
 			if got.Kind != tt.kind || (tt.member != 0 && got.MemberID != tt.member) || !reasonHas(got.Reason, tt.contains) {
 				t.Errorf("got %s member %x: %q\nwant %s member %x containing %q", got.Kind, got.MemberID, got.Reason, tt.kind, tt.member, tt.contains)
 			}
@@ -83,7 +88,7 @@ func TestPlanNoSpace(t *testing.T) {
 // under NOSPACE), ahead of a membership change; the others wait and say
 // who acts; a member under NOSPACE alone is never stopped for repair.
 func TestDecideNoSpace(t *testing.T) {
-	freed, fits, full := quota(16, 2, 16), quota(3, 2, 16), quota(16, 15, 16)
+	freed, fits, full := quota(16, 2, 16), quota(3, 2, 16), quota(16, 16, 16)
 	all := func(m memberMod) map[int][]memberMod { return map[int][]memberMod{1: {m}, 2: {m}, 3: {m}} }
 	pol := NoSpacePolicy{Compact: true}
 	local := func(self uint64, compacted int64) model.Local {
@@ -157,7 +162,7 @@ func TestNoSpaceIsNoRepair(t *testing.T) {
 // last, only while every other voter answers.
 func TestQuotaRaiseTurn(t *testing.T) {
 	raised := NoSpacePolicy{Compact: true, Quotas: map[string]int64{"node1": 64 * mib, "node2": 64 * mib, "node3": 64 * mib}}
-	old, applied := quota(16, 15, 16), quota(16, 15, 64)
+	old, applied := quota(16, 16, 16), quota(16, 16, 64)
 	tests := []struct {
 		name     string
 		obs      model.Cluster
