@@ -16,8 +16,8 @@ import (
 const CompactDeadline = 2 * time.Minute
 
 // Compact compacts the cluster's history to rev, physically (etcd answers
-// when the space is free in the db, so the next status shows it in
-// dbSizeInUse). A revision compacted already is success: the step is
+// when the keys are deleted from its db; its dbSizeInUse may lag until
+// the next write, see reconcile.settledAt). A revision compacted already is success: the step is
 // taken again after a crash or by a new actor. Compaction is a raft
 // proposal that etcd takes under NOSPACE (its capped applier refuses
 // puts and lease grants only).

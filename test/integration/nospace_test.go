@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -19,7 +18,9 @@ import (
 // smallQuota is the tests' quota-backend-bytes: 16 MiB.
 const smallQuota = 16 << 20
 
-func quotaFlag(bytes int64) string { return fmt.Sprintf("    quota-backend-bytes: %q\n", fmt.Sprint(bytes)) }
+func quotaFlag(bytes int64) string {
+	return fmt.Sprintf("    quota-backend-bytes: %q\n", fmt.Sprint(bytes))
+}
 
 // fillUntilFull writes 100 KiB values under prefix until etcd refuses
 // puts ("database space exceeded") and an agent says that the data fills
@@ -103,14 +104,6 @@ func anyLog(c *testbed.Cluster, parts ...string) bool {
 // under its own ID, no alarm left.
 func TestNoSpaceRecovers(t *testing.T) {
 	c := testbed.New(t, 3)
-	t.Cleanup(func() {
-		if t.Failed() {
-			for _, n := range c.AllNames() {
-				b, _ := os.ReadFile(c.LogPath(n))
-				_ = os.WriteFile("/tmp/nslog-"+n, b, 0o644)
-			}
-		}
-	})
 	c.EtcdFlags = quotaFlag(smallQuota)
 	c.WriteSpec()
 	startAll(c)
@@ -216,8 +209,11 @@ func TestNoSpaceDataFillsQuota(t *testing.T) {
 			t.Errorf("%s's member ID changed: %x -> %x", name, id, after[name])
 		}
 	}
-	if !anyLog(c, "quota-backend-bytes raised to 64.0 MiB under NOSPACE: restarting with it") {
-		t.Error("no agent logged its restart for the raised quota")
+	// Each member restarted by the NOSPACE rule (no lock can be taken).
+	for _, n := range c.AllNames() {
+		if !c.LogContains(n, `"key":"restart-settings/nospace"`) {
+			t.Errorf("%s was not restarted for the raised quota by the NOSPACE rule", n)
+		}
 	}
 }
 
@@ -235,7 +231,24 @@ func TestNoSpaceAfterAgentCrash(t *testing.T) {
 	}
 	ids := c.WaitVoters(converge, c.AllNames()...)
 	cli := c.Client()
-	fillUntilFull(t, c, cli, "fill")
+	// Until etcd refuses a put: the agents crash at their first
+	// defragmentation, so nobody would say that the data fills the quota.
+	value := strings.Repeat("x", 100<<10)
+	for i := 0; ; i++ {
+		if i == 1000 {
+			t.Fatal("1000 puts of 100 KiB and no NOSPACE")
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		_, err := cli.Put(ctx, fmt.Sprintf("fill/%05d", i), value)
+		cancel()
+		if errors.Is(err, rpctypes.ErrNoSpace) {
+			t.Logf("put %d refused: %v", i, err)
+			break
+		}
+		if err != nil {
+			t.Fatalf("put %d: %v", i, err)
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	_, err := cli.Delete(ctx, "fill/", clientv3.WithPrefix())
 	cancel()
