@@ -134,6 +134,17 @@ func maintenanceLines(s *spec.Spec, v model.Cluster, recs []model.AgentRecord) [
 			out = append(out, fmt.Sprintf("maintenance running: agent %s is %s", r.Name, r.Maintenance))
 		}
 	}
+	// The revision is the agents' to compare (0, 0: no compaction step):
+	// what status shows is whether the procedure can go on, or why not.
+	switch ns := reconcile.PlanNoSpace(s.Members, v, 0, 0, nil, reconcile.NoSpacePolicyOf(s)); ns.Kind {
+	case reconcile.StepNone:
+	case reconcile.StepFull:
+		return append(out, "NOSPACE STAYS RAISED: "+ns.Reason)
+	case reconcile.StepWait:
+		return append(out, "NOSPACE: "+ns.Reason)
+	default:
+		return append(out, fmt.Sprintf("NOSPACE: the agents are on it (the leader's agent, without the cluster lock): next: %s", ns.Reason))
+	}
 	step := reconcile.PlanMaintenance(s.Members, v, reconcile.DefragPolicyOf(s.Maintenance.Defrag))
 	switch step.Kind {
 	case reconcile.StepNone:

@@ -36,7 +36,7 @@ func (a *Agent) act(ctx context.Context, act reconcile.Action, in reconcile.Inpu
 }
 
 func (a *Agent) step(ctx context.Context, act reconcile.Action, in reconcile.Input) (string, bool, error) {
-	if needsLock(act.Kind) {
+	if needsLock(act.Kind) && !act.Unlocked {
 		// The decision saw the lock held; its lease may have expired since
 		// (a long pass, a partition, a pause): another agent may hold it
 		// now. Asked of the cluster, not of our client's belief.
@@ -96,7 +96,12 @@ func (a *Agent) step(ctx context.Context, act reconcile.Action, in reconcile.Inp
 	case reconcile.DoChangeMembership:
 		return a.changeMembership(ctx, act.Step, in)
 	case reconcile.DoDisarm:
+		if act.Step.Kind == reconcile.StepDisarm {
+			return a.disarmNoSpace(ctx, act)
+		}
 		return a.disarm(ctx, act)
+	case reconcile.DoCompact:
+		return a.compact(ctx, act)
 	case reconcile.DoDefrag:
 		return a.defrag(ctx, act.Step, in)
 	case reconcile.DoStopForRecovery, reconcile.DoForceNewCluster, reconcile.DoRestoreSnapshot, reconcile.DoFinishRecovery, reconcile.DoRefuseRecovery, reconcile.DoAcceptFence, reconcile.DoEndFence:

@@ -73,6 +73,12 @@ type Agent struct {
 	// lockReturned is when this agent, a learner that did not catch up in
 	// time, gave the lock back (zero: it did not).
 	lockReturned time.Time
+	// compacted is the revision the NOSPACE procedure last compacted to;
+	// noSpace what the agent last reported of NOSPACE.
+	compacted int64
+	// defragmented: the revision at which this agent last defragmented each member.
+	defragmented map[uint64]int64
+	noSpace      noSpaceState
 	presence     *cluster.Presence
 	// lastExit is etcd's last exit, classified; nil once it serves again.
 	lastExit *model.Exit

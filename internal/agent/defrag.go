@@ -68,6 +68,9 @@ func (a *Agent) defrag(ctx context.Context, step reconcile.Step, in reconcile.In
 		after, freed = st.DbSize, max(0, m.DBSize-st.DbSize)
 	}
 	a.metrics.Space.DefragDone(took, freed, nil)
+	if in.Local.Answer != nil {
+		a.defragmented[m.ID] = in.Local.Answer.Revision // for the NOSPACE procedure (reconcile.settledAt)
+	}
 	a.remember(history.Event{Kind: "defrag", Member: step.Name, MemberID: history.HexID(m.ID), Reason: step.Reason,
 		Detail: map[string]string{"before": reconcile.FmtBytes(m.DBSize), "after": reconcile.FmtBytes(after), "took": took.Round(time.Millisecond).String()}})
 	a.lg.Warn("defragmented", zap.String("target", step.Name), zap.String("target-id", fmt.Sprintf("%x", m.ID)),

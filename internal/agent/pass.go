@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io/fs"
+	"maps"
 	"path/filepath"
 	"time"
 
@@ -33,6 +34,7 @@ func (a *Agent) onePass(ctx context.Context) bool {
 		a.observePause(ctx, &in)
 		act = reconcile.Decide(in)
 		said, again, err = a.act(ctx, act, in)
+		a.noteNoSpace(in, act)
 		a.pushHistory(ctx, in)
 	}
 	if err != nil {
@@ -94,7 +96,7 @@ func (a *Agent) report(act reconcile.Action, said string, err error) {
 func (a *Agent) observe(ctx context.Context) (reconcile.Input, error) {
 	s, self := a.Spec()
 	in := reconcile.Input{Self: self, InSpec: a.inSpecNow(), Desired: s.Members, Generation: s.Generation,
-		LearnerTimeout: s.Agent.LearnerTimeout.Duration, Defrag: reconcile.DefragPolicyOf(s.Maintenance.Defrag)}
+		LearnerTimeout: s.Agent.LearnerTimeout.Duration, Defrag: reconcile.DefragPolicyOf(s.Maintenance.Defrag), NoSpace: reconcile.NoSpacePolicyOf(s)}
 	// Reap first: an exited etcd must be noted even when the client
 	// cannot be made (its Done channel would wake the loop at once).
 	a.reapExit()
@@ -106,6 +108,11 @@ func (a *Agent) observe(ctx context.Context) (reconcile.Input, error) {
 	l.Binary = a.observeBinary(ctx)
 	l.Upgraded = a.upgraded()
 	l.LockHeld = a.lock != nil && a.lock.Held()
+	l.Compacted = a.compacted
+	if a.defragmented == nil {
+		a.defragmented = map[uint64]int64{}
+	}
+	l.Defragmented = maps.Clone(a.defragmented)
 	if !a.lockReturned.IsZero() {
 		l.LockReturned = time.Since(a.lockReturned)
 	}
@@ -169,7 +176,7 @@ func (a *Agent) observeRunning(ctx context.Context, in *reconcile.Input) {
 	}
 	a.silentSince, a.silentFirst, a.stallRestarts = time.Time{}, time.Time{}, 0
 	a.still.Reset()
-	l.Answer = &model.Answer{MemberID: st.Header.MemberId, ClusterID: st.Header.ClusterId, Leader: st.Leader, IsLearner: st.IsLearner, Applied: st.RaftAppliedIndex}
+	l.Answer = &model.Answer{MemberID: st.Header.MemberId, ClusterID: st.Header.ClusterId, Leader: st.Leader, IsLearner: st.IsLearner, Applied: st.RaftAppliedIndex, Revision: st.Header.Revision}
 	a.updateStatus(func(s *Status) { s.RaftTerm, s.RaftIndex, s.Revision = st.RaftTerm, st.RaftIndex, st.Header.Revision })
 	if len(st.Errors) > 0 && st.Leader != 0 {
 		// The status lists the active alarms as text; AlarmList says,
@@ -196,9 +203,10 @@ func (a *Agent) observeRunning(ctx context.Context, in *reconcile.Input) {
 	if in.Cluster == nil {
 		return
 	}
-	if len(reconcile.Diff(in.Desired, *in.Cluster)) > 0 || l.Restart.Due() {
+	if len(reconcile.Diff(in.Desired, *in.Cluster)) > 0 || l.Restart.Due() || reconcile.NoSpaceRaised(*in.Cluster) {
 		// Only a change to the membership, or a rolling restart, consults
-		// the other agents' specs, progress and pending restarts.
+		// the other agents' specs, progress and pending restarts; NOSPACE,
+		// who is alive to act.
 		if recs, err := a.client.Agents(ctx, s.Cluster.Name); err == nil {
 			in.Agents = recs
 		}

@@ -77,6 +77,12 @@ type Status struct {
 	Maintenance string `json:"maintenance,omitempty"`
 	// Defragmenting is the member ID Maintenance defragments (0: none).
 	Defragmenting uint64 `json:"-"`
+	// NoSpace is the NOSPACE procedure's state as this agent last decided
+	// ("": no NOSPACE); NoSpaceFull, when the data in use fills the quota,
+	// why the alarm stays ("data in use 1.9 GiB of a 2.0 GiB quota on
+	// node1: raise etcd quota-backend-bytes or delete data ...").
+	NoSpace     string `json:"nospace,omitempty"`
+	NoSpaceFull string `json:"nospaceFull,omitempty"`
 }
 
 // Status returns a copy of the agent's status.
@@ -162,7 +168,8 @@ func (a *Agent) noteView(v model.Cluster) {
 	})
 	space := make([]metrics.MemberSpace, 0, len(v.Members))
 	for _, m := range v.Members {
-		space = append(space, metrics.MemberSpace{Name: m.Name, DBSize: m.DBSize, InUse: m.DBSizeInUse, Quota: m.Quota})
+		space = append(space, metrics.MemberSpace{Name: m.Name, DBSize: m.DBSize, InUse: m.DBSizeInUse, Quota: m.Quota,
+			NoSpace: model.Alarmed(v.Alarms, m.ID, model.AlarmNoSpace)})
 	}
 	a.metrics.Space.SetMembers(space)
 }
@@ -212,6 +219,10 @@ func statusLineOf(st Status) string {
 			health = "unhealthy"
 		}
 		line := fmt.Sprintf("%s: %s, %s; leader %s; %d/%d healthy", st.Member, st.Role, health, st.LeaderName, st.HealthyVoters, st.Voters)
+		if st.NoSpaceFull != "" {
+			// It needs a human: before the alarms, which it explains.
+			line += "; NOSPACE STAYS: " + st.NoSpaceFull
+		}
 		if len(st.Alarms) > 0 {
 			line += "; alarm " + strings.Join(st.Alarms, ", ")
 		}

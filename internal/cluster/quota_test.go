@@ -20,7 +20,7 @@ etcd:
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &Client{quotas: quotas(s)}
+	c := &Client{quotas: s.Quotas()}
 	for _, tt := range []struct {
 		name     string
 		reported int64

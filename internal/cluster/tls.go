@@ -20,7 +20,7 @@ func DialSpec(s *spec.Spec, m spec.Member, endpoints []string) (*Client, error) 
 	if err != nil {
 		return nil, err
 	}
-	opts := []DialOption{WithCatchUpBound(catchUpBound(s)), WithQuotas(quotas(s))}
+	opts := []DialOption{WithCatchUpBound(catchUpBound(s)), WithQuotas(s.Quotas())}
 	if s.Auth.CredentialsFile != "" {
 		user, password, err := ReadCredentials(s.Auth.CredentialsFile)
 		if err != nil {
@@ -48,24 +48,6 @@ func catchUpBound(s *spec.Spec) uint64 {
 		}
 	}
 	return model.CatchUpBound(most)
-}
-
-// quotas are the members' quota-backend-bytes as the spec sets them (a
-// member's own flags over the cluster's); members without one are left
-// out (etcd's default).
-func quotas(s *spec.Spec) map[string]int64 {
-	const name = "quota-backend-bytes"
-	out := map[string]int64{}
-	for _, m := range s.Members {
-		v, ok := m.Flags[name]
-		if !ok {
-			v = s.Etcd.Flags[name]
-		}
-		if n, err := strconv.ParseInt(v, 10, 64); err == nil && n > 0 {
-			out[m.Name] = n
-		}
-	}
-	return out
 }
 
 // TLSConfig is the client TLS config for c: its certificate, presented

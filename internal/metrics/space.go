@@ -16,6 +16,12 @@ type Space struct {
 	DefragRuns  *prometheus.CounterVec
 	DefragTime  prometheus.Histogram
 	DefragFreed prometheus.Counter
+	// NoSpaceAlarm is 1 while a NOSPACE alarm names the member; NoSpaceFull
+	// 1 while the data in use fills the quota (the procedure cannot
+	// disarm); NoSpaceSteps the procedure's steps this agent took.
+	NoSpaceAlarm *prometheus.GaugeVec // member
+	NoSpaceFull  prometheus.Gauge
+	NoSpaceSteps *prometheus.CounterVec // step
 }
 
 func newSpace() *Space {
@@ -31,29 +37,48 @@ func newSpace() *Space {
 			Help: "How long each defragmentation this agent ran took.", Buckets: []float64{0.1, 0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600}}),
 		DefragFreed: prometheus.NewCounter(prometheus.CounterOpts{Name: "etcdkeeper_defrag_freed_bytes_total", Help: "Bytes of db file the defragmentations this agent ran gave back."}),
 	}
+	s.NoSpaceAlarm = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "etcdkeeper_member_nospace_alarm",
+		Help: "1 while etcd's NOSPACE alarm names the member (the cluster refuses writes), else 0; every member as this agent last observed it."}, member)
+	s.NoSpaceFull = prometheus.NewGauge(prometheus.GaugeOpts{Name: "etcdkeeper_nospace_data_fills_quota",
+		Help: "1 while NOSPACE is raised and a member's data in use fills 90 % of its quota: the agents do not disarm (it would trip again); raise quota-backend-bytes or delete data."})
+	s.NoSpaceSteps = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "etcdkeeper_nospace_steps_total",
+		Help: "Steps of the NOSPACE procedure this agent took, by step: compact, disarm, refused (a disarm refused: the data fills the quota), failed."}, []string{"step"})
 	for _, r := range []string{"done", "failed"} {
 		s.DefragRuns.WithLabelValues(r)
+	}
+	for _, st := range []string{"compact", "disarm", "refused", "failed"} {
+		s.NoSpaceSteps.WithLabelValues(st)
 	}
 	return s
 }
 
 func (s *Space) collectors() []prometheus.Collector {
-	return []prometheus.Collector{s.DBSize, s.DBInUse, s.Quota, s.FreeRatio, s.DefragRuns, s.DefragTime, s.DefragFreed}
+	return []prometheus.Collector{s.DBSize, s.DBInUse, s.Quota, s.FreeRatio, s.DefragRuns, s.DefragTime, s.DefragFreed,
+		s.NoSpaceAlarm, s.NoSpaceFull, s.NoSpaceSteps}
 }
 
 // MemberSpace is one member's sizes, in bytes.
 type MemberSpace struct {
 	Name                 string
 	DBSize, InUse, Quota int64
+	// NoSpace: a NOSPACE alarm names it.
+	NoSpace bool
 }
 
 // SetMembers replaces the members' gauges with those observed: a member
 // that left the cluster leaves them too.
 func (s *Space) SetMembers(ms []MemberSpace) {
-	for _, g := range []*prometheus.GaugeVec{s.DBSize, s.DBInUse, s.Quota, s.FreeRatio} {
+	for _, g := range []*prometheus.GaugeVec{s.DBSize, s.DBInUse, s.Quota, s.FreeRatio, s.NoSpaceAlarm} {
 		g.Reset()
 	}
 	for _, m := range ms {
+		if m.Name != "" {
+			alarm := 0.0
+			if m.NoSpace {
+				alarm = 1
+			}
+			s.NoSpaceAlarm.WithLabelValues(m.Name).Set(alarm)
+		}
 		if m.Name == "" || m.DBSize <= 0 {
 			continue // unstarted, or no status answer
 		}

@@ -38,3 +38,28 @@ etcdkeeper_member_db_free_ratio{member="node2"} 0
 		}
 	}
 }
+
+// TestNoSpaceMetrics: every observed member has its NOSPACE gauge, at 0
+// until an alarm names it; the steps are born at 0.
+func TestNoSpaceMetrics(t *testing.T) {
+	m := New()
+	for _, st := range []string{"compact", "disarm", "refused", "failed"} {
+		if n := testutil.CollectAndCount(m.Space.NoSpaceSteps.WithLabelValues(st)); n != 1 {
+			t.Errorf("step %s: %d series", st, n)
+		}
+	}
+	m.Space.SetMembers([]MemberSpace{{Name: "node1", DBSize: 1000, Quota: 1000, NoSpace: true}, {Name: "node2", DBSize: 900, Quota: 1000}, {Name: ""}})
+	want := `
+# HELP etcdkeeper_member_nospace_alarm 1 while etcd's NOSPACE alarm names the member (the cluster refuses writes), else 0; every member as this agent last observed it.
+# TYPE etcdkeeper_member_nospace_alarm gauge
+etcdkeeper_member_nospace_alarm{member="node1"} 1
+etcdkeeper_member_nospace_alarm{member="node2"} 0
+`
+	if err := testutil.GatherAndCompare(m.Registry, strings.NewReader(want), "etcdkeeper_member_nospace_alarm"); err != nil {
+		t.Error(err)
+	}
+	m.Space.SetMembers([]MemberSpace{{Name: "node1", DBSize: 500, Quota: 1000}})
+	if v := testutil.ToFloat64(m.Space.NoSpaceAlarm.WithLabelValues("node1")); v != 0 {
+		t.Errorf("node1's alarm gauge %v after the disarm, want 0", v)
+	}
+}

@@ -98,6 +98,15 @@ type Local struct {
 	// Answer is what the local etcd's client port answered; nil when it
 	// did not (starting, stuck, or stopped).
 	Answer *Answer
+	// Compacted is the revision this agent last compacted the cluster to
+	// (or found compacted) in the NOSPACE procedure; 0 since it started.
+	// It is the agent's memory, not etcd's: forgotten, the procedure
+	// compacts again, which etcd answers at once (ErrCompacted).
+	Compacted int64
+	// Defragmented is the revision at which this agent last defragmented
+	// each member (by ID), its memory too: forgotten, a member is
+	// defragmented again.
+	Defragmented map[uint64]int64
 	// SilentFor is how long the running etcd has not answered.
 	SilentFor time.Duration
 	// LeaderlessFor is how long the running etcd has not answered with a
@@ -236,6 +245,7 @@ type Answer struct {
 	Leader    uint64
 	IsLearner bool
 	Applied   uint64 // raft applied index
+	Revision  int64  // the store's current revision (its header)
 	Alarms    []Alarm
 }
 

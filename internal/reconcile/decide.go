@@ -63,6 +63,8 @@ type Input struct {
 	Agents []model.AgentRecord
 	// Defrag is the maintenance.defrag policy.
 	Defrag DefragPolicy
+	// NoSpace is the maintenance.nospace policy, with the spec's quotas.
+	NoSpace NoSpacePolicy
 	// Pause is the operator's pause (nil: none), as of Now.
 	Pause *model.Pause
 	Now   time.Time
@@ -98,6 +100,7 @@ const (
 	DoRolloutSnapshot                    // rollout-snapshot
 	DoDowngrade                          // downgrade
 	DoFinishUpgrade                      // finish-upgrade
+	DoCompact                            // compact
 )
 
 // Action is Decide's answer: one step, why, and a key that stays the same
@@ -123,6 +126,10 @@ type Action struct {
 	// Kill: DoStopStuck ends the process with SIGKILL at once (it is
 	// stopped: SIGTERM would wait for a SIGCONT that never comes).
 	Kill bool
+	// Unlocked: a step that needs the cluster lock taken without it, by
+	// the NOSPACE procedure's single actor (etcd refuses the lock's lease
+	// under NOSPACE; see noSpace).
+	Unlocked bool
 	// ReleaseLock: give the cluster lock back (if held) after this step.
 	// The lock stays with a member that is starting, rejoining or
 	// restarting until it is a healthy voter again.
@@ -266,6 +273,18 @@ func decideRunning(in Input) Action {
 		return act
 	}
 	if l.Restart.Due() {
+		if in.Cluster != nil && NoSpaceRaised(*in.Cluster) && !l.LockHeld {
+			// No lock can be taken under NOSPACE (etcd refuses lease
+			// grants): a raised quota, which is what cures a cluster
+			// whose data fills it, restarts in the order QuotaRaiseTurn
+			// reads from the observation; every other restart waits for
+			// the alarm to clear (the NOSPACE rule in converge says what
+			// the cluster waits for).
+			if turn, why := QuotaRaiseTurn(*in.Cluster, l.Answer.MemberID, in.NoSpace); turn {
+				return Action{Kind: DoRestart, Unlocked: true, Restart: l.Restart, Key: "restart/nospace", Reason: "restarting etcd: " + why}
+			}
+			return converge(in)
+		}
 		return rollingRestart(in)
 	}
 	return converge(in)
@@ -403,6 +422,11 @@ func converge(in Input) Action {
 	}
 	if gone := alarmsOfGone(*in.Cluster); len(gone) > 0 {
 		return disarm(gone, fmt.Sprintf("disarm %s alarm of member %x, which is no longer in the cluster", gone[0].Type, gone[0].MemberID))
+	}
+	if act, ok := noSpace(in); ok {
+		// Before Plan: under NOSPACE no membership change can take the
+		// cluster lock anyway.
+		return act
 	}
 	step := Plan(in.Desired, *in.Cluster, Options{LearnerTimeout: in.LearnerTimeout})
 	switch step.Kind {

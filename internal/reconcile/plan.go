@@ -35,16 +35,25 @@ const (
 	StepMoveLeader // move-leader
 	// StepDefrag: defragment MemberID (maintenance, see PlanMaintenance).
 	StepDefrag // defrag
+	// StepCompact: compact the cluster to Revision (PlanNoSpace).
+	StepCompact // compact
+	// StepDisarm: disarm the NOSPACE Alarms (PlanNoSpace).
+	StepDisarm // disarm
+	// StepFull: the data in use fills the quota; NOSPACE stays until an
+	// operator deletes data or raises the quota (PlanNoSpace).
+	StepFull // data-fills-quota
 )
 
 // Step is the single membership change Plan decided on, with its reason.
 type Step struct {
 	Kind     StepKind
 	MemberID uint64
-	Name     string   // the member's name ("" for an unstarted member not in the spec)
-	PeerURLs []string // StepUpdatePeerURLs: the new peer URLs
-	To       uint64   // StepMoveLeader: the new leader
-	Reason   string   // one human-readable line
+	Name     string        // the member's name ("" for an unstarted member not in the spec)
+	PeerURLs []string      // StepUpdatePeerURLs: the new peer URLs
+	To       uint64        // StepMoveLeader: the new leader
+	Revision int64         // StepCompact: the revision to compact to
+	Alarms   []model.Alarm // StepDisarm: the alarms to disarm
+	Reason   string        // one human-readable line
 }
 
 // Plan decides the next single membership change for the cluster. It is

@@ -14,11 +14,14 @@ func _() {
 	_ = x[StepUpdatePeerURLs-3]
 	_ = x[StepMoveLeader-4]
 	_ = x[StepDefrag-5]
+	_ = x[StepCompact-6]
+	_ = x[StepDisarm-7]
+	_ = x[StepFull-8]
 }
 
-const _StepKind_name = "nonewaitremoveupdate-peer-urlsmove-leaderdefrag"
+const _StepKind_name = "nonewaitremoveupdate-peer-urlsmove-leaderdefragcompactdisarmdata-fills-quota"
 
-var _StepKind_index = [...]uint8{0, 4, 8, 14, 30, 41, 47}
+var _StepKind_index = [...]uint8{0, 4, 8, 14, 30, 41, 47, 54, 60, 76}
 
 func (i StepKind) String() string {
 	idx := int(i) - 0

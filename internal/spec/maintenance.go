@@ -14,8 +14,20 @@ import (
 // Maintenance configures the work the agents do on a healthy cluster
 // (maintenance:).
 type Maintenance struct {
-	Defrag Defrag `yaml:"defrag"`
+	Defrag  Defrag  `yaml:"defrag"`
+	NoSpace NoSpace `yaml:"nospace"`
 }
+
+// NoSpace is the NOSPACE procedure (maintenance.nospace): what the agents
+// do when etcd raised its NOSPACE alarm (docs/space.md).
+type NoSpace struct {
+	// Compact: compact to the current revision first, as etcd's own
+	// NOSPACE procedure does; nil (not given) means true.
+	Compact *bool `yaml:"compact"`
+}
+
+// Compacts: the procedure compacts first.
+func (n NoSpace) Compacts() bool { return n.Compact == nil || *n.Compact }
 
 // Defrag is the defragmentation policy (maintenance.defrag): a member is
 // defragmented, one at a time, when at least MinFreeRatio of its db file

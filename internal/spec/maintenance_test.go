@@ -51,6 +51,48 @@ func TestMaintenanceFields(t *testing.T) {
 	}
 }
 
+func TestNoSpaceFields(t *testing.T) {
+	tests := []struct {
+		name, yaml string
+		want       bool
+	}{
+		{"default", "", true},
+		{"on", "maintenance:\n  nospace:\n    compact: true\n", true},
+		{"off", "maintenance:\n  nospace:\n    compact: false\n", false},
+		{"empty section", "maintenance:\n  nospace:\n", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, err := Parse([]byte(twoMembers+tt.yaml), "spec.yaml")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := s.Maintenance.NoSpace.Compacts(); got != tt.want {
+				t.Errorf("compacts: %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestNoSpaceErrors(t *testing.T) {
+	tests := []struct{ name, yaml, want, msg string }{
+		{"unknown key", "    disarm: true", "spec.yaml:7: maintenance.nospace.disarm", "unknown key"},
+		{"compact text", "    compact: sometimes", "spec.yaml:7: maintenance.nospace.compact", "true or false"},
+		{"compact list", "    compact: [true]", "spec.yaml:7: maintenance.nospace.compact", "true or false"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			errs := parseErrors(t, twoMembers+"maintenance:\n  nospace:\n"+tt.yaml+"\n")
+			for _, e := range errs {
+				if line := e.Error(); strings.HasPrefix(line, tt.want) && strings.Contains(line, tt.msg) {
+					return
+				}
+			}
+			t.Errorf("want %q with %q, got:\n%v", tt.want, tt.msg, errs.Error())
+		})
+	}
+}
+
 func TestMaintenanceErrors(t *testing.T) {
 	tests := []struct{ name, yaml, want, msg string }{
 		{"unknown key", "    minFree: 1", "spec.yaml:7: maintenance.defrag.minFree", "unknown key"},

@@ -1,6 +1,9 @@
 package spec
 
-import "strings"
+import (
+	"strconv"
+	"strings"
+)
 
 // Lookup returns the member called name.
 func (s *Spec) Lookup(name string) (Member, bool) {
@@ -35,4 +38,22 @@ func (s *Spec) ForHost(host string) (Member, bool) {
 		return s.Lookup(short)
 	}
 	return Member{}, false
+}
+
+// Quotas are the members' quota-backend-bytes as the spec sets them (a
+// member's own flags over the cluster's), by name; members without one
+// are left out (etcd's default).
+func (s *Spec) Quotas() map[string]int64 {
+	const name = "quota-backend-bytes"
+	out := map[string]int64{}
+	for _, m := range s.Members {
+		v, ok := m.Flags[name]
+		if !ok {
+			v = s.Etcd.Flags[name]
+		}
+		if n, err := strconv.ParseInt(v, 10, 64); err == nil && n > 0 {
+			out[m.Name] = n
+		}
+	}
+	return out
 }

@@ -179,7 +179,9 @@ func (ch *chaos) run() {
 	// edit can reach them at different times.
 	c.PerHostSpec = true
 	// Chaos repairs the same member more than the default 3 times an hour.
-	c.Extra = "repair:\n  maxPerHour: 100\n"
+	// The history check reads etcd's history from revision 1: the NOSPACE
+	// procedure must not compact it, should a run reach the quota.
+	c.Extra = "repair:\n  maxPerHour: 100\nmaintenance:\n  nospace:\n    compact: false\n"
 	initial := c.AllNames()[:cfg.initial]
 	c.WriteSpec(initial...)
 	for _, n := range initial {

@@ -32,6 +32,8 @@ var agentMetrics = []string{
 	"etcdkeeper_member_db_quota_bytes",
 	"etcdkeeper_member_db_free_ratio",
 	"etcdkeeper_defrag_runs_total",
+	"etcdkeeper_member_nospace_alarm",
+	"etcdkeeper_nospace_data_fills_quota",
 }
 
 var wantAlerts = []string{
@@ -51,6 +53,8 @@ var wantAlerts = []string{
 	"EtcdkeeperDBNearQuota",
 	"EtcdkeeperDBFragmented",
 	"EtcdkeeperDefragFailed",
+	"EtcdkeeperNoSpace",
+	"EtcdkeeperNoSpaceDataFillsQuota",
 }
 
 type ruleFile struct {

@@ -51,6 +51,9 @@ type Cluster struct {
 	Members []Member
 	agents  map[string]*Process
 	Extra   string // extra YAML appended to the spec
+	// EtcdFlags are YAML lines added under etcd.flags (indented four
+	// spaces), e.g. "    quota-backend-bytes: \"16777216\"\n".
+	EtcdFlags string
 	// AgentExtra is YAML added under agent: (indented two spaces).
 	AgentExtra string
 	tls        *tls.Config
@@ -200,7 +203,7 @@ func (c *Cluster) SpecText(names ...string) string {
 		fmt.Fprintf(&b, "  - name: %s\n    peerURLs: [%q]\n    clientURLs: [%q]\n    agentAddr: %s:%d\n",
 			m.Name, m.PeerURL(), m.ClientURL(), m.IP, m.AgentPort)
 	}
-	fmt.Fprintf(&b, "etcd:\n  dataDir: %s/{name}/etcd\n  flags:\n    log-level: warn\n", c.Dir)
+	fmt.Fprintf(&b, "etcd:\n  dataDir: %s/{name}/etcd\n  flags:\n    log-level: warn\n%s", c.Dir, c.EtcdFlags)
 	fmt.Fprintf(&b, "agent:\n  stateDir: %s/{name}/state\n  interval: 500ms\n  stopTimeout: 10s\n%s", c.Dir, c.AgentExtra)
 	if !strings.Contains(c.Extra, "backup:") {
 		// Scheduled snapshots (and their restore checks, each an etcd of

@@ -1,0 +1,324 @@
+package reconcile
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/etcdkeeper/etcdkeeper/internal/model"
+	"github.com/etcdkeeper/etcdkeeper/internal/spec"
+)
+
+// NoSpacePolicy is maintenance.nospace as the decision reads it, with the
+// spec's quota-backend-bytes by member name (a raise the members have not
+// restarted with yet).
+type NoSpacePolicy struct {
+	Compact bool
+	Quotas  map[string]int64
+}
+
+// NoSpacePolicyOf is the spec's policy.
+func NoSpacePolicyOf(s *spec.Spec) NoSpacePolicy {
+	return NoSpacePolicy{Compact: s.Maintenance.NoSpace.Compacts(), Quotas: s.Quotas()}
+}
+
+// DisarmBelow is the share of its quota every member's db file must be
+// below before NOSPACE is disarmed: a db at its quota would raise the
+// alarm again with the first writes.
+const DisarmBelow = 0.9
+
+// NoSpaceRaised: etcd raised a NOSPACE alarm, or a member's db file
+// reached its quota (the next write raises it).
+func NoSpaceRaised(obs model.Cluster) bool {
+	for _, a := range obs.Alarms {
+		if a.Type == model.AlarmNoSpace {
+			return true
+		}
+	}
+	for _, m := range obs.Members {
+		if m.Quota > 0 && m.DBSize >= m.Quota {
+			return true
+		}
+	}
+	return false
+}
+
+// overLine: m's db file is at DisarmBelow of its quota or more.
+func overLine(size, quota int64) bool {
+	return quota > 0 && float64(size) >= DisarmBelow*float64(quota)
+}
+
+// PlanNoSpace decides the next step of etcd's own NOSPACE procedure
+// (etcd's docs, "Space quota"): compact, defragment, disarm. rev is the
+// store's current revision, compacted the one the procedure last
+// compacted to, defragged the revision at which it defragmented each
+// member (nil: not known, see settledAt). StepNone: no NOSPACE; StepWait and StepFull: Reason says
+// why nothing can be done now.
+//
+// Every step is safe to take again, so a procedure cut short (the agent
+// killed, the leader moved) resumes from a new observation: a compaction
+// to a revision already compacted is refused at once (ErrCompacted, taken
+// as done), a defragmentation is atomic per member and may run again, a
+// disarm of an alarm no longer raised is a no-op.
+//
+// The rules, in order (the order is the point):
+//  1. Nothing unless NOSPACE is raised (or a db file reached its quota).
+//  2. Not beside a CORRUPT alarm (diverged data comes first), and not
+//     without a leader (compaction and disarm are raft proposals).
+//  3. Compact to the current revision, unless maintenance.nospace.compact
+//     is false: writes are refused anyway, so the history helps no one
+//     (watchers relist), and it is what turns deleted keys into free
+//     pages. Again after deletes moved the revision on.
+//  4. When the data in use of a member at the disarm line fills
+//     DisarmBelow of its quota (as a defragmentation at this revision
+//     measured it, see settledAt), a defragmentation cannot bring it below:
+//     disarming would only trip again. StepFull says so (raise
+//     quota-backend-bytes or delete data); a raise in the spec that the
+//     members have not restarted with yet is a wait for those restarts.
+//  5. Every member must answer, none join (the sizes to disarm on are
+//     every member's).
+//  6. When every member's db file is below DisarmBelow of its quota,
+//     disarm (and the agent checks that a put succeeds).
+//  7. Else defragment the members at the line (not yet defragmented at
+//     this revision) by the maintenance rules
+//     (PlanMaintenance's rule 4: followers first, most to free first, the
+//     leader last after a leader move, each caught up with a quorum
+//     without it). A one-member cluster is defragmented in place: its
+//     writes are refused already, and nobody could take over.
+func PlanNoSpace(desired []spec.Member, obs model.Cluster, rev, compacted int64, defragged map[uint64]int64, pol NoSpacePolicy) Step {
+	if !NoSpaceRaised(obs) {
+		return Step{Kind: StepNone, Reason: "no NOSPACE alarm"}
+	}
+	for _, a := range obs.Alarms {
+		if a.Type != model.AlarmNoSpace {
+			return waitStep(fmt.Sprintf("NOSPACE procedure waits: a %s alarm is raised on member %x", a.Type, a.MemberID))
+		}
+	}
+	v := newPlanView(desired, obs)
+	if v.leader == nil {
+		return waitStep("NOSPACE procedure waits: no leader")
+	}
+	if pol.Compact && rev > compacted {
+		return Step{Kind: StepCompact, Revision: rev,
+			Reason: fmt.Sprintf("compact to revision %d: NOSPACE is raised and writes are refused, so the history helps no one", rev)}
+	}
+	settled := func(m planMember) bool { return settledAt(m.Member, rev, defragged) }
+	if step, full := v.dataFills(pol, settled); full {
+		return step
+	}
+	if block := v.maintenanceBlocker(DefragPolicy{Now: true}); block != "" {
+		return waitStep("NOSPACE procedure waits: " + block)
+	}
+	var over []planMember
+	for _, m := range v.members {
+		if !m.IsLearner && overLine(m.DBSize, m.Quota) {
+			over = append(over, m)
+		}
+	}
+	if len(over) == 0 {
+		return v.disarmStep()
+	}
+	over = slices.DeleteFunc(over, settled)
+	if len(over) == 0 {
+		return waitStep("NOSPACE procedure waits: every member at the line is defragmented")
+	}
+	if len(over) > 1 {
+		over = slices.DeleteFunc(over, func(m planMember) bool { return m.ID == v.leader.ID })
+	}
+	slices.SortStableFunc(over, func(a, b planMember) int { return compareIDs(uint64(b.FreeBytes()), uint64(a.FreeBytes())) })
+	if voters, _ := obs.Voters(0); voters == 1 {
+		m := over[0]
+		return Step{Kind: StepDefrag, MemberID: m.ID, Name: m.name(),
+			Reason: fmt.Sprintf("defragment %s in place (%s of %s free; NOSPACE: its writes are refused already, and no other voter could take over)",
+				m.label, fmtBytes(m.FreeBytes()), fmtBytes(m.DBSize))}
+	}
+	var blocked *Step
+	for _, m := range over {
+		step := v.defragStep(m, DefragPolicy{Now: true})
+		step.Reason = fmt.Sprintf("%s (NOSPACE: %s of a %s quota)", step.Reason, fmtBytes(m.DBSize), fmtBytes(m.Quota))
+		if step.Kind != StepWait {
+			return step
+		}
+		if blocked == nil {
+			blocked = &step
+		}
+	}
+	return *blocked
+}
+
+// settledAt: m's sizes tell the truth at revision rev. etcd updates
+// dbSizeInUse only when its backend begins a write transaction, and under
+// NOSPACE nothing writes after the compaction (its last batch's pages stay
+// counted as in use: measured with etcd 3.7.3, 15.1 MiB "in use" after
+// 149 of 168 100 KiB keys were deleted and compacted away). A
+// defragmentation sets both sizes exactly. So the agent that defragments
+// remembers at which revision it defragmented each member (defragged;
+// forgotten, the member is defragmented again); without that memory (the
+// other agents, `etcdkeeper status`) a member with under 1 % of its db
+// free counts as defragmented.
+func settledAt(m model.Member, rev int64, defragged map[uint64]int64) bool {
+	if defragged == nil {
+		return m.DBSize > 0 && float64(m.FreeBytes()) < 0.01*float64(m.DBSize)
+	}
+	at, ok := defragged[m.ID]
+	return ok && at >= rev
+}
+
+// dataFills is rule 4, for the members whose sizes are settled.
+func (v *planView) dataFills(pol NoSpacePolicy, settled func(planMember) bool) (Step, bool) {
+	for _, m := range v.members {
+		if m.IsLearner || !overLine(m.DBSize, m.Quota) || !overLine(m.DBSizeInUse, m.Quota) || !settled(m) {
+			continue
+		}
+		what := fmt.Sprintf("data in use %s of a %s quota on %s", fmtBytes(m.DBSizeInUse), fmtBytes(m.Quota), m.label)
+		if q := pol.Quotas[m.Name]; q > m.Quota {
+			return waitStep(fmt.Sprintf("NOSPACE procedure waits: %s; the spec raises quota-backend-bytes to %s: the members restart with it one at a time",
+				what, fmtBytes(q))), true
+		}
+		return Step{Kind: StepFull, MemberID: m.ID, Name: m.name(),
+			Reason: what + ": raise etcd quota-backend-bytes or delete data (NOSPACE stays raised: disarming would only trip again)"}, true
+	}
+	return Step{}, false
+}
+
+// disarmStep is rule 6: the NOSPACE alarms, or nothing when only a db at
+// its quota raised the procedure and it is below the line again.
+func (v *planView) disarmStep() Step {
+	var alarms []model.Alarm
+	for _, a := range v.cluster.Alarms {
+		if a.Type == model.AlarmNoSpace {
+			alarms = append(alarms, a)
+		}
+	}
+	if len(alarms) == 0 {
+		return Step{Kind: StepNone, Reason: "no NOSPACE alarm"}
+	}
+	return Step{Kind: StepDisarm, Alarms: alarms,
+		Reason: fmt.Sprintf("disarm NOSPACE: every member's db file is below %.0f%% of its quota", DisarmBelow*100)}
+}
+
+// QuotaRaiseTurn is whether member self restarts now to apply a raised
+// quota-backend-bytes while NOSPACE is raised, and why (or why not).
+// Under NOSPACE the cluster lock cannot be taken (etcd refuses lease
+// grants), so the one-at-a-time rule of restartForSettings comes from the
+// observation instead: the members whose reported quota is below the
+// spec's restart in a fixed order (followers by member ID, the leader
+// last), each only while every other voter answers and is caught up. A
+// member that restarted reports its new quota and drops out of the order.
+func QuotaRaiseTurn(obs model.Cluster, self uint64, pol NoSpacePolicy) (bool, string) {
+	var due []model.Member
+	for _, m := range obs.Members {
+		if q := pol.Quotas[m.Name]; !m.IsLearner && m.Quota > 0 && q > m.Quota {
+			due = append(due, m)
+		}
+	}
+	slices.SortStableFunc(due, func(a, b model.Member) int {
+		if aLeads, bLeads := a.ID == obs.LeaderID, b.ID == obs.LeaderID; aLeads != bLeads {
+			return trueFirst(bLeads)
+		}
+		return compareIDs(a.ID, b.ID)
+	})
+	if len(due) == 0 || !slices.ContainsFunc(due, func(m model.Member) bool { return m.ID == self }) {
+		return false, "under NOSPACE only a raise of quota-backend-bytes restarts a member (the cluster lock cannot be taken): the other settings wait until the alarm is cleared"
+	}
+	if due[0].ID != self {
+		return false, fmt.Sprintf("quota-backend-bytes raised under NOSPACE: %s restarts first", due[0].Name)
+	}
+	for _, m := range obs.Members {
+		if m.ID != self && !m.IsLearner && (!m.Healthy || !m.CaughtUp) {
+			return false, fmt.Sprintf("quota-backend-bytes raised under NOSPACE: not restarting while %s does not answer or lags (one member at a time)", m.Name)
+		}
+	}
+	return true, fmt.Sprintf("quota-backend-bytes raised to %s under NOSPACE: restarting with it (its turn: followers by member ID, the leader last)",
+		fmtBytes(pol.Quotas[due[0].Name]))
+}
+
+// noSpace is the NOSPACE procedure in the agent's decision: PlanNoSpace's
+// step, taken by one agent only, without the cluster lock.
+//
+// The lock is a lease and a key: under NOSPACE etcd refuses both (its
+// capped applier, server/etcdserver/apply/capped.go in etcd 3.7, refuses
+// Put, any Txn that puts, and LeaseGrant; compaction, DeleteRange and
+// deleting Txns, Defragment, Alarm and MoveLeader are not refused), so no
+// agent could take it. The single actor comes from the observation
+// instead: the agent of the leader (noSpaceActor). Raft has at most one
+// leader per term and each agent learns whether its own member leads from
+// that member itself; a health-based choice (the lowest healthy ID) would
+// move on while the chosen member defragments, since a member answers no
+// status call then. The leader is never defragmented as leader: it hands
+// its leadership over first, and the new leader's agent goes on. Every
+// step is idempotent (PlanNoSpace), so two agents that briefly both took
+// themselves for the actor (a leader change between two observations)
+// repeat a step at worst; a defragmentation stays one member at a time
+// because a member under defragmentation answers nothing, and the rule
+// then waits (rule 5).
+func noSpace(in Input) (Action, bool) {
+	if !NoSpaceRaised(*in.Cluster) {
+		return Action{}, false
+	}
+	actor, label := noSpaceActor(in)
+	// The actor decides on its memory of what it defragmented; the
+	// others, which take no step, on the sizes alone (settledAt).
+	var defragged map[uint64]int64
+	if actor == in.Local.Answer.MemberID {
+		defragged = in.Local.Defragmented
+		if defragged == nil {
+			defragged = map[uint64]int64{}
+		}
+	}
+	step := PlanNoSpace(in.Desired, *in.Cluster, in.Local.Answer.Revision, in.Local.Compacted, defragged, in.NoSpace)
+	key := fmt.Sprintf("nospace/%s/%x", step.Kind, step.MemberID)
+	switch step.Kind {
+	case StepNone:
+		return Action{}, false
+	case StepWait:
+		return Action{Kind: DoWait, Reason: "NOSPACE: " + step.Reason, Key: "nospace-wait/" + numberless(step.Reason), ReleaseLock: true}, true
+	case StepFull:
+		return Action{Kind: DoWait, Reason: "NOSPACE: " + step.Reason, Key: "nospace-full/" + numberless(step.Reason), Step: step, ReleaseLock: true}, true
+	}
+	if actor != in.Local.Answer.MemberID {
+		return Action{Kind: DoWait, Key: "nospace-other/" + key, ReleaseLock: true,
+			Reason: fmt.Sprintf("NOSPACE: the agent of %s takes the procedure's steps (next: %s)", label, step.Reason)}, true
+	}
+	act := Action{Key: key, Step: step, Unlocked: true, ReleaseLock: true, Reason: "NOSPACE: " + step.Reason}
+	switch step.Kind {
+	case StepCompact:
+		act.Kind = DoCompact
+	case StepDisarm:
+		act.Kind, act.Alarms = DoDisarm, step.Alarms
+	case StepDefrag:
+		act.Kind = DoDefrag
+	default: // StepMoveLeader
+		act.Kind = DoChangeMembership
+		act.Reason = fmt.Sprintf("changed membership: %s %s (%s)", step.Kind, step.Name, step.Reason)
+	}
+	return act, true
+}
+
+// noSpaceActor is the member whose agent takes the NOSPACE procedure's
+// steps: the leader. When the agents' records (read under NOSPACE) show
+// no live agent for the leader's member, the agent with a record of the
+// lowest healthy voter ID acts: a record is a leased key, and a dead
+// agent's lease runs out (its revocation is a delete, which etcd allows
+// under NOSPACE), so the records still tell who is alive.
+func noSpaceActor(in Input) (uint64, string) {
+	c := *in.Cluster
+	label := func(id uint64) string {
+		if m, ok := c.Member(id); ok && m.Name != "" {
+			return m.Name
+		}
+		return fmt.Sprintf("member %x", id)
+	}
+	if in.Agents == nil || slices.ContainsFunc(in.Agents, func(r model.AgentRecord) bool { return r.MemberID == c.LeaderID }) {
+		return c.LeaderID, label(c.LeaderID) + " (the leader)"
+	}
+	var low uint64
+	for _, r := range in.Agents {
+		if m, ok := c.Member(r.MemberID); ok && m.Healthy && !m.IsLearner && (low == 0 || r.MemberID < low) {
+			low = r.MemberID
+		}
+	}
+	if low == 0 {
+		return c.LeaderID, label(c.LeaderID) + " (the leader)"
+	}
+	return low, label(low) + " (the lowest healthy voter with a live agent: the leader's agent is gone)"
+}

@@ -1,0 +1,201 @@
+package reconcile
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/etcdkeeper/etcdkeeper/internal/model"
+	"github.com/etcdkeeper/etcdkeeper/internal/spec"
+)
+
+// quota gives a member a db file of size MiB with inUse MiB in use and a
+// quota of q MiB.
+func quota(size, inUse, q int64) memberMod {
+	return func(m *model.Member) { m.DBSize, m.DBSizeInUse, m.Quota = size*mib, inUse*mib, q*mib }
+}
+
+// noSpaceOn raises NOSPACE on the given members.
+func noSpaceOn(c model.Cluster, ids ...uint64) model.Cluster {
+	for _, id := range ids {
+		c.Alarms = append(c.Alarms, model.Alarm{MemberID: id, Type: model.AlarmNoSpace})
+	}
+	return c
+}
+
+func TestPlanNoSpace(t *testing.T) {
+	full, freed, fits := quota(16, 15, 16), quota(16, 2, 16), quota(3, 2, 16)
+	all := func(m memberMod) map[int][]memberMod { return map[int][]memberMod{1: {m}, 2: {m}, 3: {m}} }
+	compacting := NoSpacePolicy{Compact: true}
+	none, everyone := map[uint64]int64{}, map[uint64]int64{1: 50, 2: 50, 3: 50}
+	tests := []struct {
+		name           string
+		obs            model.Cluster
+		rev, compacted int64
+		defragged      map[uint64]int64
+		pol            NoSpacePolicy
+		kind           StepKind
+		member         uint64
+		contains       string
+	}{
+		{"no alarm, room left", observed(1, nodes(3, all(fits))...), 50, 0, none, compacting, StepNone, 0, "no NOSPACE alarm"},
+		{"no alarm, a db at its quota: compact", observed(1, nodes(3, map[int][]memberMod{2: {quota(16, 2, 16)}})...), 50, 0, none, compacting, StepCompact, 0, "compact to revision 50"},
+		{"raised: compact first", noSpaceOn(observed(1, nodes(3, all(freed))...), 1), 50, 0, none, compacting, StepCompact, 0, "compact to revision 50: NOSPACE is raised"},
+		{"compacted: the followers first", noSpaceOn(observed(1, nodes(3, all(freed))...), 1), 50, 50, none, compacting, StepDefrag, 2, "defragment node2: 14.0 MiB of 16.0 MiB free (NOSPACE: 16.0 MiB of a 16.0 MiB quota)"},
+		{"compaction off: straight to the defragmentation", noSpaceOn(observed(1, nodes(3, all(freed))...), 1), 50, 0, none, NoSpacePolicy{}, StepDefrag, 2, "defragment node2"},
+		{"deletes moved the revision on: compact again", noSpaceOn(observed(1, nodes(3, all(freed))...), 1), 80, 50, none, compacting, StepCompact, 0, "compact to revision 80"},
+		{"the leader last: handed off", noSpaceOn(observed(1, nodes(3, map[int][]memberMod{1: {freed}, 2: {fits}, 3: {fits}})...), 1), 50, 50, none, compacting, StepMoveLeader, 1, "move leader from node1 to node"},
+		{"every member below the line: disarm", noSpaceOn(observed(1, nodes(3, all(fits))...), 1, 2), 50, 50, none, compacting, StepDisarm, 0, "disarm NOSPACE: every member's db file is below 90% of its quota"},
+		{"no alarm, below the line again: done", observed(1, nodes(3, all(fits))...), 50, 50, none, compacting, StepNone, 0, "no NOSPACE alarm"},
+		{"just below 90 % disarms", noSpaceOn(observed(1, nodes(3, all(quota(14, 14, 16)))...), 1), 50, 50, none, compacting, StepDisarm, 0, "disarm"},
+		{"the data fills the quota: refused", noSpaceOn(observed(1, nodes(3, all(full))...), 1), 50, 50, everyone, compacting, StepFull, 0,
+			"data in use 15.0 MiB of a 16.0 MiB quota on node1: raise etcd quota-backend-bytes or delete data"},
+		{"in use as etcd counts it before a defragmentation: defragment first (its figure lags)", noSpaceOn(observed(1, nodes(3, all(full))...), 1), 50, 50, none, compacting, StepDefrag, 2, "defragment node2"},
+		{"defragmented before the deletes: again", noSpaceOn(observed(1, nodes(3, all(full))...), 1), 80, 80, everyone, compacting, StepDefrag, 2, "defragment node2"},
+		{"no memory (status, the other agents): nearly nothing free counts as defragmented", noSpaceOn(observed(1, nodes(3, all(quota(16, 16, 16)))...), 1), 50, 50, nil, compacting, StepFull, 0, "data in use 16.0 MiB of a 16.0 MiB quota"},
+		{"the data fills the quota before compaction: compact first", noSpaceOn(observed(1, nodes(3, all(full))...), 1), 50, 0, none, compacting, StepCompact, 0, "compact"},
+		{"the data fills the quota, a raise in the spec: wait for the restarts", noSpaceOn(observed(1, nodes(3, all(full))...), 1), 50, 50,
+			everyone, NoSpacePolicy{Compact: true, Quotas: map[string]int64{"node1": 64 * mib, "node2": 64 * mib, "node3": 64 * mib}}, StepWait, 0, "the spec raises quota-backend-bytes to 64.0 MiB"},
+		{"raised quota applied: disarm", noSpaceOn(observed(1, nodes(3, all(quota(16, 15, 64)))...), 1), 50, 50,
+			everyone, NoSpacePolicy{Compact: true, Quotas: map[string]int64{"node1": 64 * mib, "node2": 64 * mib, "node3": 64 * mib}}, StepDisarm, 0, "disarm"},
+		{"a member down: no disarm on a size unknown", noSpaceOn(observed(1, nodes(3, map[int][]memberMod{1: {fits}, 2: {fits}, 3: {down}})...), 1), 50, 50, none, compacting, StepWait, 0,
+			"NOSPACE procedure waits: node3 does not answer"},
+		{"a member lags: its defragmentation waits", noSpaceOn(observed(1, nodes(3, map[int][]memberMod{1: {fits}, 2: {freed, lagging}, 3: {fits}})...), 1), 50, 50, none, compacting, StepWait, 0,
+			"defrag node2 waits: node2 is catching up"},
+		{"a CORRUPT alarm beside it: no step", withAlarms(observed(1, nodes(3, all(freed))...), model.Alarm{MemberID: 1, Type: model.AlarmNoSpace}, model.Alarm{MemberID: 2, Type: model.AlarmCorrupt}), 50, 0, none, compacting, StepWait, 0,
+			"a CORRUPT alarm is raised on member 2"},
+		{"no leader", noSpaceOn(observed(0, nodes(3, all(freed))...), 1), 50, 0, none, compacting, StepWait, 0, "no leader"},
+		{"one member: defragmented in place", noSpaceOn(observed(1, nodes(1, all(freed))...), 1), 50, 50, none, compacting, StepDefrag, 1, "defragment node1 in place"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			desired := specNodes(len(tt.obs.Members))
+			got := PlanNoSpace(desired, tt.obs, tt.rev, tt.compacted, tt.defragged, tt.pol)
+			if got.Kind != tt.kind || (tt.member != 0 && got.MemberID != tt.member) || !reasonHas(got.Reason, tt.contains) {
+				t.Errorf("got %s member %x: %q\nwant %s member %x containing %q", got.Kind, got.MemberID, got.Reason, tt.kind, tt.member, tt.contains)
+			}
+			if got.Kind == StepCompact && got.Revision != tt.rev {
+				t.Errorf("compacts to %d, want %d", got.Revision, tt.rev)
+			}
+			if got.Kind == StepDisarm && len(got.Alarms) != len(tt.obs.Alarms) {
+				t.Errorf("disarms %v, want %v", got.Alarms, tt.obs.Alarms)
+			}
+		})
+	}
+}
+
+// TestDecideNoSpace: the NOSPACE procedure's steps are taken by the
+// leader's agent alone, without the cluster lock (etcd refuses its lease
+// under NOSPACE), ahead of a membership change; the others wait and say
+// who acts; a member under NOSPACE alone is never stopped for repair.
+func TestDecideNoSpace(t *testing.T) {
+	freed, fits, full := quota(16, 2, 16), quota(3, 2, 16), quota(16, 16, 16)
+	all := func(m memberMod) map[int][]memberMod { return map[int][]memberMod{1: {m}, 2: {m}, 3: {m}} }
+	pol := NoSpacePolicy{Compact: true}
+	local := func(self uint64, compacted int64) model.Local {
+		return model.Local{Running: true, Compacted: compacted, Answer: &model.Answer{MemberID: self, Leader: 1, Revision: 50,
+			Alarms: []model.Alarm{{MemberID: 1, Type: model.AlarmNoSpace}}}}
+	}
+	records := func(ids ...uint64) []model.AgentRecord {
+		var out []model.AgentRecord
+		for _, id := range ids {
+			out = append(out, model.AgentRecord{Name: "node" + string(rune('0'+id)), MemberID: id})
+		}
+		return out
+	}
+	tests := []struct {
+		name     string
+		desired  []spec.Member
+		obs      model.Cluster
+		local    model.Local
+		agents   []model.AgentRecord
+		kind     ActionKind
+		key      string
+		contains string
+	}{
+		{"the leader's agent compacts, unlocked", specNodes(3), noSpaceOn(observed(1, nodes(3, all(freed))...), 1), local(1, 0), nil, DoCompact, "nospace/compact/0", "compact to revision 50"},
+		{"a follower's agent waits and names the actor", specNodes(3), noSpaceOn(observed(1, nodes(3, all(freed))...), 1), local(2, 0), nil, DoWait, "nospace-other/nospace/compact/0", "the agent of node1 (the leader) takes"},
+		{"the leader's agent defragments a follower", specNodes(3), noSpaceOn(observed(1, nodes(3, all(freed))...), 1), local(1, 50), nil, DoDefrag, "nospace/defrag/2", "defragment node2"},
+		{"the leader's agent hands its leadership off", specNodes(3), noSpaceOn(observed(1, nodes(3, map[int][]memberMod{1: {freed}, 2: {fits}, 3: {fits}})...), 1), local(1, 50), nil, DoChangeMembership, "nospace/move-leader/1", "move-leader node1"},
+		{"the leader's agent disarms", specNodes(3), noSpaceOn(observed(1, nodes(3, all(fits))...), 1), local(1, 50), nil, DoDisarm, "nospace/disarm/0", "disarm NOSPACE"},
+		{"the data fills the quota: every agent says so", specNodes(3), noSpaceOn(observed(1, nodes(3, all(full))...), 1), local(2, 50), nil, DoWait, "nospace-full/data in use # MiB of a # MiB quota on node#: raise etcd quota-backend-bytes or delete data (NOSPACE stays raised: disarming would only trip again)", "raise etcd quota-backend-bytes or delete data"},
+		{"before a membership change that needs the lock", specNodes(2), noSpaceOn(observed(1, nodes(3, all(freed))...), 1), local(1, 0), records(1, 2, 3), DoCompact, "nospace/compact/0", "compact"},
+		{"the leader's agent is gone: the lowest live one acts", specNodes(3), noSpaceOn(observed(1, nodes(3, all(freed))...), 1), local(2, 0), records(2, 3), DoCompact, "nospace/compact/0", "compact"},
+		{"the leader's agent is gone: the others wait for it", specNodes(3), noSpaceOn(observed(1, nodes(3, all(freed))...), 1), local(3, 0), records(2, 3), DoWait, "nospace-other/nospace/compact/0", "the agent of node2 (the lowest healthy voter with a live agent"},
+		{"the leader's agent is alive: it acts", specNodes(3), noSpaceOn(observed(1, nodes(3, all(freed))...), 1), local(2, 0), records(1, 2, 3), DoWait, "nospace-other/nospace/compact/0", "node1 (the leader)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			obs := tt.obs
+			in := Input{Self: tt.desired[tt.local.Answer.MemberID-1], InSpec: true, Desired: tt.desired, Local: tt.local, Cluster: &obs, NoSpace: pol, Agents: tt.agents}
+			got := Decide(in)
+			if got.Kind != tt.kind || got.Key != tt.key || !strings.Contains(got.Reason, tt.contains) {
+				t.Errorf("got %s %q (%s)\nwant %s %q containing %q", got.Kind, got.Key, got.Reason, tt.kind, tt.key, tt.contains)
+			}
+			if got.Kind != DoWait && !got.Unlocked {
+				t.Errorf("%s would need the cluster lock, which etcd refuses under NOSPACE", got.Kind)
+			}
+			if got.Kind == DoStopForRepair || got.Kind == DoStopStuck {
+				t.Errorf("stopped a member under NOSPACE: %s", got.Reason)
+			}
+		})
+	}
+}
+
+// TestNoSpaceIsNoRepair: a member whose own status lists NOSPACE (naming
+// it) is a healthy voter: it is not stopped for repair, whether the
+// procedure can cure it or not.
+func TestNoSpaceIsNoRepair(t *testing.T) {
+	for _, size := range []memberMod{quota(16, 2, 16), quota(16, 16, 16)} {
+		obs := noSpaceOn(observed(1, nodes(3, map[int][]memberMod{1: {size}, 2: {size}, 3: {size}})...), 1, 2, 3)
+		for self := uint64(1); self <= 3; self++ {
+			in := Input{Self: specNodes(3)[self-1], InSpec: true, Desired: specNodes(3), Cluster: &obs, NoSpace: NoSpacePolicy{Compact: true},
+				Local: model.Local{Running: true, Compacted: 50, Answer: &model.Answer{MemberID: self, Leader: 1, Revision: 50, Alarms: obs.Alarms}}}
+			if got := Decide(in); got.Kind == DoStopForRepair || got.Kind == DoStopStuck || got.Kind == DoRejoin {
+				t.Errorf("member %d under NOSPACE: %s (%s)", self, got.Kind, got.Reason)
+			}
+		}
+	}
+}
+
+// TestQuotaRaiseTurn: under NOSPACE a raised quota restarts the members
+// one at a time without the lock: followers by member ID, the leader
+// last, only while every other voter answers.
+func TestQuotaRaiseTurn(t *testing.T) {
+	raised := NoSpacePolicy{Compact: true, Quotas: map[string]int64{"node1": 64 * mib, "node2": 64 * mib, "node3": 64 * mib}}
+	old, applied := quota(16, 16, 16), quota(16, 16, 64)
+	tests := []struct {
+		name     string
+		obs      model.Cluster
+		self     uint64
+		pol      NoSpacePolicy
+		turn     bool
+		contains string
+	}{
+		{"the first follower goes first", observed(1, nodes(3, map[int][]memberMod{1: {old}, 2: {old}, 3: {old}})...), 2, raised, true, "raised to 64.0 MiB under NOSPACE"},
+		{"the next follower waits its turn", observed(1, nodes(3, map[int][]memberMod{1: {old}, 2: {old}, 3: {old}})...), 3, raised, false, "node2 restarts first"},
+		{"the leader waits for the followers", observed(1, nodes(3, map[int][]memberMod{1: {old}, 2: {old}, 3: {old}})...), 1, raised, false, "node2 restarts first"},
+		{"node2 restarted: node3's turn", observed(1, nodes(3, map[int][]memberMod{1: {old}, 2: {applied}, 3: {old}})...), 3, raised, true, "restarting"},
+		{"the leader last", observed(1, nodes(3, map[int][]memberMod{1: {old}, 2: {applied}, 3: {applied}})...), 1, raised, true, "restarting"},
+		{"not while the one before is still down", observed(1, nodes(3, map[int][]memberMod{1: {old}, 2: {applied, down}, 3: {old}})...), 3, raised, false, "node2 does not answer"},
+		{"no raise: other settings wait", observed(1, nodes(3, map[int][]memberMod{1: {old}, 2: {old}, 3: {old}})...), 2, NoSpacePolicy{Compact: true}, false, "only a raise of quota-backend-bytes"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			turn, why := QuotaRaiseTurn(tt.obs, tt.self, tt.pol)
+			if turn != tt.turn || !strings.Contains(why, tt.contains) {
+				t.Errorf("got %v %q, want %v containing %q", turn, why, tt.turn, tt.contains)
+			}
+		})
+	}
+	// Through Decide: the member whose turn it is restarts, unlocked.
+	obs := noSpaceOn(observed(1, nodes(3, map[int][]memberMod{1: {old}, 2: {old}, 3: {old}})...), 1)
+	in := Input{Self: specNodes(3)[1], InSpec: true, Desired: specNodes(3), Cluster: &obs, NoSpace: raised,
+		Local: model.Local{Running: true, Restart: model.Restart{Why: "changed settings"}, Compacted: 50, Answer: &model.Answer{MemberID: 2, Leader: 1, Revision: 50}}}
+	if got := Decide(in); got.Kind != DoRestart || !got.Unlocked {
+		t.Errorf("node2 with a raised quota under NOSPACE: %s %v (%s), want an unlocked restart", got.Kind, got.Unlocked, got.Reason)
+	}
+	in.Self, in.Local.Answer.MemberID = specNodes(3)[2], 3
+	if got := Decide(in); got.Kind != DoWait || !strings.Contains(got.Reason, "the spec raises quota-backend-bytes") {
+		t.Errorf("node3 before its turn: %s (%s), want the NOSPACE wait for the restarts", got.Kind, got.Reason)
+	}
+}
