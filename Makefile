@@ -64,6 +64,13 @@ test-integration: build
 	$(GO) test -count=1 -p 4 -timeout 10m ./internal/... ./cmd/...
 	ETCDKEEPER_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 20m -parallel 8 -v ./test/integration/ 2>&1 | grep -Ev "^=== (RUN|PAUSE|CONT|NAME)"; exit $${PIPESTATUS[0]}
 
+# The plain etcd binaries the rollout tests run (test/testbed EtcdBinary:
+# built from their Go modules, cached under ~/.cache/etcdkeeper-test).
+# make test builds them when missing; .ci/run builds them first, alone.
+.PHONY: etcd-binaries
+etcd-binaries:
+	$(GO) test -count=1 -timeout 30m -run '^TestEtcdBinariesBuild$$' ./test/integration/
+
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime 60s ./internal/spec/
 	$(GO) test -run '^$$' -fuzz FuzzImport -fuzztime 60s ./internal/kubeadm/

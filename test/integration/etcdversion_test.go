@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -364,4 +365,20 @@ func TestEtcdBinaryRolloutHolds(t *testing.T) {
 		t.Errorf("%d writes failed while one member was down: %v", f, w.lastErr.Load())
 	}
 	t.Logf("held on %s; %d writes, %d failed, longest stall %s", failed, w.ok.Load(), w.failed.Load(), w.longest().Round(time.Millisecond))
+}
+
+// TestEtcdBinariesBuild builds (or finds cached) the plain etcd binaries
+// the rollout tests run, and checks each says the version it was built
+// as. `make etcd-binaries` runs it alone, so that .ci/run builds them on
+// a quiet machine before `make test` runs everything at once.
+func TestEtcdBinariesBuild(t *testing.T) {
+	for _, v := range []string{"v3.6.16", "v3.7.3"} {
+		out, err := exec.Command(testbed.EtcdBinary(t, v), "--version").CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s --version: %v: %s", v, err, out)
+		}
+		if !strings.Contains(string(out), "etcd Version: "+strings.TrimPrefix(v, "v")+"\n") {
+			t.Errorf("the %s binary says %q", v, out)
+		}
+	}
 }
