@@ -211,7 +211,7 @@ func TestNoSpaceDataFillsQuota(t *testing.T) {
 	}
 	// Each member restarted by the NOSPACE rule (no lock can be taken).
 	for _, n := range c.AllNames() {
-		if !c.LogContains(n, `"key":"restart-settings/nospace"`) {
+		if !c.LogContains(n, `"key":"restart/nospace"`) {
 			t.Errorf("%s was not restarted for the raised quota by the NOSPACE rule", n)
 		}
 	}

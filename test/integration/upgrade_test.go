@@ -47,10 +47,11 @@ func TestPackageUpgradeAllHostsAtOnce(t *testing.T) {
 	ids := c.WaitVoters(converge, c.AllNames()...)
 	c.WaitPasses(converge, 2, c.AllNames()...)
 	pids := map[string]int{}
+	oldVersion := binaryVersion(t, testbed.Binary) // "dev", or what make's ldflags set
 	for _, name := range c.AllNames() {
 		pids[name] = c.AgentPID(name)
-		if st := agentStatus(t, c, name); st.Version != "dev" {
-			t.Fatalf("%s runs version %q before the upgrade, want dev", name, st.Version)
+		if st := agentStatus(t, c, name); st.Version != oldVersion {
+			t.Fatalf("%s runs version %q before the upgrade, want %s", name, st.Version, oldVersion)
 		}
 	}
 
@@ -297,4 +298,20 @@ func (v *voterWatch) stop() (fewest, changes int) {
 	close(v.done)
 	v.wg.Wait()
 	return v.fewest, v.changes
+}
+
+// binaryVersion is the etcdkeeper version bin says it is
+// ("etcdkeeper <version>" on the first line of `bin version`).
+func binaryVersion(t *testing.T, bin string) string {
+	t.Helper()
+	out, err := exec.Command(bin, "version").Output()
+	if err != nil {
+		t.Fatalf("%s version: %v", bin, err)
+	}
+	first, _, _ := strings.Cut(string(out), "\n")
+	v, ok := strings.CutPrefix(first, "etcdkeeper ")
+	if !ok || v == "" {
+		t.Fatalf("%s version: %q", bin, out)
+	}
+	return v
 }
