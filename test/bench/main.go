@@ -65,7 +65,7 @@ func main() {
 	flag.IntVar(&cfg.recoverRuns, "recover-runs", 3, "recoveries from quorum loss per data size (1 MB, and 100 MB with -100mb)")
 	flag.IntVar(&cfg.defragMB, "defrag-mb", 1024, "the defrag scenario's db file per member, MB (more than half of it free)")
 	flag.IntVar(&cfg.defragRuns, "defrag-runs", 1, "runs of the defrag scenario (each defragments the cluster with etcdkeeper and with etcdctl defrag --cluster)")
-	flag.StringVar(&cfg.only, "only", "", "comma-separated subset of: bootstrap,repair,repair-big,scale,stall,idle,recover,defrag (repair: every size; repair-big: only 100 MB, fresh and reused safety snapshot, and 1 GB with -1gb)")
+	flag.StringVar(&cfg.only, "only", "", "comma-separated subset of: bootstrap,repair,repair-big,scale,stall,idle,recover,defrag,rollout (rollout: not with -smoke; repair: every size; repair-big: only 100 MB, fresh and reused safety snapshot, and 1 GB with -1gb)")
 	flag.Parse()
 	if cfg.smoke {
 		cfg.runs, cfg.bigRuns, cfg.big, cfg.gb, cfg.idle, cfg.stallRuns, cfg.recoverRuns = 1, 1, false, false, 10*time.Second, 1, 1
@@ -86,7 +86,7 @@ func run(cfg config) int {
 	cfg.prog.OnInterrupt(b.closeAll)
 	err = testbed.Catch(b.all)
 	b.closeAll()
-	table := b.table() + b.stepsTable() + b.recoverTable() + b.defragTable() + b.stallTable()
+	table := b.table() + b.stepsTable() + b.recoverTable() + b.defragTable() + b.rolloutTable() + b.stallTable()
 	fmt.Println(table)
 	if cfg.out != "" {
 		if werr := os.WriteFile(cfg.out, []byte(table+"\n"), 0o644); werr != nil {
@@ -105,13 +105,14 @@ type bench struct {
 	started  time.Time
 	progress io.Writer
 
-	mu      sync.Mutex
-	runners []*testbed.Runner
-	rows    []row
-	stall   []stallRow
-	steps   []repairBreakdown
-	recov   []recoverRow
-	defrag  []defragRows
+	mu       sync.Mutex
+	runners  []*testbed.Runner
+	rows     []row
+	stall    []stallRow
+	steps    []repairBreakdown
+	recov    []recoverRow
+	defrag   []defragRows
+	rollouts []rolloutRun
 }
 
 // scenario runs f with a runner of its own: its clusters are stopped as
@@ -193,6 +194,9 @@ func (b *bench) all() {
 	}
 	if b.want("defrag") && b.cfg.defragRuns > 0 {
 		b.defragScenario()
+	}
+	if b.want("rollout") && !b.cfg.smoke {
+		b.rollout()
 	}
 	if b.want("scale") {
 		b.scale()
