@@ -4,7 +4,8 @@
 // repair of a corrupt WAL next to the operator's scripted procedure,
 // scale changes, the writes a steady client saw meanwhile, the agent's
 // own idle CPU and memory, and the recovery from a lost quorum with
-// `etcdkeeper recover`. `make bench` runs it; `make
+// `etcdkeeper recover`, and two rollouts onto a new version (etcd by the
+// spec, the etcdkeeper package on all hosts at once). `make bench` runs it; `make
 // bench-smoke` runs it small, for CI. Targets are reported, not asserted:
 // the exit status says only whether every scenario ran.
 package main
