@@ -230,14 +230,9 @@ func etcdPreflight(in Input, why string) (Action, bool) {
 	if r.EtcdTo == "" || err != nil {
 		return Action{}, false
 	}
-	cluster, _ := spec.ParseVersion(c.Version)
-	var running []spec.Version
-	for _, m := range c.Members {
-		if v, err := spec.ParseVersion(m.Version); err == nil {
-			running = append(running, v)
-		}
-	}
-	move, refused := spec.Preflight(cluster, to, running)
+	// preflightOnto, as for a new agent binary: a cluster just formed
+	// reports etcd's placeholder version 3.0.0 until its leader decides.
+	move, refused := preflightOnto(*c, r.EtcdTo)
 	switch {
 	case move == spec.MoveRefused:
 		return giveBack(Action{Kind: DoWait, Key: "wait/rollout-refused/" + r.EtcdTo,
