@@ -34,6 +34,7 @@ var agentMetrics = []string{
 	"etcdkeeper_defrag_runs_total",
 	"etcdkeeper_member_nospace_alarm",
 	"etcdkeeper_nospace_data_fills_quota",
+	"etcdkeeper_upgrade_pending",
 }
 
 var wantAlerts = []string{
@@ -55,6 +56,7 @@ var wantAlerts = []string{
 	"EtcdkeeperDefragFailed",
 	"EtcdkeeperNoSpace",
 	"EtcdkeeperNoSpaceDataFillsQuota",
+	"EtcdkeeperUpgradeStuck",
 }
 
 type ruleFile struct {
