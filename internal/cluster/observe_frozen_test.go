@@ -99,14 +99,7 @@ func TestObserveFrozenDiskNotCaughtUp(t *testing.T) {
 	for _, m := range v.Members {
 		ids[m.Name] = m.ID
 	}
-	if v.LeaderID == ids["node3"] {
-		// The frozen member must be a follower: a frozen leader is
-		// replaced, which is another story.
-		if err := c.MoveLeader(ctx, nodes[2].ClientURL, ids["node1"]); err != nil {
-			t.Fatal(err)
-		}
-		observeUntil(t, c, "node3 to hand leadership over", func(v model.Cluster) bool { return v.LeaderID != 0 && v.LeaderID != ids["node3"] })
-	}
+	notLeading(t, c, v, nodes[2].ClientURL, ids["node3"], ids["node1"])
 	v = freezeFollower(t, c, c, ids["node3"], freeze, thaw)
 	m3, _ := v.Member(ids["node3"])
 	t.Logf("node3: healthy %v, index %d, behind %d, rising %v, caught up %v (%s)", m3.Healthy, m3.RaftIndex, m3.Behind, m3.Rising, m3.CaughtUp, m3.Lag)
@@ -138,6 +131,20 @@ func TestObserveFrozenDiskNotCaughtUp(t *testing.T) {
 			t.Errorf("%s not caught up: %s (behind %d)", name, m.Lag, m.Behind)
 		}
 	}
+}
+
+// notLeading moves leadership from member id (at endpoint) to member to
+// when v shows it leads: the member to be frozen must be a follower (a
+// frozen leader is replaced, which is another story).
+func notLeading(t *testing.T, c *Client, v model.Cluster, endpoint string, id, to uint64) {
+	t.Helper()
+	if v.LeaderID != id {
+		return
+	}
+	if err := c.MoveLeader(context.Background(), endpoint, to); err != nil {
+		t.Fatal(err)
+	}
+	observeUntil(t, c, "the member to be frozen to hand leadership over", func(v model.Cluster) bool { return v.LeaderID != 0 && v.LeaderID != id })
 }
 
 // freezeFollower freezes the disk of member id (a follower) with freeze,
@@ -257,13 +264,19 @@ func TestCallsAvoidAFrozenMember(t *testing.T) {
 	for _, m := range v.Members {
 		ids[m.Name] = m.ID
 	}
-	if v.LeaderID == ids["node3"] {
-		if err := c.MoveLeader(ctx, nodes[2].ClientURL, ids["node1"]); err != nil {
+	notLeading(t, c, v, nodes[2].ClientURL, ids["node3"], ids["node1"])
+	v = freezeFollower(t, w, c, ids["node3"], freeze, thaw)
+	// The writes just before the freeze may still reach node3's index:
+	// write on until an observation shows it behind (or 30 s).
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); {
+		if m3, _ := v.Member(ids["node3"]); !m3.CaughtUp {
+			break
+		}
+		put(t, w, 50)
+		if v, err = c.Observe(ctx); err != nil {
 			t.Fatal(err)
 		}
-		observeUntil(t, c, "node3 to hand leadership over", func(v model.Cluster) bool { return v.LeaderID != 0 && v.LeaderID != ids["node3"] })
 	}
-	v = freezeFollower(t, w, c, ids["node3"], freeze, thaw)
 	if m3, _ := v.Member(ids["node3"]); !m3.Healthy || m3.CaughtUp {
 		t.Fatalf("frozen node3: healthy %v, caught up %v (%s %s): the test shows nothing", m3.Healthy, m3.CaughtUp, m3.Err, m3.Lag)
 	}

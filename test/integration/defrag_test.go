@@ -253,13 +253,7 @@ func TestDefragAfterAgentCrash(t *testing.T) {
 	c.WriteSpec()
 	crashed := map[string]bool{}
 	testbed.Eventually(t, 4*converge, "every member's db file shrinks, crashed agents restarted", func() string {
-		for _, n := range c.AllNames() {
-			if !c.AgentRunning(n) {
-				_ = c.WaitExit(n, 10*time.Second)
-				crashed[n] = true
-				c.Start(n) // without the crash point
-			}
-		}
+		restartCrashed(c, crashed)
 		return notShrunk(testbed.Observe(c.Client()), sizes)
 	})
 	if len(crashed) == 0 {
@@ -269,28 +263,9 @@ func TestDefragAfterAgentCrash(t *testing.T) {
 	// The agents that did not crash still carry the crash point: one that
 	// defragments again later would exit with nobody to start it again.
 	// Restart them without it (a graceful stop) before the final check.
-	for _, n := range c.AllNames() {
-		if crashed[n] {
-			continue
-		}
-		if c.AgentRunning(n) {
-			if err := c.Stop(n); err != nil {
-				t.Logf("stop %s: %v", n, err)
-			}
-		} else {
-			_ = c.WaitExit(n, 10*time.Second)
-		}
-		c.Start(n)
-	}
+	restartWithoutCrashPoint(t, c, crashed)
 	after := c.WaitVoters(converge, c.AllNames()...)
-	// An etcd killed with its agent mid-defragmentation leaves its
-	// temporary file; etcd removes it when it starts again.
-	for _, n := range c.AllNames() {
-		left, _ := filepath.Glob(filepath.Join(c.DataDir(n), "member", "snap", "db.tmp*"))
-		if len(left) > 0 {
-			t.Errorf("%s: a defragmentation's temporary file is left: %v", n, left)
-		}
-	}
+	checkNoDefragTemps(t, c)
 	for name, id := range ids {
 		if after[name] != id {
 			t.Errorf("%s's member ID changed: %x -> %x", name, id, after[name])
@@ -368,6 +343,51 @@ func TestDefragAndLeaderMoveCommands(t *testing.T) {
 	for name, id := range ids {
 		if after.ID(name) != id {
 			t.Errorf("%s's member ID changed", name)
+		}
+	}
+}
+
+// restartCrashed starts again, without the crash point, every agent that
+// exited (at its crash point), and marks it in crashed.
+func restartCrashed(c *testbed.Cluster, crashed map[string]bool) {
+	for _, n := range c.AllNames() {
+		if !c.AgentRunning(n) {
+			_ = c.WaitExit(n, 10*time.Second)
+			crashed[n] = true
+			c.Start(n) // without the crash point
+		}
+	}
+}
+
+// restartWithoutCrashPoint restarts the agents that did not crash: they
+// still carry the crash point, and one that reached it later would exit
+// with nobody to start it again.
+func restartWithoutCrashPoint(t *testing.T, c *testbed.Cluster, crashed map[string]bool) {
+	t.Helper()
+	for _, n := range c.AllNames() {
+		if crashed[n] {
+			continue
+		}
+		if c.AgentRunning(n) {
+			if err := c.Stop(n); err != nil {
+				t.Logf("stop %s: %v", n, err)
+			}
+		} else {
+			_ = c.WaitExit(n, 10*time.Second)
+		}
+		c.Start(n)
+	}
+}
+
+// checkNoDefragTemps: an etcd killed with its agent mid-defragmentation
+// leaves its temporary file (member/snap/db.tmp.*); the agent removes it
+// before it starts etcd again (etcdproc.RemoveDefragTemps).
+func checkNoDefragTemps(t *testing.T, c *testbed.Cluster) {
+	t.Helper()
+	for _, n := range c.AllNames() {
+		left, _ := filepath.Glob(filepath.Join(c.DataDir(n), "member", "snap", "db.tmp*"))
+		if len(left) > 0 {
+			t.Errorf("%s: a defragmentation's temporary file is left: %v", n, left)
 		}
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -257,39 +256,16 @@ func TestNoSpaceAfterAgentCrash(t *testing.T) {
 	}
 	crashed := map[string]bool{}
 	testbed.Eventually(t, 3*converge, "writes accepted again, crashed agents restarted", func() string {
-		for _, n := range c.AllNames() {
-			if !c.AgentRunning(n) {
-				_ = c.WaitExit(n, 10*time.Second)
-				crashed[n] = true
-				c.Start(n) // without the crash point
-			}
-		}
+		restartCrashed(c, crashed)
 		return writable(c, "nospace/after")
 	})
 	if len(crashed) == 0 {
 		t.Fatal("no agent reached the crash point")
 	}
 	t.Logf("crashed mid-procedure: %v", crashed)
-	for _, n := range c.AllNames() {
-		if crashed[n] {
-			continue
-		}
-		if c.AgentRunning(n) {
-			if err := c.Stop(n); err != nil {
-				t.Logf("stop %s: %v", n, err)
-			}
-		} else {
-			_ = c.WaitExit(n, 10*time.Second)
-		}
-		c.Start(n)
-	}
+	restartWithoutCrashPoint(t, c, crashed)
 	after := c.WaitVoters(converge, c.AllNames()...)
-	for _, n := range c.AllNames() {
-		left, _ := filepath.Glob(filepath.Join(c.DataDir(n), "member", "snap", "db.tmp*"))
-		if len(left) > 0 {
-			t.Errorf("%s: a defragmentation's temporary file is left: %v", n, left)
-		}
-	}
+	checkNoDefragTemps(t, c)
 	for name, id := range ids {
 		if after[name] != id {
 			t.Errorf("%s's member ID changed: %x -> %x", name, id, after[name])
