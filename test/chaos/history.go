@@ -24,6 +24,10 @@ type op struct {
 	// OK: a get or put answered; a cas succeeded. Unknown: no answer.
 	OK      bool `json:"ok"`
 	Unknown bool `json:"unknown,omitempty"`
+	// Refused: the cluster refused the write ("mvcc: database space
+	// exceeded": NOSPACE), a definite failure: etcd refuses it before
+	// raft, or applies it as a no-op while the alarm is raised.
+	Refused bool `json:"refused,omitempty"`
 	// Got is the value a get read, or the value a failed cas found.
 	Got string `json:"got,omitempty"`
 	// Rev is the revision a successful put or cas wrote at.

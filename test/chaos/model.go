@@ -86,11 +86,13 @@ var kvModel = porcupine.Model{
 
 // toPorcupine turns the history into the checker's operations: failed
 // reads carry no information and are left out, as are writes whose
-// outcome is unknown and that etcd's history shows never happened.
+// outcome is unknown and that etcd's history shows never happened, and
+// writes the cluster refused (NOSPACE: they never took effect, which
+// refusedHappened checks against etcd's history).
 func toPorcupine(ops []op) []porcupine.Operation {
 	var out []porcupine.Operation
 	for _, o := range ops {
-		if o.Unknown && (o.Kind == "get" || o.Resolved != "happened") {
+		if o.Unknown && (o.Kind == "get" || o.Resolved != "happened") || o.Refused {
 			continue
 		}
 		if !o.Unknown && o.Kind != "cas" && !o.OK {
