@@ -88,8 +88,9 @@ func etcdHistory(endpoints []string, prefix string) (etcdEnd, int64, error) {
 	return etcdEnd{}, 0, fmt.Errorf("watch from revision %d ended before revision %d: %w", end.From, last, ctx.Err())
 }
 
-// resolveUnknown marks each write whose outcome the client never saw as
-// "happened" or "never", by its unique value in etcd's history.
+// resolveUnknown marks each write whose outcome the client never saw, or
+// that was refused with NOSPACE, as "happened" or "never", by its unique
+// value in etcd's history.
 func resolveUnknown(ops []op, writes []etcdWrite) {
 	seen := map[string]bool{}
 	for _, w := range writes {
@@ -97,7 +98,7 @@ func resolveUnknown(ops []op, writes []etcdWrite) {
 	}
 	for i := range ops {
 		o := &ops[i]
-		if !o.Unknown || o.Kind == "get" {
+		if !o.Unknown && !o.Refused || o.Kind == "get" {
 			continue
 		}
 		if seen[o.Key+"\x00"+o.Value] {

@@ -339,11 +339,6 @@ func (ch *chaos) check(mon *monitor, endpoints []string) {
 			acked++
 		}
 	}
-	if bad := refusedHappened(ch.ops, writes); len(bad) > 0 {
-		ch.fail("%d writes refused with NOSPACE took effect, e.g. %s", len(bad), bad[0])
-	} else if n := countRefused(ch.ops); n > 0 {
-		ch.facts = append(ch.facts, fmt.Sprintf("none of the %d writes refused with NOSPACE is in etcd's history", n))
-	}
 	if lost := lostWrites(ch.ops, writes); len(lost) > 0 {
 		ch.fail("%d acknowledged writes lost, e.g. %s", len(lost), lost[0])
 	} else {
@@ -391,6 +386,7 @@ func (ch *chaos) check(mon *monitor, endpoints []string) {
 		ch.fail("agent log line is not the agent's JSON: %s", line)
 	}
 	ch.checkAnswered()
+	ch.checkNoSpace()
 	ch.checkOutOfService(events, mon)
 	ch.checkIDs(mon)
 	checked, raced, unobserved := 0, 0, 0
@@ -445,13 +441,16 @@ func (ch *chaos) summary() string {
 	}
 	fmt.Fprintf(&b, "\nchaos run: %s (seed %d, %s in all: %s)\n", result, ch.cfg.seed, time.Since(ch.started).Round(time.Second), strings.Join(ch.phases, ", "))
 	// Operations.
-	type tally struct{ ok, failed, unknown, happened, refused int }
+	type tally struct{ ok, failed, unknown, happened, refused, refusedHappened int }
 	byKind := map[string]*tally{"get": {}, "put": {}, "cas": {}}
 	for _, o := range ch.ops {
 		t := byKind[o.Kind]
 		switch {
 		case o.Refused:
 			t.refused++
+			if o.Resolved == "happened" {
+				t.refusedHappened++
+			}
 		case o.Unknown:
 			t.unknown++
 			if o.Resolved == "happened" {
@@ -463,9 +462,9 @@ func (ch *chaos) summary() string {
 			t.failed++
 		}
 	}
-	fmt.Fprintf(&b, "operations: %d: get %d ok, %d unknown; put %d ok, %d unknown (%d of them happened), %d refused (NOSPACE); cas %d succeeded, %d compare failed, %d unknown (%d happened), %d refused (NOSPACE)\n",
-		len(ch.ops), byKind["get"].ok, byKind["get"].unknown, byKind["put"].ok, byKind["put"].unknown, byKind["put"].happened, byKind["put"].refused,
-		byKind["cas"].ok, byKind["cas"].failed, byKind["cas"].unknown, byKind["cas"].happened, byKind["cas"].refused)
+	fmt.Fprintf(&b, "operations: %d: get %d ok, %d unknown; put %d ok, %d unknown (%d of them happened), %d refused with NOSPACE (%d happened); cas %d succeeded, %d compare failed, %d unknown (%d happened), %d refused with NOSPACE (%d happened)\n",
+		len(ch.ops), byKind["get"].ok, byKind["get"].unknown, byKind["put"].ok, byKind["put"].unknown, byKind["put"].happened, byKind["put"].refused, byKind["put"].refusedHappened,
+		byKind["cas"].ok, byKind["cas"].failed, byKind["cas"].unknown, byKind["cas"].happened, byKind["cas"].refused, byKind["cas"].refusedHappened)
 	if ch.nem != nil {
 		cnt := ch.nem.Counts
 		crashes := 0
@@ -607,16 +606,6 @@ func (ch *chaos) checkFaultCounts() {
 // wants: the -faults list names kind (or is all).
 func (cfg config) wants(kind string) bool {
 	return cfg.faults == "all" || slices.Contains(strings.Split(cfg.faults, ","), kind)
-}
-
-func countRefused(ops []op) int {
-	n := 0
-	for _, o := range ops {
-		if o.Refused {
-			n++
-		}
-	}
-	return n
 }
 
 // disarms are the times the agents logged a NOSPACE disarm.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -55,10 +56,11 @@ type noSpace struct {
 	filled atomic.Int64 // bytes put
 	// refusedAt: unix nanos of the first put refused with NOSPACE.
 	refusedAt atomic.Int64
-	fillErr   atomic.Value // string: the last other error of a filler
-	alarmAt   time.Time    // the first observation listing NOSPACE
-	freedAt   time.Time    // the delete done
-	freed     int64        // keys deleted
+	fillErr   atomic.Value      // string: the last other error of a filler
+	ids       map[string]uint64 // the spec members' IDs when the fill began
+	alarmAt   time.Time         // the first observation listing NOSPACE
+	freedAt   time.Time         // the delete done
+	freed     int64             // keys deleted
 	nextFree  time.Time
 	runs      []noSpaceRun
 }
@@ -68,6 +70,9 @@ type noSpaceRun struct {
 	start, refused, alarm, freed, disarmed time.Time
 	bytes                                  int64
 	keys                                   int64
+	// before, after: the member IDs when the fill began and when no
+	// alarm was seen.
+	before, after map[string]uint64
 }
 
 func newNoSpace(rec *recorder) *noSpace { return &noSpace{rec: rec, fault: -1} }
@@ -91,6 +96,11 @@ func (n *nemesis) noSpaceFill() string {
 	}
 	if s.cli == nil {
 		s.cli = n.c.Client()
+	}
+	obs, _ := n.mon.latest() // quiet: fresh, the spec's healthy voters
+	s.ids = map[string]uint64{}
+	for _, name := range n.spec {
+		s.ids[name] = obs.ID(name)
 	}
 	ctx, cancel = context.WithTimeout(context.Background(), noSpaceFillBound)
 	s.cancel = cancel
@@ -148,6 +158,7 @@ func (n *nemesis) quiet() string {
 	if _, why := obs.ExactVoters(n.spec...); why != "" {
 		return "the cluster is not the spec's healthy voters: " + why
 	}
+
 	if len(obs.Alarms) > 0 {
 		return fmt.Sprintf("alarms raised: %v", obs.Alarms)
 	}
@@ -185,7 +196,12 @@ func (n *nemesis) tendNoSpace() {
 		return
 	}
 	if ok && obs.Err == nil && obs.Start.After(s.freedAt) && len(obs.Alarms) == 0 {
+		after := map[string]uint64{}
+		for name := range s.ids {
+			after[name] = obs.ID(name)
+		}
 		n.noSpaceEnd(obs.Start)
+		s.runs[len(s.runs)-1].after = after
 		return
 	}
 	if time.Since(s.freedAt) > noSpaceHealBound {
@@ -224,7 +240,7 @@ func (n *nemesis) noSpaceFree(now bool) {
 func (n *nemesis) noSpaceEnd(disarmed time.Time) {
 	s := n.nospace
 	f := &n.Faults[s.fault]
-	run := noSpaceRun{start: f.At, alarm: s.alarmAt, freed: s.freedAt, disarmed: disarmed, bytes: s.filled.Load(), keys: s.freed}
+	run := noSpaceRun{start: f.At, alarm: s.alarmAt, freed: s.freedAt, disarmed: disarmed, bytes: s.filled.Load(), keys: s.freed, before: s.ids}
 	if r := s.refusedAt.Load(); r != 0 {
 		run.refused = time.Unix(0, r)
 	}
@@ -275,30 +291,85 @@ func (n *nemesis) noSpaceSummary(ops []op, opsStart time.Time, disarms []time.Ti
 		if a.IsZero() || b.IsZero() {
 			return "—"
 		}
-		return b.Sub(a).Round(100 * time.Millisecond).String()
+		return b.Sub(a).Round(10 * time.Millisecond).String()
 	}
 	var parts []string
 	for _, r := range s.runs {
-		var disarm, write time.Time
-		for _, d := range disarms {
-			if !r.refused.IsZero() && d.After(r.refused) && (disarm.IsZero() || d.Before(disarm)) {
-				disarm = d
-			}
-		}
-		for _, o := range ops {
-			call, ret := opsStart.Add(time.Duration(o.Call)), opsStart.Add(time.Duration(o.Return))
-			if o.Kind != "get" && o.OK && !r.refused.IsZero() && call.After(r.refused) && (write.IsZero() || ret.Before(write)) {
-				write = ret
-			}
-		}
+		disarm, write := r.disarm(disarms), r.firstWrite(ops, opsStart)
 		parts = append(parts, fmt.Sprintf("%d MiB put: fill → refused %s, refused → alarm seen %s, free → disarmed (agent log) %s, disarmed → first accepted client write %s, free → no alarm seen %s",
 			r.bytes>>20, since(r.start, r.refused), since(r.refused, r.alarm), since(r.freed, disarm), since(disarm, write), since(r.freed, r.disarmed)))
 	}
-	refused := 0
+	refused, happened := 0, 0
 	for _, o := range ops {
 		if o.Refused {
 			refused++
+			if o.Resolved == "happened" {
+				happened++
+			}
 		}
 	}
-	return fmt.Sprintf("nospace: %d faults (quota %d MiB), client writes refused with NOSPACE (definite failures): %d; %s", len(s.runs), n.nospaceQuota>>20, refused, strings.Join(parts, "; "))
+	return fmt.Sprintf("nospace: %d faults (quota %d MiB); client writes refused with NOSPACE: %d, of which %d happened all the same (the write that crossed the quota at apply); %s",
+		len(s.runs), n.nospaceQuota>>20, refused, happened, strings.Join(parts, "; "))
+}
+
+// disarm is the first disarm the agents logged after the refusal.
+func (r noSpaceRun) disarm(disarms []time.Time) time.Time {
+	var at time.Time
+	for _, d := range disarms {
+		if !r.refused.IsZero() && d.After(r.refused) && (at.IsZero() || d.Before(at)) {
+			at = d
+		}
+	}
+	return at
+}
+
+// firstWrite is when the clients' first put or cas begun after the
+// refusal was acknowledged (zero: none was).
+func (r noSpaceRun) firstWrite(ops []op, opsStart time.Time) time.Time {
+	var at time.Time
+	for _, o := range ops {
+		call, ret := opsStart.Add(time.Duration(o.Call)), opsStart.Add(time.Duration(o.Return))
+		if o.Kind != "get" && o.OK && !r.refused.IsZero() && call.After(r.refused) && (at.IsZero() || ret.Before(at)) {
+			at = ret
+		}
+	}
+	return at
+}
+
+// checkNoSpace: after each nospace fault no alarm was left (an
+// observation begun after the free), every spec member kept its ID, the
+// cluster took the clients' writes again, and the agents compacted
+// (the procedure runs with compaction on).
+func (ch *chaos) checkNoSpace() {
+	s := ch.nem.nospace
+	if s == nil || len(s.runs) == 0 {
+		return
+	}
+	for i, r := range s.runs {
+		switch {
+		case r.refused.IsZero():
+			ch.fail("nospace fault %d: no put was refused (%d MiB put)", i+1, r.bytes>>20)
+			continue
+		case r.disarmed.IsZero():
+			ch.fail("nospace fault %d: the alarm was not disarmed within %s of the free (or before the heal)", i+1, noSpaceHealBound)
+			continue
+		case r.firstWrite(ch.ops, ch.opsStart).IsZero():
+			ch.fail("nospace fault %d: no client write accepted after it", i+1)
+		}
+		for name, id := range r.before {
+			if r.after[name] != id {
+				ch.fail("nospace fault %d: member %s had ID %x when the fill began and %x once the alarm was gone", i+1, name, id, r.after[name])
+			}
+		}
+	}
+	compactions := 0
+	for _, m := range ch.c.Members {
+		b, _ := os.ReadFile(ch.c.LogPath(m.Name))
+		compactions += strings.Count(string(b), `"msg":"NOSPACE: compacted"`)
+	}
+	if compactions == 0 {
+		ch.fail("nospace: %d faults, but no agent logged \"NOSPACE: compacted\": the procedure should compact (did the log line change?)", len(s.runs))
+		return
+	}
+	ch.facts = append(ch.facts, fmt.Sprintf("nospace: after each of the %d faults no alarm was left, every member kept its ID and the clients' writes were accepted again; the agents compacted %d times", len(s.runs), compactions))
 }

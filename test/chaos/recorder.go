@@ -69,6 +69,9 @@ func (r *recorder) run(ctx context.Context) {
 			r.add(resp.Events)
 		}
 		wcancel()
+		if ctx.Err() != nil {
+			return
+		}
 		r.mu.Lock()
 		r.breaks++
 		r.mu.Unlock()
@@ -175,9 +178,10 @@ type etcdEnd struct {
 // end of the run: the recorder read every revision (no gap), in order;
 // from the last compaction on (from revision 1 when nothing compacted) it
 // is exactly etcd's history, write for write; and each key's last write
-// in it is the key's current value at its mod revision. Then the lost-write
-// and refused-write checks run on the recorder's history, which still has
-// the revisions a compaction removed from etcd. Nothing here forgives a
+// in it is the key's current value at its mod revision. Then the unknown
+// and refused writes are resolved, and the lost-write check runs, on the
+// recorder's history, which still has the revisions a compaction removed
+// from etcd. Nothing here forgives a
 // compaction: a write lost, moved to another revision or reordered, before
 // or after it, is a problem.
 func historyProblems(rec recorded, end etcdEnd) []string {
@@ -219,25 +223,6 @@ func historyProblems(rec recorded, end etcdEnd) []string {
 	for _, c := range end.Current {
 		if w, ok := last[c.Key]; !ok || w != c {
 			out = append(out, fmt.Sprintf("%s is %q at revision %d in etcd, but the recorder's last write of it is %q at revision %d", c.Key, c.Value, c.Rev, w.Value, w.Rev))
-		}
-	}
-	return out
-}
-
-// refusedHappened lists the writes the cluster refused (NOSPACE: they
-// did not take effect) that etcd's history has anyway.
-func refusedHappened(ops []op, writes []etcdWrite) []string {
-	seen := map[string]int64{}
-	for _, w := range writes {
-		seen[w.Key+"\x00"+w.Value] = w.Rev
-	}
-	var out []string
-	for _, o := range ops {
-		if !o.Refused {
-			continue
-		}
-		if rev, ok := seen[o.Key+"\x00"+o.Value]; ok {
-			out = append(out, fmt.Sprintf("%s %s=%q was refused (%s) but is in etcd's history at revision %d", o.Kind, o.Key, o.Value, o.Err, rev))
 		}
 	}
 	return out
