@@ -137,7 +137,7 @@ e2e: package
 # A failing run keeps its logs and says where.
 .PHONY: bench bench-smoke chaos chaos-smoke bench-bin chaos-bin
 CHAOS_DURATION ?= 3m
-CHAOS_SMOKE_MIN ?= partition=2,spec-skew=1,corrupt-wal=1,kill-etcd=1,slow-link=1,slow-host=1,alarm-corrupt=1,impostor=1
+CHAOS_SMOKE_MIN ?= partition=2,spec-skew=1,corrupt-wal=1,kill-etcd=1,slow-link=1,slow-host=1,alarm-corrupt=1,impostor=1,nospace=1
 
 bench-bin: build
 	$(GO) build -o bin/bench ./test/bench
