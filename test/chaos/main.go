@@ -4,8 +4,9 @@
 // compare-and-swaps with unique values and record every operation, while a
 // nemesis kills etcd and agents with SIGKILL, corrupts stopped members'
 // WALs, edits the spec between 3 and 5 members (on every host at once, or
-// host by host with an old spec coming back), partitions members, and
-// slows their links and CPUs. It then heals, waits for convergence and
+// host by host with an old spec coming back), partitions members, slows
+// their links and CPUs, and fills the cluster to its quota (NOSPACE) and
+// frees it again. It then heals, waits for convergence and
 // checks that the history is linearizable (porcupine), that no
 // acknowledged write was lost, that the membership equals the spec
 // (healthy voters, no learner), that no agent's membership change left
@@ -264,7 +265,7 @@ func (ch *chaos) run() {
 	if why := waitNoAlarms(mon, healed, cfg.converge); why != "" {
 		ch.fail("%s after healing", why)
 	} else {
-		ch.facts = append(ch.facts, "no alarm raised after healing (the agents disarmed those of repaired members)")
+		ch.facts = append(ch.facts, "no alarm raised after healing (the agents disarmed the CORRUPT alarms of the members they repaired, and NOSPACE)")
 	}
 	ch.phase("heal and converge", t)
 
