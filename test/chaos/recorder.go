@@ -117,7 +117,7 @@ func (r *recorder) read() recorded {
 
 // caughtUp is "" once the recorder has read the last write under its
 // prefix (keys are only overwritten, never deleted: that is the newest of
-// their mod revisions).
+// their mod revisions), within a second of reading which one that is.
 func (r *recorder) caughtUp(ctx context.Context) string {
 	cur, err := r.cli.Get(ctx, r.prefix, clientv3.WithPrefix(), clientv3.WithKeysOnly())
 	if err != nil {
@@ -127,12 +127,18 @@ func (r *recorder) caughtUp(ctx context.Context) string {
 	for _, kv := range cur.Kvs {
 		last = max(last, kv.ModRevision)
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.next <= last {
-		return fmt.Sprintf("the history recorder has read up to revision %d of %d", r.next-1, last)
+	// The watch delivers a moment after the write: a second for it.
+	for wait := time.Now().Add(time.Second); ; time.Sleep(20 * time.Millisecond) {
+		r.mu.Lock()
+		next := r.next
+		r.mu.Unlock()
+		switch {
+		case next > last:
+			return ""
+		case time.Now().After(wait) || ctx.Err() != nil:
+			return fmt.Sprintf("the history recorder has read up to revision %d of %d", next-1, last)
+		}
 	}
-	return ""
 }
 
 // halt waits (up to d) until the recorder has read every write, then
