@@ -61,7 +61,7 @@ test-unit:
 	$(GO) test -race -short -count=1 -timeout 10m $(UNIT_PKGS)
 
 test-integration: build
-	$(GO) test -count=1 -p 4 -timeout 10m ./internal/... ./cmd/...
+	$(GO) test -count=1 -p 4 -timeout 10m ./internal/... ./cmd/... ./test/chaos/
 	ETCDKEEPER_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 20m -parallel 8 -v ./test/integration/ 2>&1 | grep -Ev "^=== (RUN|PAUSE|CONT|NAME)"; exit $${PIPESTATUS[0]}
 
 # The plain etcd binaries the rollout tests run (test/testbed EtcdBinary:

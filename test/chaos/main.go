@@ -327,8 +327,8 @@ func (ch *chaos) check(mon *monitor, endpoints []string) {
 		if end.From > 1 {
 			from = fmt.Sprintf("from revision %d, the last compaction (the recorder read the %d writes before it)", end.From, len(rec.Writes)-len(end.Tail))
 		}
-		ch.facts = append(ch.facts, fmt.Sprintf("history: the recorder read %d writes from revision 1 (its watch begun again %d times); etcd's history %s is the same write for write, and each key's current value is its last write in it",
-			len(rec.Writes), rec.Breaks, from))
+		ch.facts = append(ch.facts, fmt.Sprintf("history: the recorder read %d writes from revision 1 (its watch begun again %d times, %d progress notices); etcd's history %s is the same write for write, and each key's current value is its last write in it",
+			len(rec.Writes), rec.Breaks, rec.Notices, from))
 	}
 	writes := rec.Writes
 	resolveUnknown(ch.ops, writes)

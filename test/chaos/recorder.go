@@ -13,7 +13,8 @@ import (
 // recorder is etcd's history of the clients' keys, read as it happens: a
 // watch from revision 1 opened before the first client operation and kept
 // for the whole run, begun again from the next revision it has not read
-// whenever it breaks (a member killed or cut off, no leader). The NOSPACE
+// whenever it breaks (a member killed or cut off, no leader), the next
+// revision advanced by the watch's progress notices too. The NOSPACE
 // procedure compacts the cluster, after which etcd itself no longer has
 // the revisions before the compaction; the recorder read them before it,
 // so the history checks (lost writes, unknown outcomes) still see every
@@ -26,12 +27,15 @@ type recorder struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 
-	mu     sync.Mutex
-	writes []etcdWrite
-	next   int64    // the first revision not read yet
-	gaps   []string // revisions compacted before the recorder read them
-	odd    []string // events out of revision order, deletes
-	breaks int      // watches begun again
+	mu      sync.Mutex
+	writes  []etcdWrite
+	next    int64    // the first revision not read yet
+	gaps    []string // revisions compacted before the recorder read them
+	odd     []string // events out of revision order, deletes
+	breaks  int      // watches begun again
+	notices int      // progress notices
+	// cancelWatch ends the current watch (rewatch).
+	cancelWatch context.CancelFunc
 }
 
 func startRecorder(endpoints []string, keepalive bool, prefix string) (*recorder, error) {
@@ -58,13 +62,36 @@ func (r *recorder) run(ctx context.Context) {
 		// A member without a leader ends the watch (and a member cut off
 		// loses it by the keepalive): the next one goes to another member.
 		wctx, wcancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
-		for resp := range r.cli.Watch(wctx, r.prefix, clientv3.WithPrefix(), clientv3.WithRev(from)) {
+		r.mu.Lock()
+		r.cancelWatch = wcancel
+		r.mu.Unlock()
+		wch := r.cli.Watch(wctx, r.prefix, clientv3.WithPrefix(), clientv3.WithRev(from))
+		// Progress notices carry the revision the watch has read up to,
+		// the other keys' writes included (the filler's, the deletes): a
+		// watch begun again after a compaction starts from there, not
+		// from the last write of the clients' keys, which a compaction
+		// above it would take for a gap.
+		go func() {
+			for {
+				select {
+				case <-wctx.Done():
+					return
+				case <-time.After(200 * time.Millisecond):
+					_ = r.cli.RequestProgress(wctx)
+				}
+			}
+		}()
+		for resp := range wch {
 			if resp.CompactRevision > 0 {
 				r.gap(resp.CompactRevision)
 				break
 			}
 			if resp.Err() != nil {
 				break
+			}
+			if resp.IsProgressNotify() {
+				r.progress(resp.Header.Revision)
+				continue
 			}
 			r.add(resp.Events)
 		}
@@ -98,6 +125,24 @@ func (r *recorder) add(evs []*clientv3.Event) {
 	}
 }
 
+// rewatch ends the current watch, as a member killed under it would; the
+// recorder begins it again from the next revision it lacks.
+func (r *recorder) rewatch() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.cancelWatch != nil {
+		r.cancelWatch()
+	}
+}
+
+// progress: every write under the prefix up to rev has been read.
+func (r *recorder) progress(rev int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.next = max(r.next, rev+1)
+	r.notices++
+}
+
 func (r *recorder) gap(compacted int64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -112,7 +157,7 @@ func (r *recorder) read() recorded {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return recorded{Writes: append([]etcdWrite(nil), r.writes...), Next: r.next,
-		Gaps: append([]string(nil), r.gaps...), Odd: append([]string(nil), r.odd...), Breaks: r.breaks}
+		Gaps: append([]string(nil), r.gaps...), Odd: append([]string(nil), r.odd...), Breaks: r.breaks, Notices: r.notices}
 }
 
 // caughtUp is "" once the recorder has read the last write under its
@@ -164,11 +209,12 @@ func (r *recorder) halt(d time.Duration) string {
 // recorded is the recorder's history: every put under the prefix it read,
 // in the order etcd sent them.
 type recorded struct {
-	Writes []etcdWrite
-	Next   int64
-	Gaps   []string
-	Odd    []string
-	Breaks int
+	Writes  []etcdWrite
+	Next    int64
+	Gaps    []string
+	Odd     []string
+	Breaks  int
+	Notices int
 }
 
 // etcdEnd is what etcd itself holds at the end of the run: its history

@@ -1,13 +1,19 @@
 package main
 
 import (
+	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/anishathalye/porcupine"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/etcdkeeper/etcdkeeper/internal/testetcd"
 )
 
 // scenario is one run's history as the checks see it: the clients'
@@ -150,5 +156,94 @@ func TestRecorderGap(t *testing.T) {
 	r.add([]*clientv3.Event{put("k", "x", 11), {Type: clientv3.EventTypeDelete, Kv: &mvccpb.KeyValue{Key: []byte("k"), ModRevision: 13}}})
 	if odd := r.read().Odd; len(odd) != 2 {
 		t.Fatalf("odd = %q, want the write at 11 after 12 and the delete", odd)
+	}
+}
+
+// TestRecorderAcrossCompaction, with a real etcd: the recorder reads the
+// clients' keys while other keys are written; its progress notices carry
+// it past those writes, so a compaction at the current revision and a
+// watch broken after it (as a member killed would) leave no gap. etcd's
+// own history after the compaction is the recorder's, and the writes
+// before it are still in the recorder's.
+func TestRecorderAcrossCompaction(t *testing.T) {
+	ep, _ := testetcd.Start(t)
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{ep}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	r, err := startRecorder([]string{ep}, false, "/chaos/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.halt(0)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	put := func(k, v string) int64 {
+		t.Helper()
+		resp, err := cli.Put(ctx, k, v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.Header.Revision
+	}
+	for i := 0; i < 5; i++ {
+		put(fmt.Sprintf("/chaos/k%d", i), fmt.Sprintf("before-%d", i))
+	}
+	var rev int64
+	for i := 0; i < 50; i++ {
+		rev = put(fmt.Sprintf("/nospace/k%d", i), "filler")
+	}
+	waitFor(t, "the recorder's progress passes the filler's writes", func() string {
+		if got := r.read(); got.Next <= rev {
+			return fmt.Sprintf("next %d, filler up to %d (%d notices)", got.Next, rev, got.Notices)
+		}
+		return ""
+	})
+	if _, err := cli.Compact(ctx, rev); err != nil {
+		t.Fatal(err)
+	}
+	r.rewatch()
+	waitFor(t, "the watch begun again", func() string {
+		if r.read().Breaks == 0 {
+			return "not yet"
+		}
+		return ""
+	})
+	for i := 0; i < 5; i++ {
+		put(fmt.Sprintf("/chaos/k%d", i), fmt.Sprintf("after-%d", i))
+	}
+	if why := r.halt(30 * time.Second); why != "" {
+		t.Fatal(why)
+	}
+	end, _, err := etcdHistory([]string{ep}, "/chaos/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if end.From != rev || len(end.Tail) != 5 {
+		t.Fatalf("etcd's history from %d (want the compaction's %d): %v", end.From, rev, end.Tail)
+	}
+	rec := r.read()
+	if p := historyProblems(rec, end); len(p) > 0 {
+		t.Fatalf("problems: %q", p)
+	}
+	if len(rec.Writes) != 10 || rec.Writes[0].Value != "before-0" {
+		t.Fatalf("the recorder read %v, want the 5 writes before the compaction and the 5 after", rec.Writes)
+	}
+}
+
+// waitFor polls cond (every 50 ms, a minute at most) until it returns "".
+func waitFor(t *testing.T, what string, cond func() string) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		why := cond()
+		if why == "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %s", what, why)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
