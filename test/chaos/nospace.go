@@ -24,7 +24,8 @@ import (
 // disarm, with every member keeping its ID. The fault acts from the first
 // filler put until an observation begun after the delete lists no alarm;
 // the summary gives, per fault, fill → refused, refused → alarm seen,
-// free → no alarm, and no alarm → the clients' first accepted write.
+// free → the clients' first accepted write (and the agent's disarm line),
+// free → no alarm seen.
 //
 // It acts alone: it is injected only while no other fault acts, every
 // spec member is a healthy voter and the history recorder has read every
