@@ -61,7 +61,7 @@ test-unit:
 	$(GO) test -race -short -count=1 -timeout 10m $(UNIT_PKGS)
 
 test-integration: build
-	$(GO) test -count=1 -p 4 -timeout 10m ./internal/... ./cmd/...
+	$(GO) test -count=1 -p 4 -timeout 10m ./internal/... ./cmd/... ./test/chaos/
 	ETCDKEEPER_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 20m -parallel 8 -v ./test/integration/ 2>&1 | grep -Ev "^=== (RUN|PAUSE|CONT|NAME)"; exit $${PIPESTATUS[0]}
 
 # The plain etcd binaries the rollout tests run (test/testbed EtcdBinary:
@@ -137,7 +137,7 @@ e2e: package
 # A failing run keeps its logs and says where.
 .PHONY: bench bench-smoke chaos chaos-smoke bench-bin chaos-bin
 CHAOS_DURATION ?= 3m
-CHAOS_SMOKE_MIN ?= partition=2,spec-skew=1,corrupt-wal=1,kill-etcd=1,slow-link=1,slow-host=1,alarm-corrupt=1,impostor=1
+CHAOS_SMOKE_MIN ?= partition=2,spec-skew=1,corrupt-wal=1,kill-etcd=1,slow-link=1,slow-host=1,alarm-corrupt=1,impostor=1,nospace=1
 
 bench-bin: build
 	$(GO) build -o bin/bench ./test/bench

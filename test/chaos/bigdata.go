@@ -128,7 +128,7 @@ func (n *nemesis) tendBig() {
 	if b.doneAt.IsZero() {
 		return
 	}
-	if b.repair < 0 && time.Now().After(b.nextTry) {
+	if b.repair < 0 && time.Now().After(b.nextTry) && !n.nospace.acting() {
 		if why := n.corruptWAL(); why != "" {
 			b.nextTry = time.Now().Add(2 * time.Second)
 		} else {

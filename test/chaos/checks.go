@@ -19,20 +19,22 @@ import (
 	"github.com/etcdkeeper/etcdkeeper/test/testbed"
 )
 
-// etcdWrite is one put in etcd's own history (the watch from revision 1).
+// etcdWrite is one put in etcd's history.
 type etcdWrite struct {
 	Key   string
 	Value string
 	Rev   int64
 }
 
-// etcdHistory reads every put under prefix since revision 1 through a
-// watch, up to the current revision. Nothing compacts the chaos cluster,
-// so this is every write etcd ever applied to the keys.
-func etcdHistory(endpoints []string, prefix string) ([]etcdWrite, int64, error) {
+// etcdHistory reads what etcd holds at the end of the run under prefix:
+// every put from revision 1 through a watch, or from the last compaction's
+// revision when the NOSPACE procedure compacted (etcd no longer has the
+// revisions before it: the recorder does), up to the last write, and the
+// keys' current values; and the current revision.
+func etcdHistory(endpoints []string, prefix string) (etcdEnd, int64, error) {
 	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
 	if err != nil {
-		return nil, 0, err
+		return etcdEnd{}, 0, err
 	}
 	defer cli.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -41,35 +43,54 @@ func etcdHistory(endpoints []string, prefix string) ([]etcdWrite, int64, error) 
 	// revisions: keys are only ever overwritten, never deleted.
 	cur, err := cli.Get(ctx, prefix, clientv3.WithPrefix())
 	if err != nil {
-		return nil, 0, fmt.Errorf("current values: %w", err)
+		return etcdEnd{}, 0, fmt.Errorf("current values: %w", err)
 	}
+	end := etcdEnd{From: 1}
 	var last int64
 	for _, kv := range cur.Kvs {
 		last = max(last, kv.ModRevision)
+		end.Current = append(end.Current, etcdWrite{Key: string(kv.Key), Value: string(kv.Value), Rev: kv.ModRevision})
 	}
-	var out []etcdWrite
 	if last == 0 {
-		return nil, cur.Header.Revision, nil
+		return end, cur.Header.Revision, nil
 	}
-	wch := cli.Watch(ctx, prefix, clientv3.WithPrefix(), clientv3.WithRev(1))
-	for resp := range wch {
-		if err := resp.Err(); err != nil {
-			return nil, 0, fmt.Errorf("watch from revision 1: %w", err)
+	for try := 0; try < 3; try++ {
+		if end.From > last {
+			return end, cur.Header.Revision, nil // compacted after the last write
 		}
-		for _, ev := range resp.Events {
-			if ev.Type == clientv3.EventTypePut {
-				out = append(out, etcdWrite{Key: string(ev.Kv.Key), Value: string(ev.Kv.Value), Rev: ev.Kv.ModRevision})
+		wctx, wcancel := context.WithCancel(ctx)
+		wch := cli.Watch(wctx, prefix, clientv3.WithPrefix(), clientv3.WithRev(end.From))
+		compacted := false
+		for resp := range wch {
+			if resp.CompactRevision > 0 {
+				end.From, end.Tail, compacted = resp.CompactRevision, nil, true
+				break
+			}
+			if err := resp.Err(); err != nil {
+				wcancel()
+				return etcdEnd{}, 0, fmt.Errorf("watch from revision %d: %w", end.From, err)
+			}
+			for _, ev := range resp.Events {
+				if ev.Type == clientv3.EventTypePut {
+					end.Tail = append(end.Tail, etcdWrite{Key: string(ev.Kv.Key), Value: string(ev.Kv.Value), Rev: ev.Kv.ModRevision})
+				}
+			}
+			if len(end.Tail) > 0 && end.Tail[len(end.Tail)-1].Rev >= last {
+				wcancel()
+				return end, cur.Header.Revision, nil
 			}
 		}
-		if len(out) > 0 && out[len(out)-1].Rev >= last {
-			return out, cur.Header.Revision, nil
+		wcancel()
+		if !compacted {
+			break
 		}
 	}
-	return nil, 0, fmt.Errorf("watch from revision 1 ended before revision %d: %w", last, ctx.Err())
+	return etcdEnd{}, 0, fmt.Errorf("watch from revision %d ended before revision %d: %w", end.From, last, ctx.Err())
 }
 
-// resolveUnknown marks each write whose outcome the client never saw as
-// "happened" or "never", by its unique value in etcd's history.
+// resolveUnknown marks each write whose outcome the client never saw, or
+// that was refused with NOSPACE, as "happened" or "never", by its unique
+// value in etcd's history.
 func resolveUnknown(ops []op, writes []etcdWrite) {
 	seen := map[string]bool{}
 	for _, w := range writes {
@@ -77,7 +98,7 @@ func resolveUnknown(ops []op, writes []etcdWrite) {
 	}
 	for i := range ops {
 		o := &ops[i]
-		if !o.Unknown || o.Kind == "get" {
+		if !o.Unknown && !o.Refused || o.Kind == "get" {
 			continue
 		}
 		if seen[o.Key+"\x00"+o.Value] {

@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sync"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 )
@@ -107,7 +109,7 @@ func (w *workload) loop(cli *clientv3.Client, id int, rnd *rand.Rand) {
 			o = w.cas(cli, id, k, expect, v)
 		}
 		switch {
-		case o.Unknown:
+		case o.Unknown || o.Refused:
 			delete(last, k)
 		case o.Kind == "get" || (o.Kind == "cas" && !o.OK):
 			last[k] = o.Got
@@ -146,8 +148,7 @@ func (w *workload) put(cli *clientv3.Client, id int, k, v string) op {
 	cancel()
 	o.Return = w.now()
 	if err != nil {
-		o.Unknown, o.Err = true, err.Error()
-		return w.record(o)
+		return w.record(failed(o, err))
 	}
 	o.OK, o.Rev = true, resp.Header.Revision
 	return w.record(o)
@@ -166,8 +167,7 @@ func (w *workload) cas(cli *clientv3.Client, id int, k, expect, v string) op {
 	cancel()
 	o.Return = w.now()
 	if err != nil {
-		o.Unknown, o.Err = true, err.Error()
-		return w.record(o)
+		return w.record(failed(o, err))
 	}
 	if resp.Succeeded {
 		o.OK, o.Rev = true, resp.Header.Revision
@@ -177,4 +177,17 @@ func (w *workload) cas(cli *clientv3.Client, id int, k, expect, v string) op {
 		o.Got = string(rr.Kvs[0].Value)
 	}
 	return w.record(o)
+}
+
+// failed records a write's error: NOSPACE ("mvcc: database space
+// exceeded") is a definite refusal, anything else leaves the outcome
+// unknown.
+func failed(o op, err error) op {
+	o.Err = err.Error()
+	if errors.Is(err, rpctypes.ErrNoSpace) {
+		o.Refused = true
+	} else {
+		o.Unknown = true
+	}
+	return o
 }

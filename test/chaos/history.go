@@ -24,13 +24,21 @@ type op struct {
 	// OK: a get or put answered; a cas succeeded. Unknown: no answer.
 	OK      bool `json:"ok"`
 	Unknown bool `json:"unknown,omitempty"`
+	// Refused: the write got "mvcc: database space exceeded" (NOSPACE).
+	// Not a definite failure in etcd 3.7: refused before raft (the
+	// member's quota check) or at apply while the alarm is raised, it
+	// never took effect; but the put or txn that crosses the quota at
+	// apply is applied and answered NOSPACE all the same (quotaApplierV3).
+	// Resolved like an unknown write, but one that happened did so before
+	// its answer came: it keeps its return time.
+	Refused bool `json:"refused,omitempty"`
 	// Got is the value a get read, or the value a failed cas found.
 	Got string `json:"got,omitempty"`
 	// Rev is the revision a successful put or cas wrote at.
 	Rev int64  `json:"rev,omitempty"`
 	Err string `json:"err,omitempty"`
-	// Resolved, for an unknown write, says what the end-of-run history of
-	// etcd shows: "happened" or "never".
+	// Resolved, for an unknown or refused write, says what etcd's history
+	// (the recorder's) shows: "happened" or "never".
 	Resolved string `json:"resolved,omitempty"`
 }
 

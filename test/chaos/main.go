@@ -4,8 +4,9 @@
 // compare-and-swaps with unique values and record every operation, while a
 // nemesis kills etcd and agents with SIGKILL, corrupts stopped members'
 // WALs, edits the spec between 3 and 5 members (on every host at once, or
-// host by host with an old spec coming back), partitions members, and
-// slows their links and CPUs. It then heals, waits for convergence and
+// host by host with an old spec coming back), partitions members, slows
+// their links and CPUs, and fills the cluster to its quota (NOSPACE) and
+// frees it again. It then heals, waits for convergence and
 // checks that the history is linearizable (porcupine), that no
 // acknowledged write was lost, that the membership equals the spec
 // (healthy voters, no learner), that no agent's membership change left
@@ -17,10 +18,12 @@
 package main
 
 import (
+	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -65,7 +68,7 @@ func main() {
 	flag.IntVar(&cfg.maxOps, "max-ops", 60000, "bound of the history; clients stop issuing operations beyond it")
 	flag.DurationVar(&cfg.checkTimeout, "check-timeout", 3*time.Minute, "bound of the linearizability check")
 	flag.Uint64Var(&cfg.seed, "seed", 0, "random seed (0: from the clock; printed)")
-	flag.StringVar(&cfg.faults, "faults", "all", "fault kinds to inject, comma-separated: kill-etcd, kill-agent, corrupt-wal, spec-edit, spec-skew, partition, slow-link, slow-host, alarm-corrupt, impostor, big-data (all: every kind the test bed can inject; partition and slow-link need -net ns)")
+	flag.StringVar(&cfg.faults, "faults", "all", "fault kinds to inject, comma-separated: kill-etcd, kill-agent, corrupt-wal, spec-edit, spec-skew, partition, slow-link, slow-host, alarm-corrupt, impostor, big-data, nospace (all: every kind the test bed can inject; partition and slow-link need -net ns)")
 	flag.StringVar(&cfg.minFaults, "min-faults", "1", "the run fails unless at least this many faults of each enabled kind were injected: a number for every kind, or kind=n,... (kinds not named: 0)")
 	flag.Float64Var(&cfg.minAnswered, "min-answered", 0.5, "the run fails when fewer than this share of the operations begun while a fault acted got an answer")
 	flag.IntVar(&cfg.bigMB, "big-mb", 100, "megabytes of 100 KB values the big-data fault loads once (then a member is repaired with them; they stay); 0: no big data")
@@ -140,6 +143,7 @@ type chaos struct {
 
 	c        *testbed.Cluster
 	nem      *nemesis
+	rec      *recorder
 	ops      []op
 	opsStart time.Time // the clients' time 0
 	healedAt time.Time
@@ -179,9 +183,15 @@ func (ch *chaos) run() {
 	// edit can reach them at different times.
 	c.PerHostSpec = true
 	// Chaos repairs the same member more than the default 3 times an hour.
-	// The history check reads etcd's history from revision 1: the NOSPACE
-	// procedure must not compact it, should a run reach the quota.
-	c.Extra = "repair:\n  maxPerHour: 100\nmaintenance:\n  nospace:\n    compact: false\n"
+	// The NOSPACE procedure compacts (its default): the history recorder
+	// has read the revisions before the compaction.
+	c.Extra = "repair:\n  maxPerHour: 100\n"
+	var quota int64
+	if cfg.wants("nospace") {
+		// A small quota, so that the nospace fault fills it in seconds.
+		quota = noSpaceQuota(cfg.bigMB)
+		c.EtcdFlags = fmt.Sprintf("    quota-backend-bytes: \"%d\"\n", quota)
+	}
 	initial := c.AllNames()[:cfg.initial]
 	c.WriteSpec(initial...)
 	for _, n := range initial {
@@ -207,6 +217,13 @@ func (ch *chaos) run() {
 	for i := 0; i < cfg.keys; i++ {
 		keys = append(keys, fmt.Sprintf("/chaos/k%d", i))
 	}
+	// etcd's history of the clients' keys, read from revision 1 as it
+	// happens, before any compaction can take it (recorder.go).
+	rec, err := startRecorder(endpoints, c.OnNet(), "/chaos/")
+	if err != nil {
+		ch.r.Fatalf("%v", err)
+	}
+	ch.rec = rec
 	hist := &history{max: cfg.maxOps}
 	w := &workload{endpoints: endpoints, keys: keys, rate: cfg.rate, timeout: cfg.opTimeout, start: time.Now(), hist: hist, keepalive: c.OnNet()}
 	if err := w.initKeys(); err != nil {
@@ -228,6 +245,9 @@ func (ch *chaos) run() {
 	if err := ch.enable(nem); err != nil {
 		ch.r.Fatalf("%v", err)
 	}
+	if nem.enabled["nospace"] {
+		nem.nospace, nem.nospaceQuota = newNoSpace(rec), quota
+	}
 
 	t = time.Now()
 	nem.run(time.Now().Add(cfg.duration), cfg.gap)
@@ -245,7 +265,7 @@ func (ch *chaos) run() {
 	if why := waitNoAlarms(mon, healed, cfg.converge); why != "" {
 		ch.fail("%s after healing", why)
 	} else {
-		ch.facts = append(ch.facts, "no alarm raised after healing (the agents disarmed those of repaired members)")
+		ch.facts = append(ch.facts, "no alarm raised after healing (the agents disarmed the CORRUPT alarms of the members they repaired, and NOSPACE)")
 	}
 	ch.phase("heal and converge", t)
 
@@ -285,11 +305,32 @@ func (ch *chaos) check(mon *monitor, endpoints []string) {
 	if err := writeHistory(filepath.Join(ch.dir, "history.jsonl"), ch.ops); err != nil {
 		ch.fail("writing the history: %v", err)
 	}
-	writes, rev, err := etcdHistory(endpoints, "/chaos/")
+	if why := ch.rec.halt(time.Minute); why != "" {
+		ch.fail("the history recorder did not catch up within a minute: %s", why)
+	}
+	rec := ch.rec.read()
+	end, rev, err := etcdHistory(endpoints, "/chaos/")
 	if err != nil {
 		ch.fail("reading etcd's history: %v", err)
 		return
 	}
+	if problems := historyProblems(rec, end); len(problems) > 0 {
+		for i, p := range problems {
+			if i == 5 {
+				ch.fail("... and %d more differences between the recorder's history and etcd's", len(problems)-i)
+				break
+			}
+			ch.fail("history: %s", p)
+		}
+	} else {
+		from := "from revision 1 (nothing compacted)"
+		if end.From > 1 {
+			from = fmt.Sprintf("from revision %d, the last compaction (the recorder read the %d writes before it)", end.From, len(rec.Writes)-len(end.Tail))
+		}
+		ch.facts = append(ch.facts, fmt.Sprintf("history: the recorder read %d writes from revision 1 (its watch begun again %d times, %d progress notices); etcd's history %s is the same write for write, and each key's current value is its last write in it",
+			len(rec.Writes), rec.Breaks, rec.Notices, from))
+	}
+	writes := rec.Writes
 	resolveUnknown(ch.ops, writes)
 	_ = writeHistory(filepath.Join(ch.dir, "history.jsonl"), ch.ops)
 
@@ -346,6 +387,7 @@ func (ch *chaos) check(mon *monitor, endpoints []string) {
 		ch.fail("agent log line is not the agent's JSON: %s", line)
 	}
 	ch.checkAnswered()
+	ch.checkNoSpace()
 	ch.checkOutOfService(events, mon)
 	ch.checkIDs(mon)
 	checked, raced, unobserved := 0, 0, 0
@@ -400,11 +442,16 @@ func (ch *chaos) summary() string {
 	}
 	fmt.Fprintf(&b, "\nchaos run: %s (seed %d, %s in all: %s)\n", result, ch.cfg.seed, time.Since(ch.started).Round(time.Second), strings.Join(ch.phases, ", "))
 	// Operations.
-	type tally struct{ ok, failed, unknown, happened int }
+	type tally struct{ ok, failed, unknown, happened, refused, refusedHappened int }
 	byKind := map[string]*tally{"get": {}, "put": {}, "cas": {}}
 	for _, o := range ch.ops {
 		t := byKind[o.Kind]
 		switch {
+		case o.Refused:
+			t.refused++
+			if o.Resolved == "happened" {
+				t.refusedHappened++
+			}
 		case o.Unknown:
 			t.unknown++
 			if o.Resolved == "happened" {
@@ -416,9 +463,9 @@ func (ch *chaos) summary() string {
 			t.failed++
 		}
 	}
-	fmt.Fprintf(&b, "operations: %d: get %d ok, %d unknown; put %d ok, %d unknown (%d of them happened); cas %d succeeded, %d compare failed, %d unknown (%d happened)\n",
-		len(ch.ops), byKind["get"].ok, byKind["get"].unknown, byKind["put"].ok, byKind["put"].unknown, byKind["put"].happened,
-		byKind["cas"].ok, byKind["cas"].failed, byKind["cas"].unknown, byKind["cas"].happened)
+	fmt.Fprintf(&b, "operations: %d: get %d ok, %d unknown; put %d ok, %d unknown (%d of them happened), %d refused with NOSPACE (%d happened); cas %d succeeded, %d compare failed, %d unknown (%d happened), %d refused with NOSPACE (%d happened)\n",
+		len(ch.ops), byKind["get"].ok, byKind["get"].unknown, byKind["put"].ok, byKind["put"].unknown, byKind["put"].happened, byKind["put"].refused, byKind["put"].refusedHappened,
+		byKind["cas"].ok, byKind["cas"].failed, byKind["cas"].unknown, byKind["cas"].happened, byKind["cas"].refused, byKind["cas"].refusedHappened)
 	if ch.nem != nil {
 		cnt := ch.nem.Counts
 		crashes := 0
@@ -451,6 +498,7 @@ func (ch *chaos) summary() string {
 			fmt.Sprintf("alarm CORRUPT %d", cnt["alarm-corrupt"]),
 			fmt.Sprintf("impostor %d", cnt["impostor"]),
 			fmt.Sprintf("big data %d (repairs begun right after the load: %d)", cnt["big-data"], cnt["big-repair"]),
+			fmt.Sprintf("nospace %d", cnt["nospace"]),
 		}
 		fmt.Fprintf(&b, "faults injected: %d: %s\n", total, strings.Join(kinds, ", "))
 		var skipped []string
@@ -465,6 +513,9 @@ func (ch *chaos) summary() string {
 		fmt.Fprintf(&b, "spec sizes: %v\n", ch.nem.SpecHistory)
 		if big := ch.nem.bigSummary(); big != "" {
 			fmt.Fprintf(&b, "%s\n", big)
+		}
+		if ns := ch.nem.noSpaceSummary(ch.ops, ch.opsStart, ch.disarms()); ns != "" {
+			fmt.Fprintf(&b, "%s\n", ns)
 		}
 	}
 	for _, f := range ch.facts {
@@ -551,4 +602,38 @@ func (ch *chaos) checkFaultCounts() {
 	for _, e := range nem.healErrors {
 		ch.fail("the nemesis could not heal a fault: %s", e)
 	}
+}
+
+// wants: the -faults list names kind (or is all).
+func (cfg config) wants(kind string) bool {
+	return cfg.faults == "all" || slices.Contains(strings.Split(cfg.faults, ","), kind)
+}
+
+// disarms are the times the agents logged a NOSPACE disarm.
+func (ch *chaos) disarms() []time.Time {
+	var out []time.Time
+	if ch.c == nil {
+		return nil
+	}
+	for _, m := range ch.c.Members {
+		b, err := os.ReadFile(ch.c.LogPath(m.Name))
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if !strings.Contains(line, `"msg":"NOSPACE: disarmed`) {
+				continue
+			}
+			var rec struct {
+				TS string `json:"ts"`
+			}
+			if json.Unmarshal([]byte(line), &rec) != nil {
+				continue
+			}
+			if at, err := time.Parse("2006-01-02T15:04:05.000Z0700", rec.TS); err == nil {
+				out = append(out, at)
+			}
+		}
+	}
+	return out
 }

@@ -86,14 +86,17 @@ var kvModel = porcupine.Model{
 
 // toPorcupine turns the history into the checker's operations: failed
 // reads carry no information and are left out, as are writes whose
-// outcome is unknown and that etcd's history shows never happened.
+// outcome is unknown, or that were refused with NOSPACE, and that etcd's
+// history shows never happened. An unknown write that happened may have
+// taken effect any time after its call; a refused one that happened did
+// before its answer (etcd answers after applying).
 func toPorcupine(ops []op) []porcupine.Operation {
 	var out []porcupine.Operation
 	for _, o := range ops {
-		if o.Unknown && (o.Kind == "get" || o.Resolved != "happened") {
+		if (o.Unknown || o.Refused) && (o.Kind == "get" || o.Resolved != "happened") {
 			continue
 		}
-		if !o.Unknown && o.Kind != "cas" && !o.OK {
+		if !o.Unknown && !o.Refused && o.Kind != "cas" && !o.OK {
 			continue
 		}
 		ret := o.Return
@@ -102,7 +105,7 @@ func toPorcupine(ops []op) []porcupine.Operation {
 		}
 		out = append(out, porcupine.Operation{ClientId: o.Client,
 			Input:  kvInput{Kind: o.Kind, Key: o.Key, Value: o.Value, Expect: o.Expect},
-			Output: kvOutput{OK: o.OK, Got: o.Got, Unknown: o.Unknown},
+			Output: kvOutput{OK: o.OK || o.Refused, Got: o.Got, Unknown: o.Unknown},
 			Call:   o.Call, Return: ret})
 	}
 	return out

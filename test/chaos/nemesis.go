@@ -74,27 +74,29 @@ type nemesis struct {
 	logf   func(format string, args ...any)
 	events *os.File
 
-	spec        []string             // the members the spec lists now
-	initial     []string             // the spec at the start
-	specText    string               // and its text
-	prevText    string               // the spec before the last edit
-	active      map[string]int       // member -> the fault (index in Faults) it has not recovered from
-	startAt     map[string]time.Time // agent (re)starts due
-	crashSteps  []string
-	enabled     map[string]bool
-	min         map[string]int
-	lasting     []*lasting // faults not healed yet
-	deliveries  []delivery // spec files due on hosts
-	cpu         map[string]*testbed.CPULimit
-	big         *bigData             // nil or -big-mb 0: no big data
-	joining     map[string]time.Time // members a spec edit added, until healthy
-	healErrors  []string
-	minSize     int
-	maxSize     int
-	Counts      map[string]int
-	Skipped     map[string]int
-	SpecHistory []string
-	Faults      []fault
+	spec         []string             // the members the spec lists now
+	initial      []string             // the spec at the start
+	specText     string               // and its text
+	prevText     string               // the spec before the last edit
+	active       map[string]int       // member -> the fault (index in Faults) it has not recovered from
+	startAt      map[string]time.Time // agent (re)starts due
+	crashSteps   []string
+	enabled      map[string]bool
+	min          map[string]int
+	lasting      []*lasting // faults not healed yet
+	deliveries   []delivery // spec files due on hosts
+	cpu          map[string]*testbed.CPULimit
+	big          *bigData             // nil or -big-mb 0: no big data
+	nospace      *noSpace             // nil: the nospace fault is off
+	nospaceQuota int64                // the spec's quota-backend-bytes with it
+	joining      map[string]time.Time // members a spec edit added, until healthy
+	healErrors   []string
+	minSize      int
+	maxSize      int
+	Counts       map[string]int
+	Skipped      map[string]int
+	SpecHistory  []string
+	Faults       []fault
 }
 
 // lasting is a fault that acts until healed: heal undoes it; tick, when
@@ -128,7 +130,7 @@ var faultKinds = []faultKind{
 	{"spec-edit", 8, false, false}, {"spec-skew", 12, false, false},
 	{"partition", 25, true, false}, {"slow-link", 8, true, false}, {"slow-host", 8, false, false},
 	{"alarm-corrupt", 6, false, false}, {"impostor", 6, false, false},
-	{"big-data", 6, false, true},
+	{"big-data", 6, false, true}, {"nospace", 5, false, false},
 }
 
 func newNemesis(c *testbed.Cluster, mon *monitor, seed uint64, dir string, logf func(string, ...any)) (*nemesis, error) {
@@ -194,6 +196,7 @@ func (n *nemesis) tend() {
 	n.tendLasting(false)
 	n.deliver(false)
 	n.tendBig()
+	n.tendNoSpace()
 	s, ok := n.mon.latest()
 	for name, id := range n.active {
 		f := n.Faults[id]
@@ -251,6 +254,7 @@ func (n *nemesis) specPending(name string) bool {
 // spec to every host and starts every spec member's agent now.
 func (n *nemesis) heal() {
 	n.stopBig()
+	n.stopNoSpace()
 	n.tendLasting(true)
 	n.deliver(true)
 	for _, l := range n.cpu {
@@ -319,6 +323,11 @@ func (n *nemesis) pickKind() string {
 func (n *nemesis) inject() bool {
 	kind := n.pickKind()
 	var why string
+	if n.nospace.acting() {
+		// The nospace fault acts alone (nospace.go): not counted as
+		// skipped, it was no moment to inject anything.
+		return false
+	}
 	switch kind {
 	case "kill-etcd":
 		why = n.killEtcd()
@@ -342,6 +351,8 @@ func (n *nemesis) inject() bool {
 		why = n.impostor()
 	case "big-data":
 		why = n.bigLoad()
+	case "nospace":
+		why = n.noSpaceFill()
 	}
 	if why != "" {
 		n.Skipped[kind]++
