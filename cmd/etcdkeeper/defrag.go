@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -41,7 +43,7 @@ Exit status: 0 when done or nothing is due, 2 for a dry run with a step due
 or a step that waits, 1 on error.`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			s, cli, err := openSpec(path)
+			s, cli, err := openSpec(path, member, "--member")
 			if err != nil {
 				return err
 			}
@@ -51,7 +53,7 @@ or a step that waits, 1 on error.`,
 			decide := func(obs model.Cluster) reconcile.Step {
 				return reconcile.DefragCommand(s.Members, obs, pol, s.Agent.LearnerTimeout.Duration)
 			}
-			return runSteps(c.Context(), c.OutOrStdout(), s, cli, yes, decide, func(step reconcile.Step) {
+			return runSteps(c.Context(), c.OutOrStdout(), s, cli, yes, "--yes acts", decide, func(step reconcile.Step) {
 				if step.Kind == reconcile.StepDefrag {
 					pol.Done[step.MemberID] = true
 				}
@@ -86,13 +88,13 @@ data and takes a moment); --dry-run prints the decision only.`,
 			if to == "" {
 				return errors.New("--to NAME is required")
 			}
-			s, cli, err := openSpec(path)
+			s, cli, err := openSpec(path, to, "--to")
 			if err != nil {
 				return err
 			}
 			defer cli.Close()
 			decide := func(obs model.Cluster) reconcile.Step { return reconcile.LeaderMove(s.Members, obs, to) }
-			return runSteps(c.Context(), c.OutOrStdout(), s, cli, !dryRun, decide, func(reconcile.Step) {})
+			return runSteps(c.Context(), c.OutOrStdout(), s, cli, !dryRun, "without --dry-run it acts", decide, func(reconcile.Step) {})
 		},
 	}
 	move.Flags().StringVarP(&path, "config", "c", "/etc/etcdkeeper/cluster.yaml", "the spec file")
@@ -102,10 +104,19 @@ data and takes a moment); --dry-run prints the decision only.`,
 	return c
 }
 
-func openSpec(path string) (*spec.Spec, *cluster.Client, error) {
+// openSpec loads the spec and dials its members; name, when set, must be
+// one of the spec's members (flag names the flag that gave it).
+func openSpec(path, name, flag string) (*spec.Spec, *cluster.Client, error) {
 	s, err := spec.Load(path)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s is not valid: %w", path, err)
+	}
+	if name != "" && !slices.ContainsFunc(s.Members, func(m spec.Member) bool { return m.Name == name }) {
+		names := make([]string, len(s.Members))
+		for i, m := range s.Members {
+			names[i] = m.Name
+		}
+		return nil, nil, fmt.Errorf("%s %s: %s names no member of that name (its members: %s)", flag, name, path, strings.Join(names, ", "))
 	}
 	cli, err := dialSpec(s)
 	if err != nil {
@@ -120,13 +131,23 @@ const maxSteps = 16
 
 // runSteps is observe → decide (reconcile) → one step, again, under the
 // cluster lock, until the decision has nothing left (StepNone) or waits.
-// act false: print the first decision only.
-func runSteps(ctx context.Context, out io.Writer, s *spec.Spec, cli *cluster.Client, act bool, decide func(model.Cluster) reconcile.Step, did func(reconcile.Step)) error {
+// act false: print the first decision only (howToAct says how to act).
+func runSteps(ctx context.Context, out io.Writer, s *spec.Spec, cli *cluster.Client, act bool, howToAct string, decide func(model.Cluster) reconcile.Step, did func(reconcile.Step)) error {
+	obs, err := observeTwice(ctx, cli)
+	if err != nil {
+		return fmt.Errorf("cannot observe the cluster through the spec's client URLs: %w", err)
+	}
+	if reconcile.NoSpaceRaised(obs) {
+		// etcd refuses the lock's lease under NOSPACE, and the agents run
+		// their own procedure then: say so rather than etcd's error.
+		fmt.Fprintf(out, "waits: NOSPACE is raised: the leader's agent runs the NOSPACE procedure (compact, defragment, disarm) without the cluster lock, which etcd refuses now; see `etcdkeeper status`\n")
+		return &exitError{code: 2, err: errors.New("waits")}
+	}
 	var lock *cluster.Lock
 	if act {
 		l, err := cli.TryLock(ctx, s.Cluster.Name)
 		if errors.Is(err, cluster.ErrLocked) {
-			return &exitError{code: 1, err: fmt.Errorf("an agent holds the cluster lock (it is changing something): try again in a moment")}
+			return fmt.Errorf("an agent holds the cluster lock (it is changing something): nothing changed; try again in a moment")
 		}
 		if err != nil {
 			return err
@@ -141,14 +162,21 @@ func runSteps(ctx context.Context, out io.Writer, s *spec.Spec, cli *cluster.Cli
 		}
 		step := decide(obs)
 		switch {
+		case step.Kind == reconcile.StepNone && !act:
+			fmt.Fprintf(out, "nothing to do: %s\n", step.Reason)
+			return nil
 		case step.Kind == reconcile.StepNone:
 			fmt.Fprintf(out, "done: %s\n", step.Reason)
 			return nil
 		case step.Kind == reconcile.StepWait:
-			fmt.Fprintf(out, "waits: %s\n", step.Reason)
+			if strings.Contains(step.Reason, "waits") {
+				fmt.Fprintln(out, step.Reason)
+			} else {
+				fmt.Fprintf(out, "waits: %s\n", step.Reason)
+			}
 			return &exitError{code: 2, err: errors.New("waits")}
 		case !act:
-			fmt.Fprintf(out, "next: %s %s\n  why: %s\n(dry run: nothing changed; --yes acts)\n", step.Kind, step.Name, step.Reason)
+			fmt.Fprintf(out, "next: %s %s\n  why: %s\n(dry run: nothing changed; %s)\n", step.Kind, step.Name, step.Reason, howToAct)
 			return &exitError{code: 2, err: errors.New("dry run")}
 		}
 		if err := takeStep(ctx, out, cli, lock, obs, step); err != nil {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -54,6 +55,15 @@ Exit status: 0 when nothing is to be done, 2 when changes are pending, 1 on erro
 			if p, err := cli.GetPause(c.Context(), s.Cluster.Name); err == nil && p.InForce(time.Now()) {
 				fmt.Fprintf(out, "%s: the agents make no change until then\n", reconcile.PauseText(*p, time.Now()))
 				next = "would now (after resume)"
+			}
+			if ns := noSpaceText(s, obs); ns != "" {
+				// etcd refuses the cluster lock under NOSPACE: no change or
+				// maintenance can run until the procedure has cleared it.
+				fmt.Fprintf(out, "%s\nmembership changes and maintenance wait until NOSPACE is cleared (etcd refuses the cluster lock's lease)\n", ns)
+				if step.Kind != reconcile.StepNone {
+					fmt.Fprintf(out, "after NOSPACE: %s %s\n  why: %s\n", step.Kind, step.Name, step.Reason)
+				}
+				return &exitError{code: 2, err: errors.New("NOSPACE is raised")}
 			}
 			fmt.Fprintf(out, "%s: %s", next, step.Kind)
 			if step.Name != "" {

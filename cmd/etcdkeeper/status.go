@@ -29,7 +29,7 @@ func statusCmd() *cobra.Command {
 		Example: `  etcdkeeper status --config /etc/etcdkeeper/cluster.yaml
   etcdkeeper status --config /etc/etcdkeeper/cluster.yaml -o json
 
-  # in a script: exit 0 only when every member is a healthy voter and the membership is the spec's
+  # in a script: exit 0 only when every member is a healthy voter, the membership is the spec's and no alarm is raised
   etcdkeeper status --config /etc/etcdkeeper/cluster.yaml -q && echo healthy`,
 		Short: "Show the whole cluster at a glance: spec members next to live members",
 		Long: `status joins the spec with the live cluster: for each member its ID, health,
@@ -37,8 +37,9 @@ role, raft term and index, db size and etcd version, and whether it is in the
 spec. Members that are down are shown as down; every call has a deadline.
 Below the table, the certificate that expires first among those the spec
 names, as this host's files say (on kubeadm hosts each host has its own).
-Exit status: 0 when every spec member is a healthy voter and nothing else is
-in the cluster, 2 when the cluster differs from the spec, 1 on error.`,
+Exit status: 0 when every spec member is a healthy voter, nothing else is in
+the cluster and no alarm is raised, 2 when the cluster differs from the spec
+or an alarm is raised (NOSPACE: etcd refuses writes), 1 on error.`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			s, err := spec.Load(path)
@@ -46,7 +47,7 @@ in the cluster, 2 when the cluster differs from the spec, 1 on error.`,
 				fmt.Fprintln(c.ErrOrStderr(), err)
 				return fmt.Errorf("%s is not valid", path)
 			}
-			rows, maintenance, converged, err := clusterRows(c.Context(), s)
+			rows, maintenance, converged, alarmed, err := clusterRows(c.Context(), s)
 			if err != nil {
 				return err
 			}
@@ -68,6 +69,9 @@ in the cluster, 2 when the cluster differs from the spec, 1 on error.`,
 			}
 			if !converged {
 				return &exitError{code: 2, err: fmt.Errorf("the cluster differs from the spec")}
+			}
+			if alarmed {
+				return &exitError{code: 2, err: fmt.Errorf("an alarm is raised")}
 			}
 			return nil
 		},
@@ -101,25 +105,27 @@ type statusRow struct {
 	Recovery string `json:"recovery,omitempty"`
 }
 
-func clusterRows(ctx context.Context, s *spec.Spec) ([]statusRow, []string, bool, error) {
+// clusterRows is the table, the lines below it, whether the membership is
+// the spec's, and whether an alarm is raised (NOSPACE: writes refused).
+func clusterRows(ctx context.Context, s *spec.Spec) ([]statusRow, []string, bool, bool, error) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
 	cli, err := dialSpec(s)
 	if err != nil {
-		return nil, nil, false, err
+		return nil, nil, false, false, err
 	}
 	defer cli.Close()
 	view, err := cli.Observe(ctx)
 	if err != nil {
-		return noQuorumRows(ctx, cli, s, err), nil, false, nil
+		return noQuorumRows(ctx, cli, s, err), nil, false, false, nil
 	}
 	rows, converged, err := joinRows(s, view)
 	recs, aerr := cli.Agents(ctx, s.Cluster.Name)
 	if aerr == nil {
 		addAgents(rows, recs)
 	}
-	return rows, maintenanceLines(s, view, recs), converged, err
+	return rows, maintenanceLines(s, view, recs), converged, len(view.Alarms) > 0, err
 }
 
 // maintenanceLines say what maintenance runs (the agents' records) and
@@ -134,16 +140,8 @@ func maintenanceLines(s *spec.Spec, v model.Cluster, recs []model.AgentRecord) [
 			out = append(out, fmt.Sprintf("maintenance running: agent %s is %s", r.Name, r.Maintenance))
 		}
 	}
-	// The revision is the agents' to compare (0, 0: no compaction step):
-	// what status shows is whether the procedure can go on, or why not.
-	switch ns := reconcile.PlanNoSpace(s.Members, v, 0, 0, nil, reconcile.NoSpacePolicyOf(s)); ns.Kind {
-	case reconcile.StepNone:
-	case reconcile.StepFull:
-		return append(out, "NOSPACE STAYS RAISED: "+ns.Reason)
-	case reconcile.StepWait:
-		return append(out, "NOSPACE: "+ns.Reason)
-	default:
-		return append(out, fmt.Sprintf("NOSPACE: the agents are on it (the leader's agent, without the cluster lock): next: %s", ns.Reason))
+	if ns := noSpaceText(s, v); ns != "" {
+		return append(out, ns)
 	}
 	step := reconcile.PlanMaintenance(s.Members, v, reconcile.DefragPolicyOf(s.Maintenance.Defrag))
 	switch step.Kind {
@@ -155,6 +153,23 @@ func maintenanceLines(s *spec.Spec, v model.Cluster, recs []model.AgentRecord) [
 		out = append(out, fmt.Sprintf("maintenance pending: %s (the agent that takes the cluster lock next does it)", step.Reason))
 	}
 	return out
+}
+
+// noSpaceText says where the agents' NOSPACE procedure stands, or "" when
+// no NOSPACE alarm is raised. The revision is the agents' to compare (0,
+// 0: no compaction step): what it shows is whether the procedure can go
+// on, or why not.
+func noSpaceText(s *spec.Spec, v model.Cluster) string {
+	switch ns := reconcile.PlanNoSpace(s.Members, v, 0, 0, nil, reconcile.NoSpacePolicyOf(s)); ns.Kind {
+	case reconcile.StepNone:
+		return ""
+	case reconcile.StepFull:
+		return "NOSPACE STAYS RAISED: " + ns.Reason
+	case reconcile.StepWait:
+		return "NOSPACE: " + ns.Reason
+	default:
+		return fmt.Sprintf("NOSPACE: the agents are on it (the leader's agent, without the cluster lock): next: %s", ns.Reason)
+	}
 }
 
 // noQuorumRows asks each spec member by itself when the cluster as a
@@ -313,14 +328,10 @@ func printRows(w io.Writer, rows []statusRow, output string) error {
 }
 
 func size(n int64) string {
-	switch {
-	case n == 0:
+	if n == 0 {
 		return "-"
-	case n < 1<<20:
-		return fmt.Sprintf("%d kB", n>>10)
-	default:
-		return fmt.Sprintf("%d MB", n>>20)
 	}
+	return reconcile.FmtBytes(n)
 }
 
 // free is the free share of a db file: what a defragmentation gives back.

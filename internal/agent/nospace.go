@@ -70,6 +70,11 @@ type noSpaceState struct {
 // /status, the metric and the history, and one log line per change (the
 // decision says the rest, also once per change).
 func (a *Agent) noteNoSpace(in reconcile.Input, act reconcile.Action) {
+	if in.Cluster == nil && in.Local.Answer == nil {
+		// Nothing observed (the local etcd starts or restarts, e.g. for
+		// a raised quota): NOSPACE is what it was, not cleared.
+		return
+	}
 	raised := in.Cluster != nil && reconcile.NoSpaceRaised(*in.Cluster)
 	if in.Cluster == nil && in.Local.Answer != nil {
 		raised = model.Alarmed(in.Local.Answer.Alarms, in.Local.Answer.MemberID, model.AlarmNoSpace) || a.noSpace.raised
@@ -101,7 +106,11 @@ func (a *Agent) noteNoSpace(in reconcile.Input, act reconcile.Action) {
 			a.remember(history.Event{Kind: "nospace-refused", Reason: full})
 		}
 	case full == "" && a.noSpace.full != "" && raised:
-		a.lg.Info("NOSPACE: the data no longer fills the quota", zap.String("decision", act.Reason))
+		msg := "NOSPACE: the procedure goes on"
+		if strings.HasPrefix(act.Key, "restart-settings/nospace") {
+			msg = "NOSPACE: the spec raises the quota; the members restart with it"
+		}
+		a.lg.Info(msg, zap.String("decision", act.Reason))
 	}
 	if full != "" {
 		a.metrics.Space.NoSpaceFull.Set(1)

@@ -8,6 +8,7 @@ import (
 	"github.com/etcdkeeper/etcdkeeper/internal/backup"
 	"github.com/etcdkeeper/etcdkeeper/internal/metrics"
 	"github.com/etcdkeeper/etcdkeeper/internal/model"
+	"github.com/etcdkeeper/etcdkeeper/internal/reconcile"
 	"github.com/etcdkeeper/etcdkeeper/internal/recovery"
 	"github.com/etcdkeeper/etcdkeeper/internal/repair"
 )
@@ -166,10 +167,12 @@ func (a *Agent) noteView(v model.Cluster) {
 				DBSize: m.DBSize, DBSizeInUse: m.DBSizeInUse, Quota: m.Quota})
 		}
 	})
+	sp, _ := a.Spec()
+	pol, now := reconcile.DefragPolicyOf(sp.Maintenance.Defrag), time.Now()
 	space := make([]metrics.MemberSpace, 0, len(v.Members))
 	for _, m := range v.Members {
 		space = append(space, metrics.MemberSpace{Name: m.Name, DBSize: m.DBSize, InUse: m.DBSizeInUse, Quota: m.Quota,
-			NoSpace: model.Alarmed(v.Alarms, m.ID, model.AlarmNoSpace)})
+			NoSpace: model.Alarmed(v.Alarms, m.ID, model.AlarmNoSpace), DefragDue: reconcile.DefragDue(pol, m, now)})
 	}
 	a.metrics.Space.SetMembers(space)
 }

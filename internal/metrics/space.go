@@ -13,6 +13,7 @@ type Space struct {
 	DBInUse     *prometheus.GaugeVec // member
 	Quota       *prometheus.GaugeVec // member
 	FreeRatio   *prometheus.GaugeVec // member
+	DefragDue   *prometheus.GaugeVec // member
 	DefragRuns  *prometheus.CounterVec
 	DefragTime  prometheus.Histogram
 	DefragFreed prometheus.Counter
@@ -31,6 +32,8 @@ func newSpace() *Space {
 		DBInUse:   prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "etcdkeeper_member_db_size_in_use_bytes", Help: "What the keys take in each member's db file (etcd's dbSizeInUse); the rest is free pages a defragmentation gives back."}, member),
 		Quota:     prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "etcdkeeper_member_db_quota_bytes", Help: "Each member's quota-backend-bytes as it reports it: a db file that reaches it raises NOSPACE and the cluster refuses writes."}, member),
 		FreeRatio: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "etcdkeeper_member_db_free_ratio", Help: "Fraction of each member's db file that is free: (dbSize - dbSizeInUse) / dbSize."}, member),
+		DefragDue: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "etcdkeeper_member_defrag_due",
+			Help: "1 while the spec's maintenance.defrag makes the member due for a defragmentation now (enabled, inside its window, minFreeRatio and minFreeBytes reached), else 0."}, member),
 		DefragRuns: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "etcdkeeper_defrag_runs_total",
 			Help: "Defragmentations this agent ran (of any member, as the cluster lock holder), by result: done, failed."}, []string{"result"}),
 		DefragTime: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "etcdkeeper_defrag_duration_seconds",
@@ -53,7 +56,7 @@ func newSpace() *Space {
 }
 
 func (s *Space) collectors() []prometheus.Collector {
-	return []prometheus.Collector{s.DBSize, s.DBInUse, s.Quota, s.FreeRatio, s.DefragRuns, s.DefragTime, s.DefragFreed,
+	return []prometheus.Collector{s.DBSize, s.DBInUse, s.Quota, s.FreeRatio, s.DefragDue, s.DefragRuns, s.DefragTime, s.DefragFreed,
 		s.NoSpaceAlarm, s.NoSpaceFull, s.NoSpaceSteps}
 }
 
@@ -63,12 +66,15 @@ type MemberSpace struct {
 	DBSize, InUse, Quota int64
 	// NoSpace: a NOSPACE alarm names it.
 	NoSpace bool
+	// DefragDue: the spec's maintenance.defrag makes it due now
+	// (reconcile.DefragDue).
+	DefragDue bool
 }
 
 // SetMembers replaces the members' gauges with those observed: a member
 // that left the cluster leaves them too.
 func (s *Space) SetMembers(ms []MemberSpace) {
-	for _, g := range []*prometheus.GaugeVec{s.DBSize, s.DBInUse, s.Quota, s.FreeRatio, s.NoSpaceAlarm} {
+	for _, g := range []*prometheus.GaugeVec{s.DBSize, s.DBInUse, s.Quota, s.FreeRatio, s.DefragDue, s.NoSpaceAlarm} {
 		g.Reset()
 	}
 	for _, m := range ms {
@@ -86,6 +92,11 @@ func (s *Space) SetMembers(ms []MemberSpace) {
 		s.DBInUse.WithLabelValues(m.Name).Set(float64(m.InUse))
 		s.Quota.WithLabelValues(m.Name).Set(float64(m.Quota))
 		s.FreeRatio.WithLabelValues(m.Name).Set(float64(max(0, m.DBSize-m.InUse)) / float64(m.DBSize))
+		due := 0.0
+		if m.DefragDue {
+			due = 1
+		}
+		s.DefragDue.WithLabelValues(m.Name).Set(due)
 	}
 }
 

@@ -281,6 +281,9 @@ func decideRunning(in Input) Action {
 			// the alarm to clear (the NOSPACE rule in converge says what
 			// the cluster waits for).
 			if turn, why := QuotaRaiseTurn(*in.Cluster, l.Answer.MemberID, in.NoSpace); turn {
+				if act, ok := quotaRaiseHandOff(in, why); ok {
+					return act
+				}
 				return Action{Kind: DoRestart, Unlocked: true, Restart: l.Restart, Key: "restart/nospace", Reason: "restarting etcd: " + why}
 			}
 			return converge(in)
@@ -288,6 +291,29 @@ func decideRunning(in Input) Action {
 		return rollingRestart(in)
 	}
 	return converge(in)
+}
+
+// quotaRaiseHandOff: the leader whose turn it is to restart for a raised
+// quota under NOSPACE first hands its leadership to a caught-up voter, as
+// every rollout's leader does (MoveLeader is not refused under NOSPACE):
+// a restart in place would cost an election. With no one to take over
+// (one member) it restarts in place.
+func quotaRaiseHandOff(in Input, why string) (Action, bool) {
+	id := in.Local.Answer.MemberID
+	if in.Cluster.LeaderID != id {
+		return Action{}, false
+	}
+	v := newPlanView(in.Desired, *in.Cluster)
+	i := slices.IndexFunc(v.members, func(m planMember) bool { return m.ID == id })
+	if i < 0 {
+		return Action{}, false
+	}
+	step := v.moveLeaderFor(v.members[i], "a restart", why, func(m planMember) bool { return m.serving() && m.CaughtUp })
+	if step.Kind != StepMoveLeader {
+		return Action{}, false
+	}
+	return Action{Kind: DoChangeMembership, Unlocked: true, Key: fmt.Sprintf("restart/nospace-move-leader/%x", step.To), Step: step,
+		Reason: fmt.Sprintf("changed membership: %s %s (%s)", step.Kind, step.Name, step.Reason)}, true
 }
 
 // stopForRepair stops a member that etcd found corrupt, so that the start

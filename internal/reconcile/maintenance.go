@@ -83,6 +83,26 @@ func PlanMaintenance(desired []spec.Member, obs model.Cluster, pol DefragPolicy)
 	return *blocked
 }
 
+// DefragFloor is the least a defragmentation due by the thresholds must
+// free, whatever minFreeBytes says: below it the member's stall buys
+// nothing, and thresholds of 0 would defragment a packed db every pass (a
+// db just defragmented still shows a few free pages).
+const DefragFloor = 1 << 20
+
+// fragmented: m's free share and free bytes reach the thresholds.
+func (pol DefragPolicy) fragmented(m model.Member) bool {
+	return m.DBSize > 0 && m.FreeRatio() >= pol.MinFreeRatio && m.FreeBytes() >= max(pol.MinFreeBytes, DefragFloor)
+}
+
+// DefragDue says whether the policy makes m due for a defragmentation at
+// now: enabled, inside the window, the thresholds reached. The agents
+// defragment such a member unless a rule holds them (a member down or
+// lagging, another maintenance, a pause); the metric
+// etcdkeeper_member_defrag_due, on which EtcdkeeperDBFragmented fires.
+func DefragDue(pol DefragPolicy, m model.Member, now time.Time) bool {
+	return pol.Enabled && !m.IsLearner && pol.Window.Contains(now) && pol.fragmented(m)
+}
+
 // defragDue is rule 1: the members due, most in need first and the leader
 // last; or the answer when none is.
 func (v *planView) defragDue(pol DefragPolicy) ([]planMember, Step, bool) {
@@ -102,13 +122,13 @@ func (v *planView) defragDue(pol DefragPolicy) ([]planMember, Step, bool) {
 	}
 	var due []planMember
 	for _, m := range v.members {
-		if !m.IsLearner && !pol.Done[m.ID] && m.DBSize > 0 && m.FreeRatio() >= pol.MinFreeRatio && m.FreeBytes() >= pol.MinFreeBytes {
+		if !m.IsLearner && !pol.Done[m.ID] && pol.fragmented(m.Member) {
 			due = append(due, m)
 		}
 	}
 	if len(due) == 0 {
 		return nil, Step{Kind: StepNone, Reason: fmt.Sprintf("no maintenance due (defragment at %.0f%% and %s free)",
-			pol.MinFreeRatio*100, spec.Size(pol.MinFreeBytes))}, false
+			pol.MinFreeRatio*100, spec.Size(max(pol.MinFreeBytes, DefragFloor)))}, false
 	}
 	// The leader only once no follower is due, even one that waits: its
 	// turn is last.

@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"testing"
+	"time"
 
 	"github.com/etcdkeeper/etcdkeeper/internal/model"
 	"github.com/etcdkeeper/etcdkeeper/internal/spec"
@@ -208,5 +209,48 @@ func TestLeaderMove(t *testing.T) {
 				t.Errorf("got %s to %x %q, want %s to %x containing %q", got.Kind, got.To, got.Reason, tt.kind, tt.target, tt.contains)
 			}
 		})
+	}
+}
+
+// TestDefragDue: the metric EtcdkeeperDBFragmented fires on says a member
+// is due only when the agents' own rule would defragment it now: enabled,
+// inside the window, the spec's thresholds (not the defaults) and the
+// floor reached.
+func TestDefragDue(t *testing.T) {
+	sat3 := time.Date(2026, 12, 5, 3, 0, 0, 0, time.UTC) // a Saturday
+	mon3 := sat3.AddDate(0, 0, 2)
+	member := func(size, inUse int64) model.Member {
+		return model.Member{ID: 1, Name: "node1", DBSize: size * mib, DBSizeInUse: inUse * mib}
+	}
+	on := DefragPolicy{Enabled: true, MinFreeRatio: 0.5, MinFreeBytes: 10 * mib}
+	weekly := on
+	weekly.Window = window(t, "Sat 02:00-05:00 UTC")
+	low := DefragPolicy{Enabled: true, MinFreeRatio: 0.2, MinFreeBytes: 2 * mib}
+	zero := DefragPolicy{Enabled: true}
+	learner := member(100, 20)
+	learner.IsLearner = true
+	tests := []struct {
+		name string
+		pol  DefragPolicy
+		m    model.Member
+		at   time.Time
+		want bool
+	}{
+		{"over both thresholds", on, member(100, 20), mon3, true},
+		{"under the ratio", on, member(100, 60), mon3, false},
+		{"under the bytes", on, member(18, 9), mon3, false},
+		{"the spec's lower thresholds, not the defaults", low, member(16, 12), mon3, true},
+		{"disabled", DefragPolicy{MinFreeRatio: 0.5, MinFreeBytes: 10 * mib}, member(100, 20), mon3, false},
+		{"outside its window", weekly, member(100, 20), mon3, false},
+		{"inside its window", weekly, member(100, 20), sat3, true},
+		{"thresholds of 0: a packed db is not due", zero, member(16, 16), mon3, false},
+		{"thresholds of 0: less than the floor free is not due", zero, model.Member{DBSize: 16 * mib, DBSizeInUse: 16*mib - DefragFloor/2}, mon3, false},
+		{"a learner", on, learner, mon3, false},
+		{"no status answer", on, model.Member{ID: 1}, mon3, false},
+	}
+	for _, tt := range tests {
+		if got := DefragDue(tt.pol, tt.m, tt.at); got != tt.want {
+			t.Errorf("%s: DefragDue = %v, want %v", tt.name, got, tt.want)
+		}
 	}
 }

@@ -256,16 +256,20 @@ func noSpace(in Input) (Action, bool) {
 		return Action{}, false
 	}
 	actor, label := noSpaceActor(in)
-	// The actor decides on its memory of what it defragmented; the
-	// others, which take no step, on the sizes alone (settledAt).
+	// The actor decides on its memory of what it compacted and
+	// defragmented; the others, which take no step, on the sizes alone
+	// (settledAt), with the compaction taken as done: only the actor
+	// knows it, and the others would say "next: compact" for as long as
+	// NOSPACE lasts, where the data may fill the quota.
 	var defragged map[uint64]int64
+	compacted := in.Local.Answer.Revision
 	if actor == in.Local.Answer.MemberID {
-		defragged = in.Local.Defragmented
+		compacted, defragged = in.Local.Compacted, in.Local.Defragmented
 		if defragged == nil {
 			defragged = map[uint64]int64{}
 		}
 	}
-	step := PlanNoSpace(in.Desired, *in.Cluster, in.Local.Answer.Revision, in.Local.Compacted, defragged, in.NoSpace)
+	step := PlanNoSpace(in.Desired, *in.Cluster, in.Local.Answer.Revision, compacted, defragged, in.NoSpace)
 	key := fmt.Sprintf("nospace/%s/%x", step.Kind, step.MemberID)
 	switch step.Kind {
 	case StepNone:

@@ -113,15 +113,15 @@ func TestDecideNoSpace(t *testing.T) {
 		contains string
 	}{
 		{"the leader's agent compacts, unlocked", specNodes(3), noSpaceOn(observed(1, nodes(3, all(freed))...), 1), local(1, 0), nil, DoCompact, "nospace/compact/0", "compact to revision 50"},
-		{"a follower's agent waits and names the actor", specNodes(3), noSpaceOn(observed(1, nodes(3, all(freed))...), 1), local(2, 0), nil, DoWait, "nospace-other/nospace/compact/0", "the agent of node1 (the leader) takes"},
+		{"a follower's agent waits and names the actor", specNodes(3), noSpaceOn(observed(1, nodes(3, all(freed))...), 1), local(2, 0), nil, DoWait, "nospace-other/nospace/defrag/2", "the agent of node1 (the leader) takes"},
 		{"the leader's agent defragments a follower", specNodes(3), noSpaceOn(observed(1, nodes(3, all(freed))...), 1), local(1, 50), nil, DoDefrag, "nospace/defrag/2", "defragment node2"},
 		{"the leader's agent hands its leadership off", specNodes(3), noSpaceOn(observed(1, nodes(3, map[int][]memberMod{1: {freed}, 2: {fits}, 3: {fits}})...), 1), local(1, 50), nil, DoChangeMembership, "nospace/move-leader/1", "move-leader node1"},
 		{"the leader's agent disarms", specNodes(3), noSpaceOn(observed(1, nodes(3, all(fits))...), 1), local(1, 50), nil, DoDisarm, "nospace/disarm/0", "disarm NOSPACE"},
 		{"the data fills the quota: every agent says so", specNodes(3), noSpaceOn(observed(1, nodes(3, all(full))...), 1), local(2, 50), nil, DoWait, "nospace-full/data in use # MiB of a # MiB quota on node#: raise etcd quota-backend-bytes or delete data (NOSPACE stays raised: disarming would only trip again)", "raise etcd quota-backend-bytes or delete data"},
 		{"before a membership change that needs the lock", specNodes(2), noSpaceOn(observed(1, nodes(3, all(freed))...), 1), local(1, 0), records(1, 2, 3), DoCompact, "nospace/compact/0", "compact"},
 		{"the leader's agent is gone: the lowest live one acts", specNodes(3), noSpaceOn(observed(1, nodes(3, all(freed))...), 1), local(2, 0), records(2, 3), DoCompact, "nospace/compact/0", "compact"},
-		{"the leader's agent is gone: the others wait for it", specNodes(3), noSpaceOn(observed(1, nodes(3, all(freed))...), 1), local(3, 0), records(2, 3), DoWait, "nospace-other/nospace/compact/0", "the agent of node2 (the lowest healthy voter with a live agent"},
-		{"the leader's agent is alive: it acts", specNodes(3), noSpaceOn(observed(1, nodes(3, all(freed))...), 1), local(2, 0), records(1, 2, 3), DoWait, "nospace-other/nospace/compact/0", "node1 (the leader)"},
+		{"the leader's agent is gone: the others wait for it", specNodes(3), noSpaceOn(observed(1, nodes(3, all(freed))...), 1), local(3, 0), records(2, 3), DoWait, "nospace-other/nospace/defrag/2", "the agent of node2 (the lowest healthy voter with a live agent"},
+		{"the leader's agent is alive: it acts", specNodes(3), noSpaceOn(observed(1, nodes(3, all(freed))...), 1), local(2, 0), records(1, 2, 3), DoWait, "nospace-other/nospace/defrag/2", "node1 (the leader)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -197,5 +197,50 @@ func TestQuotaRaiseTurn(t *testing.T) {
 	in.Self, in.Local.Answer.MemberID = specNodes(3)[2], 3
 	if got := Decide(in); got.Kind != DoWait || !strings.Contains(got.Reason, "the spec raises quota-backend-bytes") {
 		t.Errorf("node3 before its turn: %s (%s), want the NOSPACE wait for the restarts", got.Kind, got.Reason)
+	}
+	// The leader's turn: it hands its leadership off first, unlocked
+	// (MoveLeader is not refused under NOSPACE), rather than cost an
+	// election by restarting in place; with no one to take over, in place.
+	last := noSpaceOn(observed(1, nodes(3, map[int][]memberMod{1: {old}, 2: {applied}, 3: {applied}})...), 1)
+	in = Input{Self: specNodes(3)[0], InSpec: true, Desired: specNodes(3), Cluster: &last, NoSpace: raised,
+		Local: model.Local{Running: true, Restart: model.Restart{Why: "changed settings"}, Compacted: 50, Answer: &model.Answer{MemberID: 1, Leader: 1, Revision: 50}}}
+	if got := Decide(in); got.Kind != DoChangeMembership || got.Step.Kind != StepMoveLeader || !got.Unlocked {
+		t.Errorf("the leader's turn under NOSPACE: %s %s %v (%s), want an unlocked leader move first", got.Kind, got.Step.Kind, got.Unlocked, got.Reason)
+	}
+	alone := noSpaceOn(observed(1, nodes(1, map[int][]memberMod{1: {old}})...), 1)
+	in.Desired, in.Cluster = specNodes(1), &alone
+	if got := Decide(in); got.Kind != DoRestart || !got.Unlocked {
+		t.Errorf("a lone member's turn under NOSPACE: %s (%s), want an unlocked restart in place", got.Kind, got.Reason)
+	}
+}
+
+// TestFollowerSaysDataFillsQuota: a follower's agent never compacts
+// (the leader's does), so its Local.Compacted stays 0. When the data
+// fills the quota it must say so, like the leader's agent, not "the agent
+// of node1 takes the procedure's steps (next: compact to revision 50 ...)"
+// for as long as NOSPACE lasts (what its /status, STATUS and log show).
+func TestFollowerSaysDataFillsQuota(t *testing.T) {
+	full := quota(16, 16, 16)
+	obs := noSpaceOn(observed(1, nodes(3, map[int][]memberMod{1: {full}, 2: {full}, 3: {full}})...), 1)
+	desired := specNodes(3)
+	local := model.Local{Running: true, Compacted: 0, Answer: &model.Answer{MemberID: 2, Leader: 1, Revision: 50,
+		Alarms: []model.Alarm{{MemberID: 1, Type: model.AlarmNoSpace}}}}
+	in := Input{Self: desired[1], InSpec: true, Desired: desired, Local: local, Cluster: &obs, NoSpace: NoSpacePolicy{Compact: true}}
+	got := Decide(in)
+	if !strings.HasPrefix(got.Key, "nospace-full/") || !strings.Contains(got.Reason, "raise etcd quota-backend-bytes or delete data") {
+		t.Errorf("a follower's agent under a full quota says %q (%s), want the data-fills-the-quota message", got.Reason, got.Key)
+	}
+}
+
+// TestNothingToFreeIsNotDue: maintenance.defrag.minFreeRatio: 0
+// with minFreeBytes: 0 is a valid spec; a member with nothing to free
+// must not be due (seen live: 22 defragmentations freeing 0 B in 30 s,
+// one every pass, each stalling that member).
+func TestNothingToFreeIsNotDue(t *testing.T) {
+	packed := db(16, 16)
+	obs := observed(1, nodes(3, map[int][]memberMod{1: {packed}, 2: {packed}, 3: {packed}})...)
+	got := PlanMaintenance(specNodes(3), obs, DefragPolicy{Enabled: true, MinFreeRatio: 0, MinFreeBytes: 0})
+	if got.Kind != StepNone {
+		t.Errorf("with nothing free: %s %q, want none", got.Kind, got.Reason)
 	}
 }

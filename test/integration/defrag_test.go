@@ -13,6 +13,7 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/concurrency"
 
 	"github.com/etcdkeeper/etcdkeeper/test/testbed"
 )
@@ -323,7 +324,7 @@ func TestDefragAndLeaderMoveCommands(t *testing.T) {
 		t.Errorf("leader is %x, want %s (%x)", o.Leader(), to, ids[to])
 	}
 	out, code = etcdkeeperExit(t, "leader", "move", "--config", c.Spec, "--to", "node9")
-	if code != 2 || !strings.Contains(out, "no started member of that name") {
+	if code != 1 || !strings.Contains(out, "names no member of that name (its members: node1, node2, node3)") {
 		t.Errorf("leader move to a member that is not there: exit %d, output:\n%s", code, out)
 	}
 
@@ -389,5 +390,52 @@ func checkNoDefragTemps(t *testing.T, c *testbed.Cluster) {
 		if len(left) > 0 {
 			t.Errorf("%s: a defragmentation's temporary file is left: %v", n, left)
 		}
+	}
+}
+
+// TestCommandsSayTheLockIsHeld: while someone else holds the cluster
+// lock, `defrag --yes` and `leader move` exit non-zero, say that the lock
+// is held, and change nothing. (They used to exit 1 and print nothing:
+// main prints no exitError's message.)
+func TestCommandsSayTheLockIsHeld(t *testing.T) {
+	t.Parallel()
+	c, ids := runningCluster(t, 3, "")
+	ctx, cancel := context.WithTimeout(context.Background(), converge)
+	defer cancel()
+	var mu *concurrency.Mutex
+	testbed.Eventually(t, converge, "this test holds the cluster lock", func() string {
+		s, err := concurrency.NewSession(c.Client(), concurrency.WithTTL(30))
+		if err != nil {
+			return err.Error()
+		}
+		m := concurrency.NewMutex(s, "/etcdkeeper/itest/lock")
+		if err := m.TryLock(ctx); err != nil {
+			_ = s.Close()
+			return err.Error()
+		}
+		mu = m
+		return ""
+	})
+	defer func() { _ = mu.Unlock(context.Background()) }()
+
+	leader := testbed.Observe(c.Client()).Leader()
+	var to string
+	for name, id := range ids {
+		if id != leader {
+			to = name
+		}
+	}
+	for _, args := range [][]string{
+		{"defrag", "--config", c.Spec, "--member", to, "--yes"},
+		{"leader", "move", "--config", c.Spec, "--to", to},
+	} {
+		out, code := etcdkeeperExit(t, args...)
+		if code == 0 || !strings.Contains(out, "lock") {
+			t.Errorf("etcdkeeper %s with the lock held elsewhere: exit %d, output %q; want a non-zero exit that says the lock is held",
+				strings.Join(args, " "), code, out)
+		}
+	}
+	if got := testbed.Observe(c.Client()).Leader(); got != leader {
+		t.Errorf("the leader moved from %x to %x while the lock was held elsewhere", leader, got)
 	}
 }

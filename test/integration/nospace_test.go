@@ -189,6 +189,47 @@ func TestNoSpaceDataFillsQuota(t *testing.T) {
 	if !anyLog(c, "NOSPACE stays raised: the data fills the quota") {
 		t.Error("no agent logged that the data fills the quota")
 	}
+	// Every agent says so, not only the actor's (a follower's agent used
+	// to say "next: compact" for as long as it lasted).
+	testbed.Eventually(t, converge, "every agent's /status says the data fills the quota", func() string {
+		for _, n := range c.AllNames() {
+			var st struct {
+				NoSpaceFull string `json:"nospaceFull"`
+				NoSpace     string `json:"nospace"`
+			}
+			if err := c.AgentStatus(n, &st); err != nil {
+				return err.Error()
+			}
+			if !strings.Contains(st.NoSpaceFull, "raise etcd quota-backend-bytes or delete data") {
+				return fmt.Sprintf("%s's agent: nospaceFull %q, nospace %q", n, st.NoSpaceFull, st.NoSpace)
+			}
+		}
+		return ""
+	})
+	// The commands an operator reaches for say what holds and change
+	// nothing: a health check fails, plan puts NOSPACE first, defrag and
+	// leader move (which need the lock etcd refuses) say why.
+	if _, code := etcdkeeperExit(t, "status", "--config", c.Spec, "-q"); code != 2 {
+		t.Errorf("status -q under NOSPACE: exit %d, want 2 (writes are refused)", code)
+	}
+	if out, code := etcdkeeperExit(t, "plan", "--config", c.Spec); code != 2 || !strings.Contains(out, "NOSPACE STAYS RAISED") {
+		t.Errorf("plan under NOSPACE: exit %d:\n%s\nwant exit 2 and the NOSPACE line", code, out)
+	}
+	leader := testbed.Observe(cli).Leader()
+	var other string
+	for n, id := range ids {
+		if id != leader {
+			other = n
+		}
+	}
+	for _, args := range [][]string{{"defrag", "--config", c.Spec, "--yes"}, {"leader", "move", "--config", c.Spec, "--to", other}} {
+		if out, code := etcdkeeperExit(t, args...); code != 2 || !strings.Contains(out, "NOSPACE is raised") {
+			t.Errorf("etcdkeeper %s under NOSPACE: exit %d:\n%s\nwant exit 2 saying NOSPACE is raised", strings.Join(args, " "), code, out)
+		}
+	}
+	if now := testbed.Observe(cli).Leader(); now != leader {
+		t.Errorf("the leader moved from %x to %x under NOSPACE", leader, now)
+	}
 
 	c.EtcdFlags = quotaFlag(4 * smallQuota)
 	c.WriteSpec()
@@ -208,11 +249,15 @@ func TestNoSpaceDataFillsQuota(t *testing.T) {
 			t.Errorf("%s's member ID changed: %x -> %x", name, id, after[name])
 		}
 	}
-	// Each member restarted by the NOSPACE rule (no lock can be taken).
+	// Each member restarted by the NOSPACE rule (no lock can be taken),
+	// the leader after handing its leadership off.
 	for _, n := range c.AllNames() {
 		if !c.LogContains(n, `"key":"restart/nospace"`) {
 			t.Errorf("%s was not restarted for the raised quota by the NOSPACE rule", n)
 		}
+	}
+	if !anyLog(c, `"key":"restart/nospace-move-leader/`) {
+		t.Error("no agent handed its leadership off before its restart for the raised quota")
 	}
 }
 

@@ -267,20 +267,26 @@ func (c *Cluster) LogPath(name string) string { return filepath.Join(c.Dir, name
 // Passes is how many passes agent name's loop has run (its /status); an
 // error when the agent does not answer.
 func (c *Cluster) Passes(name string) (int64, error) {
+	var st struct {
+		Passes int64 `json:"passes"`
+	}
+	err := c.AgentStatus(name, &st)
+	return st.Passes, err
+}
+
+// AgentStatus decodes agent name's /status into v.
+func (c *Cluster) AgentStatus(name string, v any) error {
 	m := c.Member(name)
 	cl := http.Client{Timeout: 2 * time.Second}
 	resp, err := cl.Get(fmt.Sprintf("http://%s:%d/status", m.IP, m.AgentPort))
 	if err != nil {
-		return 0, fmt.Errorf("agent %s /status: %w", name, err)
+		return fmt.Errorf("agent %s /status: %w", name, err)
 	}
 	defer resp.Body.Close()
-	var st struct {
-		Passes int64 `json:"passes"`
+	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
+		return fmt.Errorf("agent %s /status: %w", name, err)
 	}
-	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
-		return 0, fmt.Errorf("agent %s /status: %w", name, err)
-	}
-	return st.Passes, nil
+	return nil
 }
 
 // WaitPasses waits until each named agent has run n more passes (n in
