@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -70,13 +71,16 @@ type noSpaceState struct {
 // /status, the metric and the history, and one log line per change (the
 // decision says the rest, also once per change).
 func (a *Agent) noteNoSpace(in reconcile.Input, act reconcile.Action) {
-	if in.Cluster == nil && in.Local.Answer == nil {
+	// Only a member's status lists the alarms: an observation in which
+	// none answered (all busy, a partition) says nothing of NOSPACE.
+	answered := in.Cluster != nil && slices.ContainsFunc(in.Cluster.Members, func(m model.Member) bool { return m.Err == "" })
+	if !answered && in.Local.Answer == nil {
 		// Nothing observed (the local etcd starts or restarts, e.g. for
 		// a raised quota): NOSPACE is what it was, not cleared.
 		return
 	}
-	raised := in.Cluster != nil && reconcile.NoSpaceRaised(*in.Cluster)
-	if in.Cluster == nil && in.Local.Answer != nil {
+	raised := answered && reconcile.NoSpaceRaised(*in.Cluster)
+	if !answered {
 		raised = model.Alarmed(in.Local.Answer.Alarms, in.Local.Answer.MemberID, model.AlarmNoSpace) || a.noSpace.raised
 	}
 	full := ""

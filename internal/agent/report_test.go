@@ -7,6 +7,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/etcdkeeper/etcdkeeper/internal/model"
 	"github.com/etcdkeeper/etcdkeeper/internal/reconcile"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
@@ -68,5 +69,40 @@ func TestRefusedRepairCounted(t *testing.T) {
 	}
 	if got := testutil.ToFloat64(a.metrics.Repairs.WithLabelValues("refused")); got != 1 {
 		t.Errorf("refused repairs = %v after one refusal seen on 3 passes, want 1", got)
+	}
+}
+
+// TestNoSpaceNotClearedUnobserved: NOSPACE is "cleared" only by an
+// observation that could have seen it: a pass that observed nothing (the
+// local etcd restarting for a raised quota) or only members that did not
+// answer (all busy, a partition) keeps it raised; one in which a member
+// answers without the alarm clears it. One log line per change.
+func TestNoSpaceNotClearedUnobserved(t *testing.T) {
+	core, logs := observer.New(zap.InfoLevel)
+	a := newTestAgent(t, "", zap.New(core))
+	noSpace := []model.Alarm{{MemberID: 1, Type: model.AlarmNoSpace}}
+	answer := &model.Answer{MemberID: 1, Leader: 1, Alarms: noSpace}
+	raisedView := model.Cluster{LeaderID: 1, Alarms: noSpace, Members: []model.Member{{ID: 1, Name: "a", Leader: 1}}}
+	silent := model.Cluster{Members: []model.Member{{ID: 1, Name: "a", Err: "context deadline exceeded"}}}
+	clear := model.Cluster{LeaderID: 1, Members: []model.Member{{ID: 1, Name: "a", Leader: 1}}}
+	wait := reconcile.Action{Kind: reconcile.DoWait, Key: "nospace-wait/x", Reason: "NOSPACE: x"}
+	steps := []struct {
+		name string
+		in   reconcile.Input
+		want bool
+	}{
+		{"raised", reconcile.Input{Cluster: &raisedView, Local: model.Local{Answer: answer}}, true},
+		{"nothing observed", reconcile.Input{}, true},
+		{"no member answered", reconcile.Input{Cluster: &silent}, true},
+		{"a member answers without it", reconcile.Input{Cluster: &clear, Local: model.Local{Answer: &model.Answer{MemberID: 1, Leader: 1}}}, false},
+	}
+	for _, s := range steps {
+		a.noteNoSpace(s.in, wait)
+		if a.noSpace.raised != s.want {
+			t.Errorf("%s: raised %v, want %v", s.name, a.noSpace.raised, s.want)
+		}
+	}
+	if n := logs.FilterMessage("NOSPACE cleared").Len(); n != 1 {
+		t.Errorf("%d 'NOSPACE cleared' lines, want 1", n)
 	}
 }
