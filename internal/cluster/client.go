@@ -116,7 +116,9 @@ func (c *Client) conn() (*clientv3.Client, error) {
 
 // config is the clientv3 config for endpoints with this client's TLS and
 // credentials: the main client and the one-endpoint clients (snapshot,
-// move leader) connect the same way.
+// move leader) connect the same way, and all health-check (HealthChecking:
+// no call goes to a member while it defragments, when another endpoint
+// serves).
 func (c *Client) config(endpoints ...string) clientv3.Config {
 	return clientv3.Config{
 		Endpoints:            endpoints,
@@ -127,7 +129,7 @@ func (c *Client) config(endpoints ...string) clientv3.Config {
 		Username:             c.auth.user,
 		Password:             c.auth.password,
 		Logger:               zap.NewNop(),
-		DialOptions:          []grpc.DialOption{grpc.WithChainUnaryInterceptor(c.reloginInterceptor())},
+		DialOptions:          append(HealthChecking(), grpc.WithChainUnaryInterceptor(c.reloginInterceptor())),
 	}
 }
 
