@@ -220,13 +220,18 @@ func fragment(r testbed.TB, b *bench, c *testbed.Cluster, cli *clientv3.Client, 
 	// Delete d of the n new keys, spread over them: afterwards at most
 	// 40 % of total is in use.
 	d := min(n, int((inUse+int64(n)*defragValue-total*4/10+defragValue-1)/defragValue))
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	// Deadlines per call: at 1 GB on a loaded machine the deletes took
+	// over a minute together, and a physical compaction of 1 GB can too.
 	for k := 0; k < d; k++ {
-		if _, err := cli.Delete(ctx, fmt.Sprintf("%s/%08d", prefix, k*n/d)); err != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		_, err := cli.Delete(ctx, fmt.Sprintf("%s/%08d", prefix, k*n/d))
+		cancel()
+		if err != nil {
 			r.Fatalf("deleting: %v", err)
 		}
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
 	resp, err := cli.Get(ctx, "/bench/none")
 	must(r, err)
 	if _, err := cli.Compact(ctx, resp.Header.Revision, clientv3.WithCompactPhysical()); err != nil {
