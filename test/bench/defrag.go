@@ -75,8 +75,11 @@ const writersPerKind = 3
 // defragRun is what the writers saw during one defragmentation of the
 // cluster, by client kind, and what it did to the members.
 type defragRun struct {
-	D        time.Duration
-	Kind     [kinds]kindRun
+	D    time.Duration
+	Kind [kinds]kindRun
+	// AnyStall is the longest time no writer of either kind succeeded:
+	// the cluster took no write from anyone.
+	AnyStall time.Duration
 	Before   int64   // the largest db file before, bytes
 	After    int64   // ... and after
 	FreeFrac float64 // the smallest free share of a db before
@@ -192,7 +195,7 @@ func (d defragRun) summary() string {
 	for _, m := range d.Members {
 		parts = append(parts, fmt.Sprintf("%s NOT_SERVING %s, snap dir unchanged at most %s", m.label(), ms(m.NotServing), ms(m.Unchanged)))
 	}
-	parts = append(parts, "steps: "+strings.Join(d.Steps, ", "))
+	parts = append(parts, "no put by any writer for "+ms(d.AnyStall), "steps: "+strings.Join(d.Steps, ", "))
 	return strings.Join(parts, "; ")
 }
 
@@ -330,6 +333,7 @@ func timeDefrag(r testbed.TB, c *testbed.Cluster, cli *clientv3.Client, w [kinds
 	for k := range kinds {
 		run.Kind[k] = w[k].during(t0, end, names, mw, run.handoffs)
 	}
+	run.AnyStall = append(w[plainClient], w[healthClient]...).longestStall(t0, end)
 	for _, m := range c.Members {
 		spans := mw.notServing(m.Name, end)
 		mr := memberRun{Name: m.Name, WasLeader: o.ID(m.Name) == o.Leader(), Unchanged: mw.unchanged(m.Name, spans)}
@@ -557,6 +561,16 @@ func (b *bench) defragTable() string {
 		}
 		for k := range kinds {
 			fmt.Fprintf(&sb, "| %s | %s | %s | %s | — | — |\n", d.size, naiveName, clientKind(k), defragCells(d.naive, worstDefrag(d.naive, k)))
+		}
+		for _, p := range []struct {
+			name string
+			runs []defragRun
+		}{{oursName, d.ours}, {naiveName, d.naive}} {
+			var any time.Duration
+			for _, r := range p.runs {
+				any = max(any, r.AnyStall)
+			}
+			fmt.Fprintf(&sb, "| %s | %s | either kind: no put by any writer | %d | — | — | — | — | %s | — | — | — |\n", d.size, p.name, len(p.runs), ms(any))
 		}
 	}
 	fmt.Fprintf(&sb, "\neach member while it was defragmented (its health NOT_SERVING), worst of the runs; snap dir unchanged: the longest time its member/snap dir's byte count did not change (sampled every %s), against the %s after which the agent takes an etcd that answers nothing and shows no such change for stuck\n\n", snapEvery, reconcile.ReadyDeadline)
