@@ -162,10 +162,13 @@ func putsDuringDefrag(t *testing.T, c *testbed.Cluster, target string, cli *clie
 // health says SERVING, NOT_SERVING while it is defragmented, and SERVING
 // again after. A client of that follower and another member issues 10
 // puts one after the other once the follower said NOT_SERVING: a plain
-// clientv3 (round robin) sends one of its first two to the follower, which
-// holds it until the defragmentation ends, so fewer than 10 complete
-// before the Defragment call returns; a client with cluster.HealthChecking
-// (the agents' own) completes all 10 before it returns.
+// clientv3 (round robin) sends every other one to the follower, which
+// soon holds one until the defragmentation ends, so fewer than 10
+// complete before the Defragment call returns; a client with
+// cluster.HealthChecking (the agents' own) completes all 10 before it
+// returns. (Which member answered is logged, not asserted: a put sent in
+// the instant before the client learns NOT_SERVING may reach the
+// follower before its backend is locked.)
 func TestDefragHealth(t *testing.T) {
 	t.Parallel()
 	c := testbed.New(t, 3)
@@ -206,9 +209,6 @@ func TestDefragHealth(t *testing.T) {
 		checkHealthSequence(t, got.seen)
 		if got.before < n {
 			t.Errorf("%d of %d puts issued after %s said NOT_SERVING completed before its Defragment call returned: want all", got.before, n, target)
-		}
-		if id := o.ID(target); got.by[id] > 0 {
-			t.Errorf("%d puts were answered by %s, which was NOT_SERVING", got.by[id], target)
 		}
 	})
 }
