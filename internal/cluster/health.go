@@ -20,10 +20,13 @@ const healthCheckingConfig = `{"loadBalancingPolicy":"round_robin","healthCheckC
 // the agents start: etcdproc's default flags) reports NOT_SERVING for as
 // long as it defragments, and answers nothing meanwhile; with these
 // options the client's calls go to the other endpoints and come back to
-// that member when it reports SERVING again. A one-endpoint client's
-// calls wait (clientv3 calls wait for a ready connection) as they would
-// have waited on the member. The resolver's service config must be
-// ignored for the default one to apply.
+// that member when it reports SERVING again. The resolver's service
+// config must be ignored for the default one to apply.
+//
+// It is for clients of several endpoints. etcd refuses the health stream
+// on a learner (it serves no stream but Snapshot) and before the member
+// knows its cluster version, so such a connection never becomes ready: a
+// client of one learner would never reach it (Client.conn).
 func HealthChecking() []grpc.DialOption {
 	return []grpc.DialOption{grpc.WithDisableServiceConfig(), grpc.WithDefaultServiceConfig(healthCheckingConfig)}
 }
