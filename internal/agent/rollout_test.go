@@ -10,6 +10,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/etcdkeeper/etcdkeeper/internal/etcdproc"
 	"github.com/etcdkeeper/etcdkeeper/internal/spec"
 )
 
@@ -73,5 +74,39 @@ func TestBinaryChange(t *testing.T) {
 		if got := binaryChange(old, tt.want); got != tt.out {
 			t.Errorf("%s: binaryChange = %q, want %q", tt.name, got, tt.out)
 		}
+	}
+}
+
+// TestRestartDueOnlyForWhatThisAgentStarted: the settings a restart is
+// judged against are those this agent process started etcd with, never
+// an older agent's. So new default flags in a new etcdkeeper (the
+// StopGRPCServiceOnDefrag gate) start no rollout by themselves: they
+// reach each member when the upgraded agent starts its etcd, which the
+// package upgrade does anyway; a spec edit of the flags still rolls.
+func TestRestartDueOnlyForWhatThisAgentStarted(t *testing.T) {
+	s := &spec.Spec{Path: "cluster.yaml", Cluster: spec.Cluster{Name: "c"}}
+	self := spec.Member{Name: "n1", DataDir: "/var/lib/etcd"}
+	edited := &spec.Spec{Path: "cluster.yaml", Cluster: spec.Cluster{Name: "c"}, Etcd: spec.Etcd{Flags: map[string]string{"snapshot-count": "5000"}}}
+	tests := []struct {
+		name     string
+		settings string // what this agent started etcd with; "" none yet
+		spec     *spec.Spec
+		want     string
+	}{
+		{"no etcd started by this agent yet (just upgraded)", "", s, ""},
+		{"started with the spec as it is", etcdproc.Settings(s, self), s, ""},
+		{"the spec's flags edited since", etcdproc.Settings(s, self), edited, "changed settings"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a := &Agent{lg: zap.NewNop(), settings: tt.settings}
+			r, _ := a.restartDue(tt.spec, self)
+			if r.Why != tt.want {
+				t.Errorf("restart due %q, want %q", r.Why, tt.want)
+			}
+		})
+	}
+	if !strings.Contains(etcdproc.Settings(s, self), "StopGRPCServiceOnDefrag=true") {
+		t.Errorf("the default settings %q lack StopGRPCServiceOnDefrag=true", etcdproc.Settings(s, self))
 	}
 }

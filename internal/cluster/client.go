@@ -36,6 +36,9 @@ type Client struct {
 
 	mu sync.Mutex
 	c  *clientv3.Client // see conn
+	// direct dials the connections to one member (statusConn) without
+	// health checking: see conn.
+	direct *clientv3.Client
 	// active is the endpoints c uses, when narrowed by steer (nil: all
 	// of endpoints).
 	active []string
@@ -106,17 +109,38 @@ func (c *Client) conn() (*clientv3.Client, error) {
 	if c.c != nil {
 		return c.c, nil
 	}
-	cli, err := clientv3.New(c.config(c.endpoints...))
+	cfg := c.config(c.endpoints...)
+	if len(c.endpoints) > 1 {
+		cfg.DialOptions = append(HealthChecking(), cfg.DialOptions...)
+	}
+	cli, err := clientv3.New(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("etcd client for %v: %w", c.endpoints, err)
 	}
-	c.c = cli
+	// A connection clientv3 dials to one member (Client.Dial) takes the
+	// main client's dial options, health checking too, and etcd refuses
+	// the health stream on a learner ("rpc not supported for learner":
+	// a learner serves no stream but Snapshot) and before its cluster
+	// version is known: a health-checking connection to a learner never
+	// becomes ready, and its Status never leaves the client. Calls meant
+	// for one member go to it whatever its health; they dial through a
+	// client without it (no connection until its first call).
+	direct := cli
+	if len(c.endpoints) > 1 {
+		if direct, err = clientv3.New(c.config(c.endpoints...)); err != nil {
+			_ = cli.Close()
+			return nil, fmt.Errorf("etcd client for %v: %w", c.endpoints, err)
+		}
+	}
+	c.c, c.direct = cli, direct
 	return cli, nil
 }
 
 // config is the clientv3 config for endpoints with this client's TLS and
 // credentials: the main client and the one-endpoint clients (snapshot,
-// move leader) connect the same way.
+// move leader, defragment) connect the same way. The main client of more
+// than one endpoint adds HealthChecking (conn): its calls go to no member
+// while it defragments.
 func (c *Client) config(endpoints ...string) clientv3.Config {
 	return clientv3.Config{
 		Endpoints:            endpoints,
@@ -138,6 +162,9 @@ func (c *Client) Close() error {
 	c.closeStatusConns()
 	if c.c == nil {
 		return nil
+	}
+	if c.direct != c.c {
+		_ = c.direct.Close()
 	}
 	return c.c.Close()
 }
@@ -266,10 +293,12 @@ func (c *Client) MoveLeader(ctx context.Context, leaderEndpoint string, to uint6
 func (c *Client) Status(parent context.Context, endpoint string) (*clientv3.StatusResponse, error) {
 	ctx, cancel := c.ctx(parent)
 	defer cancel()
-	cli, err := c.conn()
-	if err != nil {
+	if _, err := c.conn(); err != nil {
 		return nil, err
 	}
+	c.mu.Lock()
+	cli := c.direct
+	c.mu.Unlock()
 	conn, err := c.statusConn(cli, endpoint)
 	if err != nil {
 		return nil, fmt.Errorf("status of %s: %w", endpoint, err)

@@ -16,7 +16,13 @@ import (
 var defaultFlags = map[string]string{
 	// Corruption found by etcd itself at start and between members must
 	// surface as a failure the agent can classify and repair.
-	"feature-gates": "InitialCorruptCheck=true,CompactHashCheck=true",
+	// StopGRPCServiceOnDefrag: a member being defragmented answers nothing
+	// for as long as it rewrites its db; with this gate its gRPC health
+	// turns NOT_SERVING meanwhile, so that clients that health-check (the
+	// agents', see cluster.HealthChecking) send their calls to the others.
+	// It changes nothing for clients that do not. etcd 3.6 and 3.7 take
+	// all three as --feature-gates; a spec's feature-gates replaces them.
+	"feature-gates": "InitialCorruptCheck=true,CompactHashCheck=true,StopGRPCServiceOnDefrag=true",
 	"logger":        "zap",
 	"log-outputs":   "stderr",
 }

@@ -73,8 +73,9 @@ var gateFlags = map[string]string{
 // equal). A feature-gates flag in etcd.flags replaces them, so a spec that
 // sets one must repeat them.
 var keeperGates = map[string]bool{
-	"InitialCorruptCheck": true,
-	"CompactHashCheck":    true,
+	"InitialCorruptCheck":     true,
+	"CompactHashCheck":        true,
+	"StopGRPCServiceOnDefrag": true,
 }
 
 // etcdVersion is the embedded etcd's minor version, e.g. "v3.7", the etcd

@@ -61,7 +61,7 @@ func TestToSpec(t *testing.T) {
 			name: "a gate the manifest turns off is written with etcdkeeper's default gates",
 			ms:   []Manifest{host("cp1", "10.0.0.11", "--experimental-initial-corrupt-check=false")},
 			check: func(t *testing.T, d Document) {
-				if v, _ := flagOf(d, "feature-gates"); v != "CompactHashCheck=true,InitialCorruptCheck=false" {
+				if v, _ := flagOf(d, "feature-gates"); v != "CompactHashCheck=true,InitialCorruptCheck=false,StopGRPCServiceOnDefrag=true" {
 					t.Errorf("feature-gates = %q", v)
 				}
 				if !anyContains(d.Dropped, "--experimental-initial-corrupt-check=false: every --experimental-* flag is gone") {
@@ -71,9 +71,9 @@ func TestToSpec(t *testing.T) {
 		},
 		{
 			name: "feature-gates with another gate keeps etcdkeeper's",
-			ms:   []Manifest{host("cp1", "10.0.0.11", "--feature-gates=StopGRPCServiceOnDefrag=true")},
+			ms:   []Manifest{host("cp1", "10.0.0.11", "--feature-gates=LeaseCheckpoint=true")},
 			check: func(t *testing.T, d Document) {
-				if v, _ := flagOf(d, "feature-gates"); v != "CompactHashCheck=true,InitialCorruptCheck=true,StopGRPCServiceOnDefrag=true" {
+				if v, _ := flagOf(d, "feature-gates"); v != "CompactHashCheck=true,InitialCorruptCheck=true,LeaseCheckpoint=true,StopGRPCServiceOnDefrag=true" {
 					t.Errorf("feature-gates = %q", v)
 				}
 			},

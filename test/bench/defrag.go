@@ -1,9 +1,12 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"fmt"
+	"net/url"
 	"os/exec"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -11,19 +14,26 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
 
+	"github.com/etcdkeeper/etcdkeeper/internal/cluster"
+	"github.com/etcdkeeper/etcdkeeper/internal/reconcile"
 	"github.com/etcdkeeper/etcdkeeper/test/testbed"
 )
 
 // The defrag scenario (issue 21 §4): three members whose db files are
-// about cfg.defragMB each with more than half of them free, a steady
-// writer through every member, and the same cluster defragmented two
-// ways in the same run: by etcdkeeper (`etcdkeeper defrag --yes`: one
-// member at a time, followers first, the leader's leadership handed off
-// before it is defragmented as a follower) and as an operator does it
-// today (`etcdctl defrag --cluster`: every member in turn, in the member
-// list's order, the leader in place). Between the two the db is made
-// fragmented again the same way. The order alternates between runs.
+// about cfg.defragMB each with more than half of them free, steady
+// writers that are clients of the whole cluster (see clientKind), and the
+// same cluster defragmented two ways in the same run: by etcdkeeper
+// (`etcdkeeper defrag --yes`: one member at a time, followers first, the
+// leader's leadership handed off before it is defragmented as a
+// follower) and as an operator does it today (`etcdctl defrag
+// --cluster`: every member in turn, in the member list's order, the
+// leader in place). Between the two the db is made fragmented again the
+// same way. The order alternates between runs. Each member's gRPC health
+// and snap dir are watched meanwhile (memberWatch): its NOT_SERVING span
+// is its defragmentation.
 
 // defragSpec: the agents do not defragment by themselves (the bench times
 // each defragmentation from its start); the command ignores enabled and
@@ -34,16 +44,97 @@ const defragSpec = "maintenance:\n  defrag:\n    enabled: false\n    minFreeByte
 // fast (1 GB is 4096 puts; etcd's request limit is 1.5 MiB).
 const defragValue = 256 << 10
 
-// defragRun is what the writer saw during one defragmentation of the
-// cluster, and what it did to the db files.
+// The clients of the scenario: each writer is one clientv3 over all three
+// endpoints, as kube-apiserver is configured with --etcd-servers (or any
+// application with a list of endpoints), of one of two kinds side by
+// side: clientv3 as it comes (round robin over the endpoints, no health
+// checking: what kube-apiserver runs today) and clientv3 with gRPC's
+// client-side health checking (cluster.HealthChecking, the agents' own
+// clients), which sends nothing to a member whose health says NOT_SERVING
+// (every member here runs with StopGRPCServiceOnDefrag, etcdkeeper's
+// default).
+type clientKind int
+
+const (
+	plainClient clientKind = iota
+	healthClient
+	kinds
+)
+
+func (k clientKind) String() string {
+	if k == healthClient {
+		return "health-checking clientv3"
+	}
+	return "plain clientv3"
+}
+
+// writersPerKind: three writers of each kind (300 puts/s in all), so
+// that "no put succeeded" is about the cluster rather than one put.
+const writersPerKind = 3
+
+// defragRun is what the writers saw during one defragmentation of the
+// cluster, by client kind, and what it did to the members.
 type defragRun struct {
-	D        time.Duration
-	W        writes
-	Stall    time.Duration // the longest time no writer's put succeeded
-	Each     time.Duration // the longest time one writer's puts did not succeed
-	Before   int64         // the largest db file before, bytes
-	After    int64         // ... and after
-	FreeFrac float64       // the smallest free share of a db before
+	D    time.Duration
+	Kind [kinds]kindRun
+	// AnyStall is the longest time no writer of either kind succeeded:
+	// the cluster took no write from anyone.
+	AnyStall time.Duration
+	Before   int64   // the largest db file before, bytes
+	After    int64   // ... and after
+	FreeFrac float64 // the smallest free share of a db before
+	Members  []memberRun
+	Steps    []string // what the procedure did, from its start
+	handoffs []time.Time
+}
+
+// kindRun is what one kind of client saw.
+type kindRun struct {
+	W       writes
+	Longest time.Duration // the longest single put
+	Stall   time.Duration // the longest time no put of this kind succeeded
+	Fails   []failedWrite
+}
+
+// failedWrite is one put that failed: when (from the procedure's start),
+// the member it went to, whether that member was being defragmented
+// meanwhile, and etcd's or the client's error.
+type failedWrite struct {
+	At         time.Duration
+	Member     string
+	Defragging bool
+	// Handoff: the procedure reported a leader hand-off done while the
+	// put was under way.
+	Handoff bool
+	Err     string
+}
+
+// memberRun is one member during the procedure: how long it said
+// NOT_SERVING (its defragmentation) and the longest time within that in
+// which its member/snap dir's byte count did not change. The agent's
+// silent-member rule counts an etcd that answers nothing as stuck only
+// after reconcile.ReadyDeadline (90 s) without a change there.
+type memberRun struct {
+	Name       string
+	WasLeader  bool
+	NotServing time.Duration
+	Unchanged  time.Duration
+}
+
+// defragClient is a writer's client of kind k over every member.
+func defragClient(r testbed.TB, c *testbed.Cluster, k clientKind) *clientv3.Client {
+	var eps []string
+	for _, m := range c.Members {
+		eps = append(eps, m.ClientURL())
+	}
+	opts := []grpc.DialOption{grpc.WithChainUnaryInterceptor(peerRecorder)}
+	if k == healthClient {
+		opts = append(cluster.HealthChecking(), opts...)
+	}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 2 * time.Second, Logger: zap.NewNop(), DialOptions: opts})
+	must(r, err)
+	r.Cleanup(func() { cli.Close() })
+	return cli
 }
 
 func (b *bench) defragScenario() {
@@ -56,34 +147,63 @@ func (b *bench) defragScenario() {
 		startAll(c, c.AllNames()...)
 		wait(r, c.Client(), "3 healthy voters", healthy(c.AllNames()...))
 		cli := c.Client()
-		// A steady writer through every member: one per member, each
-		// pinned to that member's endpoint.
-		var w writers
-		for _, n := range c.AllNames() {
-			w = append(w, startWriter(c.Client(n), "/bench/w/"+n))
+		var w [kinds]writers
+		for k := range kinds {
+			for i := range writersPerKind {
+				w[k] = append(w[k], startWriter(defragClient(r, c, k), fmt.Sprintf("/bench/w/%d-%d", k, i)))
+			}
 		}
-		defer w.Stop()
+		defer func() {
+			for k := range kinds {
+				w[k].Stop()
+			}
+		}()
 		for i := 0; i < b.cfg.defragRuns; i++ {
 			a := func() {
 				fragment(r, b, c, cli, total)
-				mine = append(mine, timeDefrag(r, c, cli, w, func() { defragOurs(r, c) }))
+				mine = append(mine, timeDefrag(r, c, cli, w, func() []step { return defragOurs(r, c) }))
 			}
 			m := func() {
 				fragment(r, b, c, cli, total)
-				naive = append(naive, timeDefrag(r, c, cli, w, func() { defragCluster(r, c, cli) }))
+				naive = append(naive, timeDefrag(r, c, cli, w, func() []step { return defragCluster(r, c, cli) }))
 			}
 			order := []func(){a, m}
 			for k := range order {
 				order[(i+k)%len(order)]()
 			}
-			b.say("defrag run %d: etcdkeeper %s, longest stall %s (one writer %s), p99 %s, %d/%d failed; etcdctl defrag --cluster %s, longest stall %s (one writer %s), p99 %s, %d/%d failed",
-				i+1, ms(mine[i].D), ms(mine[i].Stall), ms(mine[i].Each), ms(mine[i].W.P99), mine[i].W.Failed, mine[i].W.OK+mine[i].W.Failed,
-				ms(naive[i].D), ms(naive[i].Stall), ms(naive[i].Each), ms(naive[i].W.P99), naive[i].W.Failed, naive[i].W.OK+naive[i].W.Failed)
+			b.say("defrag run %d: etcdkeeper defrag --yes %s; %s", i+1, ms(mine[i].D), mine[i].summary())
+			b.say("defrag run %d: etcdctl defrag --cluster %s; %s", i+1, ms(naive[i].D), naive[i].summary())
 		}
 	})
 	b.mu.Lock()
 	b.defrag = append(b.defrag, defragRows{size: fmt.Sprintf("%d MB", b.cfg.defragMB), ours: mine, naive: naive})
 	b.mu.Unlock()
+}
+
+// summary is one run for the progress log: each kind's figures and every
+// failed write, and each member's NOT_SERVING time and unchanged snap dir.
+func (d defragRun) summary() string {
+	var parts []string
+	for k := range kinds {
+		x := d.Kind[k]
+		p := fmt.Sprintf("%s: longest put %s, no put for %s, p99 %s, %d/%d failed", clientKind(k), ms(x.Longest), ms(x.Stall), ms(x.W.P99), x.W.Failed, x.W.OK+x.W.Failed)
+		for _, f := range x.Fails {
+			p += fmt.Sprintf(" [+%s %s%s%s: %s]", ms(f.At), f.Member, map[bool]string{true: " (defragmenting)"}[f.Defragging], map[bool]string{true: " (hand-off meanwhile)"}[f.Handoff], f.Err)
+		}
+		parts = append(parts, p)
+	}
+	for _, m := range d.Members {
+		parts = append(parts, fmt.Sprintf("%s NOT_SERVING %s, snap dir unchanged at most %s", m.label(), ms(m.NotServing), ms(m.Unchanged)))
+	}
+	parts = append(parts, "no put by any writer for "+ms(d.AnyStall), "steps: "+strings.Join(d.Steps, ", "))
+	return strings.Join(parts, "; ")
+}
+
+func (m memberRun) label() string {
+	if m.WasLeader {
+		return m.Name + " (the leader)"
+	}
+	return m.Name
 }
 
 // fragment fills the cluster to about total bytes of db, then deletes
@@ -103,13 +223,18 @@ func fragment(r testbed.TB, b *bench, c *testbed.Cluster, cli *clientv3.Client, 
 	// Delete d of the n new keys, spread over them: afterwards at most
 	// 40 % of total is in use.
 	d := min(n, int((inUse+int64(n)*defragValue-total*4/10+defragValue-1)/defragValue))
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	// Deadlines per call: at 1 GB on a loaded machine the deletes took
+	// over a minute together, and a physical compaction of 1 GB can too.
 	for k := 0; k < d; k++ {
-		if _, err := cli.Delete(ctx, fmt.Sprintf("%s/%08d", prefix, k*n/d)); err != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		_, err := cli.Delete(ctx, fmt.Sprintf("%s/%08d", prefix, k*n/d))
+		cancel()
+		if err != nil {
 			r.Fatalf("deleting: %v", err)
 		}
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
 	resp, err := cli.Get(ctx, "/bench/none")
 	must(r, err)
 	if _, err := cli.Compact(ctx, resp.Header.Revision, clientv3.WithCompactPhysical()); err != nil {
@@ -172,9 +297,10 @@ func dbSizes(o testbed.Observation) string {
 	return strings.Join(parts, ", ")
 }
 
-// timeDefrag runs do (which defragments every member) and what the writer
-// saw meanwhile; every db must have shrunk by then.
-func timeDefrag(r testbed.TB, c *testbed.Cluster, cli *clientv3.Client, w writers, do func()) defragRun {
+// timeDefrag runs do (which defragments every member) and what the
+// writers and the members' watches saw meanwhile; every db must have
+// shrunk by then.
+func timeDefrag(r testbed.TB, c *testbed.Cluster, cli *clientv3.Client, w [kinds]writers, do func() []step) defragRun {
 	steady()
 	_, o := wait(r, cli, "3 healthy voters", healthy(c.AllNames()...))
 	run := defragRun{FreeFrac: 1}
@@ -182,16 +308,40 @@ func timeDefrag(r testbed.TB, c *testbed.Cluster, cli *clientv3.Client, w writer
 		run.Before = max(run.Before, m.DBSize)
 		run.FreeFrac = min(run.FreeFrac, float64(m.DBSize-m.DBSizeInUse)/float64(m.DBSize))
 	}
+	mw := watchMembers(c)
+	testbed.Eventually(r, converge, "every member's health SERVING", func() string {
+		if mw.serving(c.AllNames()) {
+			return ""
+		}
+		return "not yet"
+	})
 	t0 := time.Now()
-	do()
+	steps := do()
 	end := time.Now()
 	run.D = end.Sub(t0)
+	for _, s := range steps {
+		run.Steps = append(run.Steps, fmt.Sprintf("+%s %s", ms(s.at.Sub(t0)), s.what))
+		if strings.HasPrefix(s.what, "moved leadership") {
+			run.handoffs = append(run.handoffs, s.at)
+		}
+	}
 	// A put begun before the end may still be under way: wait out its
 	// deadline before reading the window.
 	time.Sleep(writeTimeout + writeEvery)
-	run.W = w.window(t0, end)
-	run.Stall = w.longestStall(t0, end)
-	run.Each = w.worstEach(t0, end)
+	mw.Stop()
+	names := peerNames(c)
+	for k := range kinds {
+		run.Kind[k] = w[k].during(t0, end, names, mw, run.handoffs)
+	}
+	run.AnyStall = append(w[plainClient], w[healthClient]...).longestStall(t0, end)
+	for _, m := range c.Members {
+		spans := mw.notServing(m.Name, end)
+		mr := memberRun{Name: m.Name, WasLeader: o.ID(m.Name) == o.Leader(), Unchanged: mw.unchanged(m.Name, spans)}
+		for _, s := range spans {
+			mr.NotServing += s.to.Sub(s.from)
+		}
+		run.Members = append(run.Members, mr)
+	}
 	_, o = wait(r, cli, "3 healthy voters after the defragmentation", healthy(c.AllNames()...))
 	for _, m := range o.Members {
 		run.After = max(run.After, m.DBSize)
@@ -202,14 +352,44 @@ func timeDefrag(r testbed.TB, c *testbed.Cluster, cli *clientv3.Client, w writer
 	return run
 }
 
-// defragOurs runs `etcdkeeper defrag --yes`: the agents' procedure.
-func defragOurs(r testbed.TB, c *testbed.Cluster) {
+// peerNames maps a member's client address (host:port) to its name.
+func peerNames(c *testbed.Cluster) map[string]string {
+	out := map[string]string{}
+	for _, m := range c.Members {
+		if u, err := url.Parse(m.ClientURL()); err == nil {
+			out[u.Host] = m.Name
+		}
+	}
+	return out
+}
+
+// step is one line a procedure printed (or, for etcdctl's, one call it
+// began), stamped when it came.
+type step struct {
+	at   time.Time
+	what string
+}
+
+// defragOurs runs `etcdkeeper defrag --yes`, the agents' procedure, and
+// stamps each line it prints ("defragmenting node2: ...", "moved
+// leadership: ...").
+func defragOurs(r testbed.TB, c *testbed.Cluster) []step {
 	cmd := exec.Command(testbed.Binary, "defrag", "--config", c.Spec, "--yes")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		r.Fatalf("etcdkeeper defrag --yes: %v\n%s", err, out)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	stdout, err := cmd.StdoutPipe()
+	must(r, err)
+	must(r, cmd.Start())
+	var steps []step
+	sc := bufio.NewScanner(stdout)
+	for sc.Scan() {
+		steps = append(steps, step{at: time.Now(), what: sc.Text()})
 	}
+	if err := cmd.Wait(); err != nil {
+		r.Fatalf("etcdkeeper defrag --yes: %v\n%v\n%s", err, steps, stderr.String())
+	}
+	return steps
 }
 
 // defragCluster does exactly what `etcdctl defrag --cluster` does
@@ -217,27 +397,70 @@ func defragOurs(r testbed.TB, c *testbed.Cluster) {
 // MemberList, then Defragment on each in turn): the leader in place, no
 // hand-off. etcdctl's --command-timeout (5 s by default) would cut a large
 // db's call short; an operator raises it, as the deadline here does.
-func defragCluster(r testbed.TB, c *testbed.Cluster, cli *clientv3.Client) {
+func defragCluster(r testbed.TB, c *testbed.Cluster, cli *clientv3.Client) []step {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	ml, err := cli.MemberList(ctx)
 	must(r, err)
+	var steps []step
 	for _, m := range ml.Members {
 		for _, ep := range m.ClientURLs {
+			steps = append(steps, step{at: time.Now(), what: "defragmenting " + m.Name})
 			if _, err := cli.Defragment(ctx, ep); err != nil {
 				r.Fatalf("defragment %s: %v", ep, err)
 			}
 		}
 	}
+	return steps
 }
 
-// writers are the scenario's writers, one per member.
+// writers are the writers of one client kind.
 type writers []*writer
 
 func (ws writers) Stop() {
 	for _, w := range ws {
 		w.Stop()
 	}
+}
+
+// during is what the writers saw of the puts begun in [from, to]; names
+// maps a put's peer to its member.
+func (ws writers) during(from, to time.Time, names map[string]string, mw *memberWatch, handoffs []time.Time) kindRun {
+	out := kindRun{W: ws.window(from, to), Stall: ws.longestStall(from, to)}
+	for _, w := range ws {
+		w.mu.Lock()
+		recs := append([]write(nil), w.recs...)
+		w.mu.Unlock()
+		for _, rec := range recs {
+			if rec.at.Before(from) || rec.at.After(to) {
+				continue
+			}
+			out.Longest = max(out.Longest, rec.dur)
+			if rec.err == nil {
+				continue
+			}
+			f := failedWrite{At: rec.at.Sub(from), Member: names[rec.peer], Err: shortErr(rec.err)}
+			if f.Member == "" {
+				f.Member = "no member (not sent)"
+			} else {
+				f.Defragging = mw.defragging(f.Member, rec.at, rec.at.Add(rec.dur))
+			}
+			f.Handoff = slices.ContainsFunc(handoffs, func(h time.Time) bool { return !h.Before(rec.at) && !h.After(rec.at.Add(rec.dur)) })
+			out.Fails = append(out.Fails, f)
+		}
+	}
+	sort.Slice(out.Fails, func(i, j int) bool { return out.Fails[i].At < out.Fails[j].At })
+	return out
+}
+
+// shortErr is etcd's or gRPC's message without the "rpc error: code = ..."
+// prefix.
+func shortErr(err error) string {
+	s := err.Error()
+	if _, desc, ok := strings.Cut(s, "desc = "); ok {
+		s = desc
+	}
+	return s
 }
 
 // window sums what every writer saw in [from, to]; P99 over all puts.
@@ -264,23 +487,13 @@ func (ws writers) window(from, to time.Time) writes {
 }
 
 // longestStall is the longest time within [from, to] during which no
-// writer's put succeeded: the cluster took no write through any member.
+// writer's put succeeded.
 func (ws writers) longestStall(from, to time.Time) time.Duration {
 	var ends []time.Time
 	for _, w := range ws {
 		ends = append(ends, w.successes()...)
 	}
 	return longestGap(ends, from, to)
-}
-
-// worstEach is the longest such time of any one writer: what a client of
-// a single member waited.
-func (ws writers) worstEach(from, to time.Time) time.Duration {
-	var worst time.Duration
-	for _, w := range ws {
-		worst = max(worst, longestGap(w.successes(), from, to))
-	}
-	return worst
 }
 
 // successes are the ends of the writer's successful puts.
@@ -322,55 +535,137 @@ type defragRows struct {
 	ours, naive []defragRun
 }
 
-// defragTable: one line per way of defragmenting, and the targets.
+const (
+	oursName  = "etcdkeeper defrag --yes (followers first, leader handed off)"
+	naiveName = "etcdctl defrag --cluster (member list order, leader in place)"
+)
+
+// defragTable: per procedure and client kind, the writes; then per
+// procedure and member, its defragmentation and its snap dir.
 func (b *bench) defragTable() string {
 	if len(b.defrag) == 0 {
 		return ""
 	}
 	var sb strings.Builder
-	fmt.Fprintf(&sb, "\ndefragmentation of all 3 members, db files more than half free (compacted), a steady writer through every member (one per member, each pinned to its endpoint: 1 put / %s, a single attempt with a %s deadline); worst of the runs. Longest write stall: no put through any member succeeded; the longest one writer waited: the same for a client of one member\n\n", writeEvery, writeTimeout)
-	head := []string{"db", "how", "runs", "db before → after (largest)", "took", "longest write stall", "the longest one writer waited", "p99", "failed writes", "target", "met"}
+	fmt.Fprintf(&sb, "\ndefragmentation of all 3 members, db files more than half free (compacted); writers of two kinds side by side, %d of each, each one clientv3 over all 3 endpoints (1 put / %s, a single attempt with a %s deadline): plain (round robin, as kube-apiserver) and health-checking (gRPC healthCheckConfig; every member runs with StopGRPCServiceOnDefrag); worst of the runs. No put for: the longest time no put of that kind succeeded\n\n", writersPerKind, writeEvery, writeTimeout)
+	head := []string{"db", "procedure", "clients", "runs", "db before → after (largest)", "took", "longest put", "p99", "no put for", "failed writes", "target", "met"}
 	fmt.Fprintf(&sb, "| %s |\n|%s\n", strings.Join(head, " | "), strings.Repeat("---|", len(head)))
 	for _, d := range b.defrag {
-		o, n := worstDefrag(d.ours), worstDefrag(d.naive)
-		target := "longest stall ≤ 1 s and ≤ 1/5 of etcdctl's, 0 failed writes"
-		met := "—"
-		if len(d.ours) > 0 && len(d.naive) > 0 {
-			met = fmt.Sprintf("%s, %s, %s", yesNo(o.Stall <= time.Second), yesNo(o.Stall*5 <= n.Stall), yesNo(o.W.Failed == 0))
+		for k := range kinds {
+			o, n := worstDefrag(d.ours, k), worstDefrag(d.naive, k)
+			met := "—"
+			if len(d.ours) > 0 && len(d.naive) > 0 {
+				met = fmt.Sprintf("%s, %s, %s", yesNo(o.Stall <= time.Second), yesNo(o.Stall*5 <= n.Stall), yesNo(o.W.Failed == 0))
+			}
+			fmt.Fprintf(&sb, "| %s | %s | %s | %s | no put for ≤ 1 s and ≤ 1/5 of etcdctl's (same clients), 0 failed | %s |\n", d.size, oursName, clientKind(k), defragCells(d.ours, o), met)
 		}
-		fmt.Fprintf(&sb, "| %s | etcdkeeper defrag --yes (followers first, leader handed off) | %s | %s | %s |\n", d.size, defragCells(d.ours, o), target, met)
-		fmt.Fprintf(&sb, "| %s | etcdctl defrag --cluster (member list order, leader in place) | %s | — | — |\n", d.size, defragCells(d.naive, n))
+		for k := range kinds {
+			fmt.Fprintf(&sb, "| %s | %s | %s | %s | — | — |\n", d.size, naiveName, clientKind(k), defragCells(d.naive, worstDefrag(d.naive, k)))
+		}
+		for _, p := range []struct {
+			name string
+			runs []defragRun
+		}{{oursName, d.ours}, {naiveName, d.naive}} {
+			var any time.Duration
+			for _, r := range p.runs {
+				any = max(any, r.AnyStall)
+			}
+			fmt.Fprintf(&sb, "| %s | %s | either kind: no put by any writer | %d | — | — | — | — | %s | — | — | — |\n", d.size, p.name, len(p.runs), ms(any))
+		}
+	}
+	fmt.Fprintf(&sb, "\neach member while it was defragmented (its health NOT_SERVING), worst of the runs; snap dir unchanged: the longest time its member/snap dir's byte count did not change (sampled every %s), against the %s after which the agent takes an etcd that answers nothing and shows no such change for stuck\n\n", snapEvery, reconcile.ReadyDeadline)
+	fmt.Fprintf(&sb, "| db | procedure | member | NOT_SERVING for | snap dir unchanged at most |\n|---|---|---|---|---|\n")
+	for _, d := range b.defrag {
+		for _, p := range []struct {
+			name string
+			runs []defragRun
+		}{{oursName, d.ours}, {naiveName, d.naive}} {
+			for _, m := range worstMembers(p.runs) {
+				fmt.Fprintf(&sb, "| %s | %s | %s | %s | %s |\n", d.size, p.name, m.label(), ms(m.NotServing), ms(m.Unchanged))
+			}
+		}
 	}
 	return sb.String()
 }
 
-// worstDefrag: the largest stall, p99, duration and sizes over the runs,
-// the failed writes summed.
-func worstDefrag(rs []defragRun) defragRun {
-	var w defragRun
-	w.FreeFrac = 1
+// worstDefrag: kind k's largest stall, longest put, p99, duration and
+// sizes over the runs, the failed writes summed.
+func worstDefrag(rs []defragRun, k clientKind) kindRunOver {
+	w := kindRunOver{FreeFrac: 1}
 	for _, r := range rs {
-		w.D, w.Stall, w.Before, w.After = max(w.D, r.D), max(w.Stall, r.Stall), max(w.Before, r.Before), max(w.After, r.After)
-		w.Each = max(w.Each, r.Each)
+		x := r.Kind[k]
+		w.D, w.Before, w.After = max(w.D, r.D), max(w.Before, r.Before), max(w.After, r.After)
 		w.FreeFrac = min(w.FreeFrac, r.FreeFrac)
-		w.W.P99 = max(w.W.P99, r.W.P99)
-		w.W.Failed += r.W.Failed
-		w.W.OK += r.W.OK
-		if r.W.LastErr != "" {
-			w.W.LastErr = r.W.LastErr
-		}
+		w.Stall, w.Longest = max(w.Stall, x.Stall), max(w.Longest, x.Longest)
+		w.W.P99 = max(w.W.P99, x.W.P99)
+		w.W.Failed += x.W.Failed
+		w.W.OK += x.W.OK
+		w.Fails = append(w.Fails, x.Fails...)
 	}
 	return w
 }
 
-func defragCells(rs []defragRun, w defragRun) string {
+// kindRunOver is one kind's figures over the runs.
+type kindRunOver struct {
+	kindRun
+	D             time.Duration
+	Before, After int64
+	FreeFrac      float64
+}
+
+// worstMembers: each member's longest NOT_SERVING and unchanged snap dir
+// over the runs (the leader: the one that was at the start of a run).
+func worstMembers(rs []defragRun) []memberRun {
+	var out []memberRun
+	for _, r := range rs {
+		for _, m := range r.Members {
+			i := slices.IndexFunc(out, func(x memberRun) bool { return x.Name == m.Name })
+			if i < 0 {
+				out = append(out, memberRun{Name: m.Name})
+				i = len(out) - 1
+			}
+			out[i].WasLeader = out[i].WasLeader || m.WasLeader
+			out[i].NotServing, out[i].Unchanged = max(out[i].NotServing, m.NotServing), max(out[i].Unchanged, m.Unchanged)
+		}
+	}
+	return out
+}
+
+func defragCells(rs []defragRun, w kindRunOver) string {
 	if len(rs) == 0 {
 		return "0 | no run | — | — | — | — | —"
 	}
-	failed := fmt.Sprintf("%d/%d", w.W.Failed, w.W.Failed+w.W.OK)
-	if w.W.LastErr != "" {
-		failed += " [" + w.W.LastErr + "]"
-	}
 	return fmt.Sprintf("%d | %d MB (≥ %.0f%% free) → %d MB | %s | %s | %s | %s | %s", len(rs), w.Before>>20, w.FreeFrac*100, w.After>>20,
-		ms(w.D), ms(w.Stall), ms(w.Each), msShort(w.W.P99), failed)
+		ms(w.D), ms(w.Longest), msShort(w.W.P99), ms(w.Stall), failedCell(w))
+}
+
+// failedCell: failed/total, and where they went: to the member being
+// defragmented (held until the deadline), or elsewhere with their error.
+func failedCell(w kindRunOver) string {
+	cell := fmt.Sprintf("%d/%d", w.W.Failed, w.W.Failed+w.W.OK)
+	if len(w.Fails) == 0 {
+		return cell
+	}
+	counts := map[string]int{}
+	var causes []string
+	for _, f := range w.Fails {
+		var cause string
+		switch {
+		case f.Defragging:
+			cause = "to the member being defragmented"
+		case f.Handoff:
+			cause = fmt.Sprintf("in flight at the leader hand-off (%s)", f.Err)
+		default:
+			cause = fmt.Sprintf("%s at %s", f.Err, f.Member)
+		}
+		if counts[cause] == 0 {
+			causes = append(causes, cause)
+		}
+		counts[cause]++
+	}
+	var parts []string
+	for _, c := range causes {
+		parts = append(parts, fmt.Sprintf("%d %s", counts[c], c))
+	}
+	return cell + " (" + strings.Join(parts, "; ") + ")"
 }

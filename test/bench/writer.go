@@ -8,6 +8,8 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/peer"
 )
 
 // writer is the steady client of the table: one put every writeEvery, each
@@ -26,6 +28,9 @@ type write struct {
 	at  time.Time
 	dur time.Duration
 	err error
+	// peer is the address the put went to ("" when it never left the
+	// client), for a client dialed with peerRecorder.
+	peer string
 }
 
 const (
@@ -51,12 +56,42 @@ func (w *writer) run(prefix string) {
 		}
 		at := time.Now()
 		ctx, cancel := context.WithTimeout(context.Background(), writeTimeout)
-		_, err := w.cli.Put(ctx, fmt.Sprintf("%s/%08d", prefix, i), "v")
+		slot := &peerSlot{}
+		_, err := w.cli.Put(context.WithValue(ctx, peerSlotKey{}, slot), fmt.Sprintf("%s/%08d", prefix, i), "v")
 		cancel()
 		w.mu.Lock()
-		w.recs = append(w.recs, write{at: at, dur: time.Since(at), err: err})
+		w.recs = append(w.recs, write{at: at, dur: time.Since(at), err: err, peer: slot.get()})
 		w.mu.Unlock()
 	}
+}
+
+// peerSlot is where peerRecorder leaves the address a call went to.
+type peerSlot struct {
+	mu   sync.Mutex
+	addr string
+}
+
+type peerSlotKey struct{}
+
+func (s *peerSlot) get() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.addr
+}
+
+// peerRecorder is a client interceptor (grpc.WithChainUnaryInterceptor)
+// that records, for a call whose context carries a peerSlot, the address
+// of the member its last attempt went to: so that a failed put can be
+// told apart by where it went.
+func peerRecorder(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	var p peer.Peer
+	err := invoker(ctx, method, req, reply, cc, append(opts, grpc.Peer(&p))...)
+	if s, ok := ctx.Value(peerSlotKey{}).(*peerSlot); ok && p.Addr != nil {
+		s.mu.Lock()
+		s.addr = p.Addr.String()
+		s.mu.Unlock()
+	}
+	return err
 }
 
 func (w *writer) Stop() {
