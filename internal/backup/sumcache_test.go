@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -234,4 +235,37 @@ func TestPlantedSumCacheIgnored(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("dir 0700, a planted symlink")
+}
+
+// TestSumHashedOnceAtOnce: two checks of the same snapshot at once, with
+// no cache entry yet (an agent's start: its schedule and a repair look at
+// the same newest snapshot), read the file once; both get its sum.
+func TestSumHashedOnceAtOnce(t *testing.T) {
+	e := snapshotEntry(t, filepath.Join(t.TempDir(), "b"))
+	newProcess(t)
+	var calls atomic.Int32
+	started, release := make(chan struct{}), make(chan struct{})
+	hashFile = func(path string) (string, error) {
+		if calls.Add(1) == 1 {
+			close(started)
+		}
+		<-release
+		return wholeSHA256(path)
+	}
+	results := make(chan bool, 2)
+	go func() { results <- Intact(e) }()
+	<-started
+	go func() { results <- Intact(e) }()
+	// The second check is given time to reach the hash under way; if it
+	// comes later it finds the sum remembered: read once either way.
+	time.Sleep(200 * time.Millisecond)
+	close(release)
+	for range 2 {
+		if !<-results {
+			t.Error("a check found the snapshot not intact")
+		}
+	}
+	if n := calls.Load(); n != 1 {
+		t.Errorf("the file was read %d times, want once", n)
+	}
 }

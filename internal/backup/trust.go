@@ -131,18 +131,56 @@ func fileSHA256(path string) (string, error) {
 			}
 		}
 	}
+	if !ok {
+		return hashFile(path)
+	}
+	return hashOnce(path, id)
+}
+
+// hashing holds the hashes under way, so that two callers that miss the
+// caches at once (an agent's start: the schedule's last snapshot and a
+// repair's reusable one are the same file) read the file once.
+var hashing = struct {
+	sync.Mutex
+	m map[fileID]*hashCall
+}{m: map[fileID]*hashCall{}}
+
+type hashCall struct {
+	done chan struct{}
+	sum  string
+	err  error
+}
+
+// hashOnce hashes the file at path, whose stat was id, or waits for the
+// hash of the same file already under way.
+func hashOnce(path string, id fileID) (string, error) {
+	hashing.Lock()
+	if c, ok := hashing.m[id]; ok {
+		hashing.Unlock()
+		<-c.done
+		return c.sum, c.err
+	}
+	c := &hashCall{done: make(chan struct{})}
+	hashing.m[id] = c
+	hashing.Unlock()
+	defer func() {
+		hashing.Lock()
+		delete(hashing.m, id)
+		hashing.Unlock()
+		close(c.done)
+	}()
 	at := sumNow()
-	sum, err := hashFile(path)
-	if err != nil {
-		return "", err
+	c.sum, c.err = hashFile(path)
+	if c.err != nil {
+		return "", c.err
 	}
 	// Remembered only if the file did not change while it was read.
-	if after, err := os.Lstat(path); err == nil && ok {
-		if id2, ok2 := idOf(after); ok2 && id2 == id {
-			remember(path, id, knownSum{sum, at})
+	if after, err := os.Lstat(path); err == nil {
+		if id2, ok := idOf(after); ok && id2 == id {
+			remember(path, id, knownSum{c.sum, at})
 		}
 	}
-	return sum, nil
+	return c.sum, nil
 }
 
 // remember keeps a file's sum in this process and in its cache file. A
