@@ -3,11 +3,13 @@ package main
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -67,7 +69,7 @@ func stopPlain(p *testbed.Process) { _, _ = p.Stop(15 * time.Second) }
 // --initial-cluster-state existing and the initial cluster member add
 // returned, and promote it as soon as etcd accepts. It returns the
 // running etcd and the new member ID.
-func manualRepair(c *testbed.Cluster, peers *clientv3.Client, m testbed.Member, oldID uint64, aside string) (*testbed.Process, uint64, error) {
+func manualRepair(c *testbed.Cluster, peers *clientv3.Client, m testbed.Member, oldID uint64, aside string, marks *scriptMarks) (*testbed.Process, uint64, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	_, err := peers.MemberRemove(ctx, oldID)
@@ -90,6 +92,7 @@ func manualRepair(c *testbed.Cluster, peers *clientv3.Client, m testbed.Member, 
 		}
 		time.Sleep(scriptRetry)
 	}
+	marks.mark("added")
 	newID := add.Member.ID
 	var parts []string
 	for _, x := range add.Members {
@@ -106,6 +109,9 @@ func manualRepair(c *testbed.Cluster, peers *clientv3.Client, m testbed.Member, 
 	if err != nil {
 		return nil, 0, err
 	}
+	marks.mark("etcd started")
+	stopWatch := marks.firstAnswer(c.Client(m.Name), m.ClientURL())
+	defer stopWatch()
 	// until etcdctl member promote $ID; do sleep 0.1; done
 	deadline := time.Now().Add(5 * time.Minute)
 	for {
@@ -113,6 +119,7 @@ func manualRepair(c *testbed.Cluster, peers *clientv3.Client, m testbed.Member, 
 		_, err := peers.MemberPromote(pctx, newID)
 		pcancel()
 		if err == nil {
+			marks.mark("promoted")
 			return p, newID, nil
 		}
 		if time.Now().After(deadline) {
@@ -121,4 +128,52 @@ func manualRepair(c *testbed.Cluster, peers *clientv3.Client, m testbed.Member, 
 		}
 		time.Sleep(scriptRetry)
 	}
+}
+
+// scriptMarks are a scripted repair's own marks (see stepMarks), from its
+// start t0.
+type scriptMarks struct {
+	t0 time.Time
+	mu sync.Mutex
+	m  map[string]time.Duration
+}
+
+func (s *scriptMarks) mark(name string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, seen := s.m[name]; !seen {
+		s.m[name] = time.Since(s.t0)
+	}
+}
+
+func (s *scriptMarks) get() map[string]time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return maps.Clone(s.m)
+}
+
+// firstAnswer marks "etcd answers" when the new member first answers a
+// status request on its own endpoint (asked every pollEvery, beside the
+// script, as the agent asks its etcd), until stop is called.
+func (s *scriptMarks) firstAnswer(cli *clientv3.Client, endpoint string) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer cli.Close()
+		for ctx.Err() == nil {
+			sctx, scancel := context.WithTimeout(ctx, time.Second)
+			_, err := cli.Status(sctx, endpoint)
+			scancel()
+			if err == nil {
+				s.mark("etcd answers")
+				return
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(pollEvery):
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
 }
