@@ -110,8 +110,7 @@ func manualRepair(c *testbed.Cluster, peers *clientv3.Client, m testbed.Member, 
 		return nil, 0, err
 	}
 	marks.mark("etcd started")
-	stopWatch := marks.firstAnswer(c.Client(m.Name), m.ClientURL())
-	defer stopWatch()
+	marks.watchFirstAnswer(c.Client(m.Name), m.ClientURL())
 	// until etcdctl member promote $ID; do sleep 0.1; done
 	deadline := time.Now().Add(5 * time.Minute)
 	for {
@@ -123,6 +122,7 @@ func manualRepair(c *testbed.Cluster, peers *clientv3.Client, m testbed.Member, 
 			return p, newID, nil
 		}
 		if time.Now().After(deadline) {
+			marks.stop()
 			stopPlain(p)
 			return nil, 0, fmt.Errorf("member promote %x: not accepted within 5m: %w", newID, err)
 		}
@@ -136,6 +136,10 @@ type scriptMarks struct {
 	t0 time.Time
 	mu sync.Mutex
 	m  map[string]time.Duration
+	// stop ends the watch for the new member's first answer: it may come
+	// after the promotion (etcd promotes a learner whose log is caught up,
+	// before it serves clients).
+	stop func()
 }
 
 func (s *scriptMarks) mark(name string) {
@@ -152,11 +156,11 @@ func (s *scriptMarks) get() map[string]time.Duration {
 	return maps.Clone(s.m)
 }
 
-// firstAnswer marks "etcd answers" when the new member first answers a
-// status request on its own endpoint (asked every pollEvery, beside the
-// script, as the agent asks its etcd), until stop is called.
-func (s *scriptMarks) firstAnswer(cli *clientv3.Client, endpoint string) (stop func()) {
-	ctx, cancel := context.WithCancel(context.Background())
+// watchFirstAnswer marks "etcd answers" when the new member first
+// answers a status request on its own endpoint (asked every pollEvery,
+// beside the script, as the agent asks its etcd), until s.stop is called.
+func (s *scriptMarks) watchFirstAnswer(cli *clientv3.Client, endpoint string) {
+	ctx, cancel := context.WithTimeout(context.Background(), converge) // bounded, whatever becomes of the script
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -175,5 +179,5 @@ func (s *scriptMarks) firstAnswer(cli *clientv3.Client, endpoint string) (stop f
 			}
 		}
 	}()
-	return func() { cancel(); <-done }
+	s.stop = func() { cancel(); <-done }
 }
