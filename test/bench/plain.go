@@ -110,7 +110,7 @@ func manualRepair(c *testbed.Cluster, peers *clientv3.Client, m testbed.Member, 
 		return nil, 0, err
 	}
 	marks.mark("etcd started")
-	marks.watchFirstAnswer(c.Client(m.Name), m.ClientURL())
+	marks.watchFirstAnswer(func() *clientv3.Client { return c.Client(m.Name) }, m.ClientURL())
 	// until etcdctl member promote $ID; do sleep 0.1; done
 	deadline := time.Now().Add(5 * time.Minute)
 	for {
@@ -157,25 +157,41 @@ func (s *scriptMarks) get() map[string]time.Duration {
 }
 
 // watchFirstAnswer marks "etcd answers" when the new member first
-// answers a status request on its own endpoint (asked every pollEvery,
-// beside the script, as the agent asks its etcd), until s.stop is called.
-func (s *scriptMarks) watchFirstAnswer(cli *clientv3.Client, endpoint string) {
+// answers a status request on its own endpoint, until s.stop is called.
+// As the bench's observer does, an attempt starts every pollEvery, each
+// on a client dialed afresh (newClient; one made before etcd listens would
+// wait out gRPC's reconnect backoff), and they overlap: one that waits on
+// an etcd not serving yet holds no later one back.
+func (s *scriptMarks) watchFirstAnswer(newClient func() *clientv3.Client, endpoint string) {
 	ctx, cancel := context.WithTimeout(context.Background(), converge) // bounded, whatever becomes of the script
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		defer cli.Close()
-		for ctx.Err() == nil {
-			sctx, scancel := context.WithTimeout(ctx, time.Second)
-			_, err := cli.Status(sctx, endpoint)
-			scancel()
-			if err == nil {
-				s.mark("etcd answers")
-				return
-			}
+		var wg sync.WaitGroup
+		defer wg.Wait()
+		answered := make(chan struct{})
+		var once sync.Once
+		tick := time.NewTicker(pollEvery)
+		defer tick.Stop()
+		for {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				cli := newClient()
+				defer cli.Close()
+				actx, acancel := context.WithTimeout(ctx, 2*time.Second)
+				defer acancel()
+				if _, err := cli.Status(actx, endpoint); err == nil {
+					s.mark("etcd answers")
+					once.Do(func() { close(answered) })
+				}
+			}()
 			select {
 			case <-ctx.Done():
-			case <-time.After(pollEvery):
+				return
+			case <-answered:
+				return
+			case <-tick.C:
 			}
 		}
 	}()
