@@ -96,8 +96,8 @@ func TestTakeVerifyRestore(t *testing.T) {
 		t.Errorf("sidecar = %+v, want the only member (the leader) as source, seq 1", e.Sidecar)
 	}
 	names := dirNames(t, dir)
-	if want := []string{e.File, SidecarName(e.File)}; !slices.Equal(names, want) {
-		t.Errorf("backup dir holds %q, want only %q (no temporary file left)", names, want)
+	if want := []string{e.File, SidecarName(e.File), e.File + sumSuffix}; !slices.Equal(names, want) {
+		t.Errorf("backup dir holds %q, want only %q (the snapshot, its sidecar and its sum cache; no temporary file left)", names, want)
 	}
 	listed, err := List(dir, "c1")
 	if err != nil || len(listed) != 1 || !listed[0].Verified() || listed[0].Sidecar.SHA256 != e.Sidecar.SHA256 {
@@ -113,7 +113,7 @@ func TestTakeVerifyRestore(t *testing.T) {
 	if sc, err := readSidecar(filepath.Join(dir, SidecarName(e.File))); err != nil || sc.RestoreCheck == nil || !sc.RestoreCheck.OK {
 		t.Errorf("sidecar after the restore check: %+v, %v", sc, err)
 	}
-	if names := dirNames(t, dir); len(names) != 2 {
+	if names := dirNames(t, dir); len(names) != 3 {
 		t.Errorf("the throwaway restore dir was left: %q", names)
 	}
 
@@ -262,6 +262,11 @@ backup:
 		t.Errorf("kept %q, want the three newest by sequence %q (the clock went back a day in between)", kept, newest)
 	}
 	names := dirNames(t, dir)
+	for _, f := range names {
+		if snap, ok := strings.CutSuffix(f, sumSuffix); ok && !slices.Contains(names, snap) {
+			t.Errorf("%s was left by retention without its snapshot", f)
+		}
+	}
 	for _, f := range untouched {
 		if !slices.Contains(names, f) {
 			t.Errorf("%s was deleted: it is not this agent's own verified snapshot", f)

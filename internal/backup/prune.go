@@ -3,6 +3,7 @@ package backup
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 
@@ -114,7 +115,7 @@ func removeSnapshot(e Entry, owner Owner) error {
 			return fmt.Errorf("retention: %s: kept", why)
 		}
 	}
-	sum, _, _, err := fileSums(path)
+	sum, err := wholeSHA256(path)
 	if err != nil || sum != sc.SHA256 {
 		return fmt.Errorf("retention: %s: its sha256 is not the one its sidecar records: kept", e.File)
 	}
@@ -122,6 +123,10 @@ func removeSnapshot(e Entry, owner Owner) error {
 		return fmt.Errorf("retention: %w", err)
 	}
 	if err := os.Remove(sidecar); err != nil {
+		return fmt.Errorf("retention: %w", err)
+	}
+	// Its sum cache (sumcache.go) goes with it; none is fine.
+	if err := os.Remove(path + sumSuffix); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("retention: %w", err)
 	}
 	return nil

@@ -92,6 +92,7 @@ func (t *Taker) Take(ctx context.Context) (Entry, error) {
 	if _, err := t.Client.SaveSnapshot(ctx, endpoint, tmp); err != nil {
 		return fail(StageSnapshot, fmt.Errorf("from %s (%s): %w", src.Name, why, err))
 	}
+	hashedAt := sumNow()
 	ver, sum, size, err := Verify(tmp)
 	if err != nil {
 		return fail(StageVerify, fmt.Errorf("snapshot from %s: %w", src.Name, err))
@@ -111,7 +112,7 @@ func (t *Taker) Take(ctx context.Context) (Entry, error) {
 	if err := atomicfile.SyncDir(t.Dir); err != nil {
 		return fail(StageSnapshot, err)
 	}
-	noteSum(final, sum)
+	noteSum(final, sum, hashedAt)
 	clusterID := fmt.Sprintf("%x", v.ClusterID)
 	role := "follower"
 	if src.ID == v.LeaderID {

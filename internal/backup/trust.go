@@ -1,11 +1,15 @@
 package backup
 
 import (
+	"crypto/sha256"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"sync"
 	"syscall"
+	"time"
 )
 
 // CheckDir refuses a backup dir that another local user could write
@@ -53,7 +57,8 @@ func distrust(what string, info fs.FileInfo) string {
 }
 
 // fileID is what must stay the same for a file's content to be the one
-// hashed: a write moves mtime and ctime, and nobody can set ctime.
+// hashed: a write moves mtime and ctime, and nobody can set ctime back
+// (see sumcache.go for whom that holds against).
 type fileID struct {
 	dev, ino     uint64
 	size         int64
@@ -68,28 +73,41 @@ func idOf(info fs.FileInfo) (fileID, bool) {
 	return fileID{dev: st.Dev, ino: st.Ino, size: st.Size, mtime: st.Mtim.Nano(), ctime: st.Ctim.Nano()}, true
 }
 
-// sums caches the sha256 of snapshot files by fileID, so that checking
-// the newest and the kept snapshots against their sidecars reads each
-// (multi-GB) file once per process, not on every prune or inspection.
+// sums caches the sha256 of snapshot files by fileID in this process, in
+// front of the cache files next to the snapshots (sumcache.go), so that
+// checking the newest and the kept snapshots against their sidecars reads
+// each (multi-GB) file once per sumMaxAge, not on every prune, inspection
+// or agent start.
 var sums = struct {
 	sync.Mutex
-	m map[fileID]string
-}{m: map[fileID]string{}}
+	m map[fileID]knownSum
+}{m: map[fileID]knownSum{}}
+
+// knownSum is a sha256 and when it was hashed.
+type knownSum struct {
+	sum string
+	at  time.Time
+}
 
 // maxSums bounds the cache; past it, it starts over.
 const maxSums = 1024
 
-func rememberSum(id fileID, sum string) {
+func rememberSum(id fileID, k knownSum) {
 	sums.Lock()
 	defer sums.Unlock()
 	if len(sums.m) >= maxSums {
 		clear(sums.m)
 	}
-	sums.m[id] = sum
+	sums.m[id] = k
 }
 
-// fileSHA256 is the sha256 of the regular file at path, from the cache
-// when the file has not changed since it was hashed.
+// sumNow is the clock of the sum caches (tests move it).
+var sumNow = time.Now
+
+// fileSHA256 is the sha256 of the regular file at path: from this
+// process's cache, else from the file's cache file when sumTrusted says
+// it may stand for the file as it is now, else read and hashed (and
+// remembered in both when the file did not change while it was read).
 func fileSHA256(path string) (string, error) {
 	info, err := os.Lstat(path)
 	if err != nil {
@@ -101,30 +119,101 @@ func fileSHA256(path string) (string, error) {
 	id, ok := idOf(info)
 	if ok {
 		sums.Lock()
-		sum, hit := sums.m[id]
+		k, hit := sums.m[id]
 		sums.Unlock()
-		if hit {
-			return sum, nil
+		if hit && hashFresh(k.at, sumNow()) == "" {
+			return k.sum, nil
+		}
+		if rec, err := readSumRecord(path); err == nil {
+			if trusted, _ := sumTrusted(rec, filepath.Base(path), id, sumNow()); trusted {
+				rememberSum(id, knownSum{rec.SHA256, rec.VerifiedAt})
+				return rec.SHA256, nil
+			}
 		}
 	}
-	sum, _, _, err := fileSums(path)
-	if err != nil {
-		return "", err
+	if !ok {
+		return hashFile(path)
 	}
-	// Remembered only if the file did not change while it was read.
-	if after, err := os.Lstat(path); err == nil && ok {
-		if id2, ok2 := idOf(after); ok2 && id2 == id {
-			rememberSum(id, sum)
-		}
-	}
-	return sum, nil
+	return hashOnce(path, id)
 }
 
-// noteSum remembers the sha256 a snapshot had when it was written.
-func noteSum(path, sum string) {
+// hashing holds the hashes under way, so that two callers that miss the
+// caches at once (an agent's start: the schedule's last snapshot and a
+// repair's reusable one are the same file) read the file once.
+var hashing = struct {
+	sync.Mutex
+	m map[fileID]*hashCall
+}{m: map[fileID]*hashCall{}}
+
+type hashCall struct {
+	done chan struct{}
+	sum  string
+	err  error
+}
+
+// hashOnce hashes the file at path, whose stat was id, or waits for the
+// hash of the same file already under way.
+func hashOnce(path string, id fileID) (string, error) {
+	hashing.Lock()
+	if c, ok := hashing.m[id]; ok {
+		hashing.Unlock()
+		<-c.done
+		return c.sum, c.err
+	}
+	c := &hashCall{done: make(chan struct{})}
+	hashing.m[id] = c
+	hashing.Unlock()
+	defer func() {
+		hashing.Lock()
+		delete(hashing.m, id)
+		hashing.Unlock()
+		close(c.done)
+	}()
+	at := sumNow()
+	c.sum, c.err = hashFile(path)
+	if c.err != nil {
+		return "", c.err
+	}
+	// Remembered only if the file did not change while it was read.
+	if after, err := os.Lstat(path); err == nil {
+		if id2, ok := idOf(after); ok && id2 == id {
+			remember(path, id, knownSum{c.sum, at})
+		}
+	}
+	return c.sum, nil
+}
+
+// remember keeps a file's sum in this process and in its cache file. A
+// cache file that cannot be written costs the next process a hash,
+// nothing else.
+func remember(path string, id fileID, k knownSum) {
+	rememberSum(id, k)
+	_ = writeSumRecord(path, sumRecord{File: filepath.Base(path), SHA256: k.sum, Stat: stampOf(id), VerifiedAt: k.at.UTC()})
+}
+
+// hashFile is wholeSHA256 (tests count its calls).
+var hashFile = wholeSHA256
+
+// wholeSHA256 reads the file at path and returns its sha256.
+func wholeSHA256(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", fmt.Errorf("open snapshot: %w", err)
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", fmt.Errorf("read snapshot: %w", err)
+	}
+	return hexSum(h), nil
+}
+
+// noteSum remembers the sha256 a snapshot had when it was written and
+// verified (hashed at at), under its stat after its rename into place.
+func noteSum(path, sum string, at time.Time) {
 	if info, err := os.Lstat(path); err == nil {
 		if id, ok := idOf(info); ok {
-			rememberSum(id, sum)
+			remember(path, id, knownSum{sum, at})
 		}
 	}
 }

@@ -128,15 +128,18 @@ func inspect(lg *zap.Logger, dataDir string) (Report, error) {
 	// The db's lock first: it tells whether etcd is running, and a running
 	// etcd appends to the WAL while we would read it. With the lock held,
 	// the WAL is read before the db: a WAL that proves the data corrupt
-	// (the common case: "walpb: crc mismatch") spares the db's
-	// read-through and bbolt's walk, all of the time on a large db.
+	// (the common case: "walpb: crc mismatch"), or a db that has applied
+	// more than the WAL holds (dbAhead), spares the db's read-through and
+	// bbolt's walk, all of the time on a large db (about a second for
+	// 1.1 GB).
 	walDir := datadir.ToWALDir(dataDir)
+	dbPath := datadir.ToBackendFileName(dataDir)
 	var (
 		w      walFacts
 		walErr error
 		hasWAL bool
 	)
-	db, err := inspectDB(datadir.ToBackendFileName(dataDir), func() error {
+	db, err := inspectDB(dbPath, func() error {
 		names, err := walFileNames(walDir)
 		if errors.Is(err, fs.ErrNotExist) || (err == nil && len(names) == 0) {
 			return nil
@@ -146,7 +149,9 @@ func inspect(lg *zap.Logger, dataDir string) (Report, error) {
 			walErr = err
 			return err
 		}
-		w, walErr = inspectWAL(lg, walDir)
+		if w, walErr = inspectWAL(lg, walDir); walErr == nil {
+			walErr = dbAhead(dbPath, w)
+		}
 		return walErr
 	})
 	r.DBSize, r.ConsistentIndex, r.Revision, r.Members = db.size, db.consistentIndex, db.revision, db.members
@@ -213,6 +218,27 @@ func checkDBNotAhead(db dbFacts, w walFacts) error {
 			db.consistentIndex, w.lastIndex)
 	}
 	return nil
+}
+
+// dbAhead is checkDBNotAhead on the db's consistent index alone, read
+// without the read-through and the walk (its meta page and one key): a db
+// that has applied entries the WAL no longer has is corrupt data whatever
+// its other pages hold. A db that cannot be read that way, or is not
+// ahead, is left to the full check (nil).
+func dbAhead(path string, w walFacts) error {
+	st, err := os.Stat(path)
+	if err != nil || st.Size() == 0 {
+		return nil
+	}
+	var index uint64
+	if err := safely("reading the database", func() error {
+		var err error
+		index, _, _, err = checkDB(path, st.Size(), false)
+		return err
+	}); err != nil {
+		return nil
+	}
+	return checkDBNotAhead(dbFacts{consistentIndex: index}, w)
 }
 
 // checkSnapshotCovered mirrors recoverSnapshot in etcdserver/bootstrap.go:

@@ -327,7 +327,7 @@ func (b *bench) repair(size string, bytes int64, valueSize, runs int, target tar
 			for k := range order {
 				order[(i+k)%len(order)]()
 			}
-			b.say("repair %s run %d: agent %s (its log: took %s; %s), scripted %s", size, i+1, ms(agent[i].D), ms(agent[i].Took), fmtSteps(agent[i].Steps), ms(manual[i].D))
+			b.say("repair %s run %d: agent %s (its log: took %s; %s), scripted %s (%s)", size, i+1, ms(agent[i].D), ms(agent[i].Took), fmtSteps(agent[i].Steps), ms(manual[i].D), fmtSteps(manual[i].Steps))
 			if reuse {
 				b.say("repair %s run %d: agent with the scheduled snapshot reused %s (its log: took %s; %s)", size, i+1, ms(reused[i].D), ms(reused[i].Took), fmtSteps(reused[i].Steps))
 			}
@@ -352,12 +352,17 @@ func (b *bench) repair(size string, bytes int64, valueSize, runs int, target tar
 	}
 }
 
-// addSteps keeps the per-step marks of the agent's repairs that neither
-// stalled nor were restarted.
+// addSteps keeps the per-step marks of the agent's repairs (of all, and
+// of those that neither stalled nor were restarted) and of the scripted
+// ones.
 func (b *bench) addSteps(label string, agent, manual []event) {
 	bd := repairBreakdown{size: label, script: manual}
 	for _, e := range agent {
-		if !e.Stalled && e.Averted == 0 && e.Steps != nil {
+		if e.Steps == nil {
+			continue
+		}
+		bd.all = append(bd.all, e.Steps)
+		if !e.Stalled && e.Averted == 0 {
 			bd.runs = append(bd.runs, e.Steps)
 		}
 	}

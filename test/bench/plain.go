@@ -3,11 +3,13 @@ package main
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -67,7 +69,7 @@ func stopPlain(p *testbed.Process) { _, _ = p.Stop(15 * time.Second) }
 // --initial-cluster-state existing and the initial cluster member add
 // returned, and promote it as soon as etcd accepts. It returns the
 // running etcd and the new member ID.
-func manualRepair(c *testbed.Cluster, peers *clientv3.Client, m testbed.Member, oldID uint64, aside string) (*testbed.Process, uint64, error) {
+func manualRepair(c *testbed.Cluster, peers *clientv3.Client, m testbed.Member, oldID uint64, aside string, marks *scriptMarks) (*testbed.Process, uint64, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	_, err := peers.MemberRemove(ctx, oldID)
@@ -90,6 +92,7 @@ func manualRepair(c *testbed.Cluster, peers *clientv3.Client, m testbed.Member, 
 		}
 		time.Sleep(scriptRetry)
 	}
+	marks.mark("added")
 	newID := add.Member.ID
 	var parts []string
 	for _, x := range add.Members {
@@ -106,6 +109,8 @@ func manualRepair(c *testbed.Cluster, peers *clientv3.Client, m testbed.Member, 
 	if err != nil {
 		return nil, 0, err
 	}
+	marks.mark("etcd started")
+	marks.watchFirstAnswer(func() *clientv3.Client { return c.Client(m.Name) }, m.ClientURL())
 	// until etcdctl member promote $ID; do sleep 0.1; done
 	deadline := time.Now().Add(5 * time.Minute)
 	for {
@@ -113,12 +118,82 @@ func manualRepair(c *testbed.Cluster, peers *clientv3.Client, m testbed.Member, 
 		_, err := peers.MemberPromote(pctx, newID)
 		pcancel()
 		if err == nil {
+			marks.mark("promoted")
 			return p, newID, nil
 		}
 		if time.Now().After(deadline) {
+			marks.stop()
 			stopPlain(p)
 			return nil, 0, fmt.Errorf("member promote %x: not accepted within 5m: %w", newID, err)
 		}
 		time.Sleep(scriptRetry)
 	}
+}
+
+// scriptMarks are a scripted repair's own marks (see stepMarks), from its
+// start t0.
+type scriptMarks struct {
+	t0 time.Time
+	mu sync.Mutex
+	m  map[string]time.Duration
+	// stop ends the watch for the new member's first answer: it may come
+	// after the promotion (etcd promotes a learner whose log is caught up,
+	// before it serves clients).
+	stop func()
+}
+
+func (s *scriptMarks) mark(name string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, seen := s.m[name]; !seen {
+		s.m[name] = time.Since(s.t0)
+	}
+}
+
+func (s *scriptMarks) get() map[string]time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return maps.Clone(s.m)
+}
+
+// watchFirstAnswer marks "etcd answers" when the new member first
+// answers a status request on its own endpoint, until s.stop is called.
+// As the bench's observer does, an attempt starts every pollEvery, each
+// on a client dialed afresh (newClient; one made before etcd listens would
+// wait out gRPC's reconnect backoff), and they overlap: one that waits on
+// an etcd not serving yet holds no later one back.
+func (s *scriptMarks) watchFirstAnswer(newClient func() *clientv3.Client, endpoint string) {
+	ctx, cancel := context.WithTimeout(context.Background(), converge) // bounded, whatever becomes of the script
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		var wg sync.WaitGroup
+		defer wg.Wait()
+		answered := make(chan struct{})
+		var once sync.Once
+		tick := time.NewTicker(pollEvery)
+		defer tick.Stop()
+		for {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				cli := newClient()
+				defer cli.Close()
+				actx, acancel := context.WithTimeout(ctx, 2*time.Second)
+				defer acancel()
+				if _, err := cli.Status(actx, endpoint); err == nil {
+					s.mark("etcd answers")
+					once.Do(func() { close(answered) })
+				}
+			}()
+			select {
+			case <-ctx.Done():
+				return
+			case <-answered:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	s.stop = func() { cancel(); <-done }
 }

@@ -311,7 +311,8 @@ func scriptedRepair(r testbed.TB, c *testbed.Cluster, w *writer, name string, n 
 	c.CorruptWAL(name)
 	s0 := stalls(c)
 	t0 := time.Now()
-	p, newID, err := manualRepair(c, c.Client(others...), c.Member(name), old, fmt.Sprintf("%s.manual-%d", c.DataDir(name), n))
+	marks := &scriptMarks{t0: t0, m: map[string]time.Duration{}, stop: func() {}}
+	p, newID, err := manualRepair(c, c.Client(others...), c.Member(name), old, fmt.Sprintf("%s.manual-%d", c.DataDir(name), n), marks)
 	must(r, err)
 	end, _ := wait(r, c.Client(), name+" repaired by the script", func(o testbed.Observation) string {
 		if o.ID(name) != newID {
@@ -320,7 +321,8 @@ func scriptedRepair(r testbed.TB, c *testbed.Cluster, w *writer, name string, n 
 		_, why := o.ExactVoters(c.AllNames()...)
 		return why
 	})
-	ev := event{Stalled: stalls(c) > s0, D: end.Sub(t0), W: w.window(t0, end)}
+	marks.stop()
+	ev := event{Stalled: stalls(c) > s0, D: end.Sub(t0), W: w.window(t0, end), Steps: marks.get()}
 	if now := membershipChanges(c, others); now != changes {
 		r.Errorf("the other agents made %d membership changes during the scripted repair", now-changes)
 	}

@@ -24,6 +24,9 @@ func TestStepsRow(t *testing.T) {
 		{"no runs, every script run stalled", repairBreakdown{size: "1 GB", script: []event{{D: sec(9), Stalled: true}}},
 			[]string{"1 GB (0 runs: every run hit etcd's publish stall or had its etcd restarted)", "| — |", "all 1 runs hit etcd's publish stall; with it: 9s"},
 			[]string{"+0s", "| 0s"}},
+		{"no spared run, stalled ones: their medians", repairBreakdown{size: "1 GB", all: []map[string]time.Duration{run}, script: []event{{D: sec(9), Stalled: true}}},
+			[]string{"1 GB (all 1 runs hit etcd's publish stall or had their etcd restarted: medians of them all)", "+100ms", "+2.1s"},
+			[]string{"+0s", "0 runs"}},
 		{"a mark missing from every run", repairBreakdown{size: "100 MB", runs: []map[string]time.Duration{{"lock taken": sec(0.1)}},
 			script: []event{{D: sec(1)}, {D: sec(8), Stalled: true}}},
 			[]string{"+100ms", "| — |", "1s (1 of 2 runs without the stall)"}, []string{"+0s"}},
@@ -43,6 +46,46 @@ func TestStepsRow(t *testing.T) {
 			for _, w := range tt.wantNone {
 				if strings.Contains(row, w) {
 					t.Errorf("row %s holds %q", row, w)
+				}
+			}
+		})
+	}
+}
+
+// TestScriptStepsRow: the scripted repairs' own marks, over the runs the
+// stall spared, else over all of them; no row without marks.
+func TestScriptStepsRow(t *testing.T) {
+	sec := func(n float64) time.Duration { return time.Duration(n * float64(time.Second)) }
+	marks := func(start, answer float64) map[string]time.Duration {
+		return map[string]time.Duration{"added": sec(0.05), "etcd started": sec(start), "etcd answers": sec(answer), "promoted": sec(answer + 0.1)}
+	}
+	tests := []struct {
+		name string
+		evs  []event
+		want []string // substrings of the joined row; nil: no row
+	}{
+		{"no marks", []event{{D: sec(5)}}, nil},
+		{"a spared run and a stalled one", []event{{D: sec(5), Steps: marks(0.1, 4)}, {D: sec(12), Stalled: true, Steps: marks(0.1, 11)}},
+			[]string{"1 GB, scripted (1 runs)", "| — | — | — | +50ms | +100ms | +4s | +4.1s |"}},
+		{"every run stalled", []event{{D: sec(12), Stalled: true, Steps: marks(0.1, 11)}},
+			[]string{"all 1 runs hit etcd's publish stall: medians of them all", "+11s"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cells := repairBreakdown{size: "1 GB", script: tt.evs}.scriptCells()
+			if tt.want == nil {
+				if cells != nil {
+					t.Errorf("a row without marks: %q", cells)
+				}
+				return
+			}
+			if len(cells) != len(stepMarks)+2 {
+				t.Fatalf("%d cells, want %d: %q", len(cells), len(stepMarks)+2, cells)
+			}
+			row := "| " + strings.Join(cells, " | ") + " |"
+			for _, w := range tt.want {
+				if !strings.Contains(row, w) {
+					t.Errorf("row %s lacks %q", row, w)
 				}
 			}
 		})
