@@ -156,7 +156,7 @@ func runSteps(ctx context.Context, out io.Writer, s *spec.Spec, cli *cluster.Cli
 		defer func() { _ = lock.Unlock(context.Background()) }()
 	}
 	for range maxSteps {
-		obs, err := observeTwice(ctx, cli)
+		obs, err := observeAgain(ctx, cli)
 		if err != nil {
 			return fmt.Errorf("cannot observe the cluster through the spec's client URLs: %w", err)
 		}
@@ -185,6 +185,28 @@ func runSteps(ctx context.Context, out io.Writer, s *spec.Spec, cli *cluster.Cli
 		did(step)
 	}
 	return fmt.Errorf("stopped after %d steps", maxSteps)
+}
+
+// observeAgainFor bounds observeAgain: a member list or status call that
+// times out right after a step (a leader hand-off, a defragmented member
+// reopening its db on a slow disk) is tried again, for this long.
+const observeAgainFor = 30 * time.Second
+
+// observeAgain is observeTwice, tried again on an error until
+// observeAgainFor has passed.
+func observeAgain(ctx context.Context, cli *cluster.Client) (model.Cluster, error) {
+	deadline := time.Now().Add(observeAgainFor)
+	for {
+		obs, err := observeTwice(ctx, cli)
+		if err == nil || time.Now().After(deadline) || ctx.Err() != nil {
+			return obs, err
+		}
+		select {
+		case <-ctx.Done():
+			return obs, err
+		case <-time.After(time.Second):
+		}
+	}
 }
 
 // takeStep makes the one call the step asks for, fenced by the lock.
