@@ -159,9 +159,9 @@ func (a *Agent) observeRunning(ctx context.Context, in *reconcile.Input) {
 		// and never for longer than ten deadlines in all.
 		started := a.etcd.Process().Started()
 		if a.silentFirst.IsZero() || a.silentFirst.Before(started) {
-			a.silentFirst, a.silentSince, a.silentBytes = time.Now(), time.Now(), snapBytes(self.DataDir)
+			a.silentFirst, a.silentSince, a.silentBytes = time.Now(), time.Now(), SnapBytes(self.DataDir)
 		}
-		if b := snapBytes(self.DataDir); b != a.silentBytes && time.Since(a.silentFirst) < 10*reconcile.ReadyDeadline {
+		if b := SnapBytes(self.DataDir); b != a.silentBytes && time.Since(a.silentFirst) < 10*reconcile.ReadyDeadline {
 			a.silentSince, a.silentBytes = time.Now(), b
 		}
 		l.SilentFor = time.Since(a.silentSince)
@@ -440,9 +440,11 @@ func (a *Agent) inSpecNow() bool {
 // snapshot arrives, it grows.
 func dataBytes(dir string) int64 { return dirBytes(filepath.Join(dir, "member")) }
 
-// snapBytes is how many bytes the member's snap dir holds: it grows while
-// a snapshot from the leader arrives.
-func snapBytes(dir string) int64 { return dirBytes(filepath.Join(dir, "member", "snap")) }
+// SnapBytes is how many bytes the member's snap dir under data dir dir
+// holds: it grows while a snapshot from the leader arrives, and while a
+// defragmentation writes its copy (db.tmp.*). The silent-member rule
+// resets on a change of it; the bench samples it.
+func SnapBytes(dir string) int64 { return dirBytes(filepath.Join(dir, "member", "snap")) }
 
 // dirBytes is the size of the files under dir.
 func dirBytes(dir string) int64 {

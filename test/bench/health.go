@@ -2,9 +2,7 @@ package main
 
 import (
 	"context"
-	"io/fs"
 	"net/url"
-	"path/filepath"
 	"sync"
 	"time"
 
@@ -12,6 +10,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
+	"github.com/etcdkeeper/etcdkeeper/internal/agent"
 	"github.com/etcdkeeper/etcdkeeper/test/testbed"
 )
 
@@ -46,7 +45,7 @@ func watchMembers(c *testbed.Cluster) *memberWatch {
 	for _, m := range c.Members {
 		mw.wg.Add(2)
 		go mw.health(ctx, m.Name, m.ClientURL())
-		go mw.sample(ctx, m.Name, filepath.Join(c.DataDir(m.Name), "member", "snap"))
+		go mw.sample(ctx, m.Name, c.DataDir(m.Name))
 	}
 	return mw
 }
@@ -91,7 +90,7 @@ func (mw *memberWatch) sample(ctx context.Context, name, dir string) {
 	tick := time.NewTicker(snapEvery)
 	defer tick.Stop()
 	for {
-		n := dirBytes(dir)
+		n := agent.SnapBytes(dir)
 		mw.mu.Lock()
 		mw.snap[name] = append(mw.snap[name], bytesAt{at: time.Now(), n: n})
 		mw.mu.Unlock()
@@ -177,19 +176,4 @@ func (mw *memberWatch) unchanged(name string, spans []span) time.Duration {
 		worst = max(worst, sp.to.Sub(prev))
 	}
 	return worst
-}
-
-// dirBytes is the size of the files under dir (as the agent counts its
-// member's snap dir: internal/agent's snapBytes).
-func dirBytes(dir string) int64 {
-	var n int64
-	_ = filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
-		if err == nil && !d.IsDir() {
-			if info, err := d.Info(); err == nil {
-				n += info.Size()
-			}
-		}
-		return nil
-	})
-	return n
 }
