@@ -133,11 +133,13 @@ const maxSteps = 16
 // cluster lock, until the decision has nothing left (StepNone) or waits.
 // act false: print the first decision only (howToAct says how to act).
 func runSteps(ctx context.Context, out io.Writer, s *spec.Spec, cli *cluster.Client, act bool, howToAct string, decide func(model.Cluster) reconcile.Step, did func(reconcile.Step)) error {
-	obs, err := observeTwice(ctx, cli)
+	// One look for NOSPACE (its alarm and sizes need no catch-up stamps);
+	// every decision below observes afresh, under the lock when acting.
+	first, err := cli.Observe(ctx)
 	if err != nil {
 		return fmt.Errorf("cannot observe the cluster through the spec's client URLs: %w", err)
 	}
-	if reconcile.NoSpaceRaised(obs) {
+	if reconcile.NoSpaceRaised(first) {
 		// etcd refuses the lock's lease under NOSPACE, and the agents run
 		// their own procedure then: say so rather than etcd's error.
 		fmt.Fprintf(out, "waits: NOSPACE is raised: the leader's agent runs the NOSPACE procedure (compact, defragment, disarm) without the cluster lock, which etcd refuses now; see `etcdkeeper status`\n")

@@ -299,17 +299,11 @@ func decideRunning(in Input) Action {
 // a restart in place would cost an election. With no one to take over
 // (one member) it restarts in place.
 func quotaRaiseHandOff(in Input, why string) (Action, bool) {
-	id := in.Local.Answer.MemberID
-	if in.Cluster.LeaderID != id {
+	if in.Cluster.LeaderID != in.Local.Answer.MemberID {
 		return Action{}, false
 	}
-	v := newPlanView(in.Desired, *in.Cluster)
-	i := slices.IndexFunc(v.members, func(m planMember) bool { return m.ID == id })
-	if i < 0 {
-		return Action{}, false
-	}
-	step := v.moveLeaderFor(v.members[i], "a restart", why, func(m planMember) bool { return m.serving() && m.CaughtUp })
-	if step.Kind != StepMoveLeader {
+	step, listed := restartHandOff(in, why)
+	if !listed || step.Kind != StepMoveLeader {
 		return Action{}, false
 	}
 	return Action{Kind: DoChangeMembership, Unlocked: true, Key: fmt.Sprintf("restart/nospace-move-leader/%x", step.To), Step: step,

@@ -82,12 +82,10 @@ func rollingRestart(in Input) Action {
 			Reason: fmt.Sprintf("taking a verified snapshot before the rollout's first restart (%s)", r.Why)}
 	}
 	if leads {
-		v := newPlanView(in.Desired, *c)
-		i := slices.IndexFunc(v.members, func(m planMember) bool { return m.ID == id })
-		if i < 0 {
+		step, listed := restartHandOff(in, r.Why)
+		if !listed {
 			return giveBack(wait("restart-leader-unlisted", "%s; this leader is not among the cluster's members", why))
 		}
-		step := v.moveLeaderFor(v.members[i], "a restart", r.Why, func(m planMember) bool { return m.serving() && m.CaughtUp })
 		if step.Kind == StepWait {
 			return giveBack(Action{Kind: DoWait, Key: "wait/restart-no-successor", Reason: step.Reason})
 		}
@@ -95,6 +93,20 @@ func rollingRestart(in Input) Action {
 			Reason: fmt.Sprintf("changed membership: %s %s (%s)", step.Kind, step.Name, step.Reason)}
 	}
 	return restartStep(in, id, why)
+}
+
+// restartHandOff is the leader move that comes before the local member's
+// restart while it leads: to the caught-up serving voter with the highest
+// applied index (moveLeaderFor), or a wait when there is none. listed
+// false: the local member is not among the cluster's members.
+func restartHandOff(in Input, why string) (step Step, listed bool) {
+	id := in.Local.Answer.MemberID
+	v := newPlanView(in.Desired, *in.Cluster)
+	i := slices.IndexFunc(v.members, func(m planMember) bool { return m.ID == id })
+	if i < 0 {
+		return Step{}, false
+	}
+	return v.moveLeaderFor(v.members[i], "a restart", why, func(m planMember) bool { return m.serving() && m.CaughtUp }), true
 }
 
 func restartStep(in Input, id uint64, why string) Action {
