@@ -9,7 +9,9 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -139,14 +141,29 @@ func (c *Cluster) UseTLS(cfg *tls.Config) {
 	}
 }
 
+// handedOut holds every "ip:port" FreePort returned in this process. A
+// port is free once its probe listener closes, so the kernel may hand it
+// out again to the very next probe: a member's client URL and agent
+// address once got the same port (the spec, rightly, refused to start).
+var handedOut sync.Map
+
+// FreePort returns a port on ip that nothing listens on and that no
+// earlier FreePort call in this test process returned.
 func FreePort(t TB, ip string) int {
 	t.Helper()
-	l, err := net.Listen("tcp", ip+":0")
-	if err != nil {
-		t.Fatalf("free port on %s: %v", ip, err)
+	for range 1000 {
+		l, err := net.Listen("tcp", ip+":0")
+		if err != nil {
+			t.Fatalf("free port on %s: %v", ip, err)
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		l.Close()
+		if _, taken := handedOut.LoadOrStore(net.JoinHostPort(ip, strconv.Itoa(port)), true); !taken {
+			return port
+		}
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	t.Fatalf("free port on %s: every port the kernel offered was handed out before", ip)
+	return 0
 }
 
 // WriteSpec writes the spec listing members (all by default), atomically,
