@@ -93,6 +93,7 @@ type kindRun struct {
 	W       writes
 	Longest time.Duration // the longest single put
 	Stall   time.Duration // the longest time no put of this kind succeeded
+	StallAt time.Duration // ... from this long after the procedure's start
 	Fails   []failedWrite
 }
 
@@ -186,7 +187,7 @@ func (d defragRun) summary() string {
 	var parts []string
 	for k := range kinds {
 		x := d.Kind[k]
-		p := fmt.Sprintf("%s: longest put %s, no put for %s, p99 %s, %d/%d failed", clientKind(k), ms(x.Longest), ms(x.Stall), ms(x.W.P99), x.W.Failed, x.W.OK+x.W.Failed)
+		p := fmt.Sprintf("%s: longest put %s, no put for %s (from +%s), p99 %s, %d/%d failed", clientKind(k), ms(x.Longest), ms(x.Stall), ms(x.StallAt), ms(x.W.P99), x.W.Failed, x.W.OK+x.W.Failed)
 		for _, f := range x.Fails {
 			p += fmt.Sprintf(" [+%s %s%s%s: %s]", ms(f.At), f.Member, map[bool]string{true: " (defragmenting)"}[f.Defragging], map[bool]string{true: " (hand-off meanwhile)"}[f.Handoff], f.Err)
 		}
@@ -333,7 +334,7 @@ func timeDefrag(r testbed.TB, c *testbed.Cluster, cli *clientv3.Client, w [kinds
 	for k := range kinds {
 		run.Kind[k] = w[k].during(t0, end, names, mw, run.handoffs)
 	}
-	run.AnyStall = append(w[plainClient], w[healthClient]...).longestStall(t0, end)
+	run.AnyStall, _ = append(w[plainClient], w[healthClient]...).longestStall(t0, end)
 	for _, m := range c.Members {
 		spans := mw.notServing(m.Name, end)
 		mr := memberRun{Name: m.Name, WasLeader: o.ID(m.Name) == o.Leader(), Unchanged: mw.unchanged(m.Name, spans)}
@@ -426,7 +427,8 @@ func (ws writers) Stop() {
 // during is what the writers saw of the puts begun in [from, to]; names
 // maps a put's peer to its member.
 func (ws writers) during(from, to time.Time, names map[string]string, mw *memberWatch, handoffs []time.Time) kindRun {
-	out := kindRun{W: ws.window(from, to), Stall: ws.longestStall(from, to)}
+	out := kindRun{W: ws.window(from, to)}
+	out.Stall, out.StallAt = ws.longestStall(from, to)
 	for _, w := range ws {
 		w.mu.Lock()
 		recs := append([]write(nil), w.recs...)
@@ -487,8 +489,8 @@ func (ws writers) window(from, to time.Time) writes {
 }
 
 // longestStall is the longest time within [from, to] during which no
-// writer's put succeeded.
-func (ws writers) longestStall(from, to time.Time) time.Duration {
+// writer's put succeeded, and when it began (from from).
+func (ws writers) longestStall(from, to time.Time) (time.Duration, time.Duration) {
 	var ends []time.Time
 	for _, w := range ws {
 		ends = append(ends, w.successes()...)
@@ -511,12 +513,17 @@ func (w *writer) successes() []time.Time {
 
 // longestGap is the longest gap between consecutive times of ends that
 // fall in [from, to], from and to counted as the gap's bounds at either
-// side.
-func longestGap(ends []time.Time, from, to time.Time) time.Duration {
+// side, and how long after from it began.
+func longestGap(ends []time.Time, from, to time.Time) (time.Duration, time.Duration) {
 	s := append([]time.Time(nil), ends...)
 	sort.Slice(s, func(i, j int) bool { return s[i].Before(s[j]) })
 	prev := from
-	var worst time.Duration
+	var worst, at time.Duration
+	gap := func(t time.Time) {
+		if d := t.Sub(prev); d > worst {
+			worst, at = d, prev.Sub(from)
+		}
+	}
 	for _, t := range s {
 		if t.Before(from) {
 			continue
@@ -524,10 +531,11 @@ func longestGap(ends []time.Time, from, to time.Time) time.Duration {
 		if t.After(to) {
 			break
 		}
-		worst = max(worst, t.Sub(prev))
+		gap(t)
 		prev = t
 	}
-	return max(worst, to.Sub(prev))
+	gap(to)
+	return worst, at
 }
 
 type defragRows struct {

@@ -106,7 +106,8 @@ func timeRollout(r testbed.TB, c *testbed.Cluster, change, done func()) rolloutR
 	end := time.Now()
 	time.Sleep(writeTimeout + writeEvery)
 	wait(r, c.Client(), "3 healthy voters after the rollout", healthy(c.AllNames()...))
-	return rolloutRun{D: end.Sub(t0), W: w.window(t0, end), Stall: w.longestStall(t0, end), Leaders: raftTerm(r, c) - term0}
+	stall, _ := w.longestStall(t0, end)
+	return rolloutRun{D: end.Sub(t0), W: w.window(t0, end), Stall: stall, Leaders: raftTerm(r, c) - term0}
 }
 
 // raftTerm is the highest raft term a member reports: each leader change

@@ -108,17 +108,19 @@ func TestLongestGap(t *testing.T) {
 		ends []time.Time
 		to   int
 		want time.Duration
+		from time.Duration // when the longest gap began
 	}{
-		{"steady", at(20, 40, 60, 80, 100), 100, 20 * time.Millisecond},
-		{"a stall in the middle, unsorted", at(20, 1540, 40, 1560), 1560, 1500 * time.Millisecond},
-		{"nothing succeeded", nil, 3000, 3 * time.Second},
-		{"a stall up to the end", at(20, 40), 2040, 2 * time.Second},
-		{"writes outside the window do not count", at(-500, 10, 30, 5000), 40, 20 * time.Millisecond},
+		{"steady", at(20, 40, 60, 80, 100), 100, 20 * time.Millisecond, 0},
+		{"a stall in the middle, unsorted", at(20, 1540, 40, 1560), 1560, 1500 * time.Millisecond, 40 * time.Millisecond},
+		{"nothing succeeded", nil, 3000, 3 * time.Second, 0},
+		{"a stall up to the end", at(20, 40), 2040, 2 * time.Second, 40 * time.Millisecond},
+		{"writes outside the window do not count", at(-500, 10, 30, 5000), 40, 20 * time.Millisecond, 10 * time.Millisecond},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := longestGap(tt.ends, t0, t0.Add(time.Duration(tt.to)*time.Millisecond)); got != tt.want {
-				t.Errorf("longestGap = %s, want %s", got, tt.want)
+			got, from := longestGap(tt.ends, t0, t0.Add(time.Duration(tt.to)*time.Millisecond))
+			if got != tt.want || from != tt.from {
+				t.Errorf("longestGap = %s from +%s, want %s from +%s", got, from, tt.want, tt.from)
 			}
 		})
 	}
