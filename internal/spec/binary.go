@@ -47,6 +47,10 @@ func ReadBinary(path string) (Binary, error) {
 	return b, nil
 }
 
+// minRunnable is the oldest etcd the agent can start: the first with
+// --feature-gates.
+var minRunnable = Version{3, 6, 0}
+
 // BuiltinVersion is the version of the etcd built into etcdkeeper.
 func BuiltinVersion() Version {
 	v, _ := ParseVersion(etcdVersion)
@@ -81,6 +85,15 @@ func (d *doc) checkEtcdBinary(s *Spec, read func(string) (Binary, error)) Errors
 		d.errorf(line, "etcd.binary: %v: install it on this host first, or fix the path", err)
 	case s.Etcd.SHA256 != "" && b.SHA256 != s.Etcd.SHA256:
 		d.errorf(d.line("etcd.sha256"), "etcd.sha256: %s has sha256 %s, the spec says %s: not the binary the spec means; install the right one or fix etcd.sha256", s.Etcd.Binary, b.SHA256, s.Etcd.SHA256)
+	case b.Version.Less(minRunnable):
+		// etcd refuses an unknown flag at start, and the agent's default
+		// flags include --feature-gates (etcdproc's defaultFlags), which
+		// 3.5 does not have: its etcd would exit at every start.
+		d.errorf(line, "etcd.binary: %s is etcd %s: etcdkeeper runs etcd %s or later (it starts etcd with --feature-gates, which %s does not have): "+
+			"upgrade the cluster with etcd's own procedure first (every member on %s or later, then %s), or name a %s or later binary",
+			s.Etcd.Binary, b.Version, minRunnable.MinorString(), b.Version.MinorString(), minUpgradeTo36, minRunnable.MinorString(), minRunnable.MinorString())
+		d.errs.sortByLine()
+		return d.errs
 	}
 	if err == nil {
 		d.checkRemovedFlags("etcd.flags", s.Etcd.Flags, b.Version)

@@ -117,6 +117,10 @@ func TestCheckEtcdBinary(t *testing.T) {
 			"spec.yaml:7: etcd.flags.enable-v2: etcd 3.6.16 (etcd.binary) has no --enable-v2: etcd 3.6 removed it"},
 		{"3.7 removed the experimental- names", "  binary: /opt/etcd\n  flags:\n    experimental-snapshot-catchup-entries: \"5000\"\n", read("3.7.3", sum),
 			"spec.yaml:7: etcd.flags.experimental-snapshot-catchup-entries: etcd 3.7.3 (etcd.binary) has no --experimental-snapshot-catchup-entries: etcd 3.7 removed it"},
+		{"a 3.5 binary", "  binary: /opt/etcd\n", read("3.5.26", sum),
+			"spec.yaml:5: etcd.binary: /opt/etcd is etcd 3.5.26: etcdkeeper runs etcd 3.6 or later"},
+		{"a 3.5 binary, its flags not checked as well", "  binary: /opt/etcd\n  flags:\n    enable-v2: \"true\"\n", read("3.5.21", sum),
+			"spec.yaml:5: etcd.binary: /opt/etcd is etcd 3.5.21"},
 		{"a binary that does not run", "  binary: /opt/etcd\n", func(string) (Binary, error) { return Binary{}, errors.New("etcd binary: open /opt/etcd: no such file") },
 			"spec.yaml:5: etcd.binary: etcd binary: open /opt/etcd: no such file"},
 	}
