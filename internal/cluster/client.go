@@ -45,6 +45,9 @@ type Client struct {
 	// statusConns are the connections Status reuses, by endpoint: see
 	// Status.
 	statusConns map[string]*grpc.ClientConn
+	// lockConns are the lock sessions' own clients still open (see
+	// lockConn): Close closes them too, ending their keepalives.
+	lockConns map[*clientv3.Client]bool
 
 	// progress is each member's committed index at the previous Observe,
 	// so that Observe can tell a member that catches up from one that
@@ -160,6 +163,10 @@ func (c *Client) Close() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.closeStatusConns()
+	for cli := range c.lockConns {
+		_ = cli.Close()
+	}
+	c.lockConns = nil
 	if c.c == nil {
 		return nil
 	}

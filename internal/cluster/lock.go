@@ -21,6 +21,7 @@ var ErrLocked = errors.New("another agent holds the cluster lock")
 // Lock is the cluster-wide lock that one agent holds while it changes
 // membership or repairs its member: one actor at a time.
 type Lock struct {
+	c       *Client
 	session *concurrency.Session
 	mutex   *concurrency.Mutex
 }
@@ -39,13 +40,13 @@ func (c *Client) TryLock(ctx context.Context, clusterName string) (*Lock, error)
 	}
 	m := concurrency.NewMutex(s, LockKey(clusterName))
 	if err := m.TryLock(ctx); err != nil {
-		_ = s.Close()
+		_ = c.closeSession(s)
 		if errors.Is(err, concurrency.ErrLocked) {
 			return nil, ErrLocked
 		}
 		return nil, fmt.Errorf("take lock %s: %w", LockKey(clusterName), err)
 	}
-	return &Lock{session: s, mutex: m}, nil
+	return &Lock{c: c, session: s, mutex: m}, nil
 }
 
 // ErrLockLost means the cluster lock is no longer provably this agent's.
@@ -138,7 +139,7 @@ func (l *Lock) Unlock(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, CallTimeout)
 	defer cancel()
 	err := l.mutex.Unlock(ctx)
-	if cerr := closeSession(l.session); err == nil {
+	if cerr := l.c.closeSession(l.session); err == nil {
 		err = cerr
 	}
 	if err != nil {
@@ -147,34 +148,80 @@ func (l *Lock) Unlock(ctx context.Context) error {
 	return nil
 }
 
-// session opens a lease-backed session. The lease is granted with a
-// deadline (concurrency.NewSession alone would wait forever on a cluster
-// without quorum); its keepalive then runs until the session is closed.
+// session opens a lease-backed session on a client of its own
+// (lockConn). The lease is granted with a deadline
+// (concurrency.NewSession alone would wait forever on a cluster without
+// quorum); its keepalive then runs until the session is closed.
 func (c *Client) session(ctx context.Context) (*concurrency.Session, error) {
 	gctx, cancel := c.ctx(ctx)
 	defer cancel()
-	cli, err := c.conn()
+	cli, err := c.lockConn()
 	if err != nil {
 		return nil, err
 	}
 	lease, err := cli.Grant(gctx, LockTTL)
 	if err != nil {
+		c.closeLockConn(cli)
 		return nil, fmt.Errorf("grant lease: %w", err)
 	}
-	s, err := concurrency.NewSession(cli, concurrency.WithTTL(LockTTL), concurrency.WithLease(lease.ID))
+	return c.sessionOn(cli, lease.ID)
+}
+
+// sessionOn is a session on lease over cli, a lockConn client, which it
+// closes when it fails.
+func (c *Client) sessionOn(cli *clientv3.Client, lease clientv3.LeaseID) (*concurrency.Session, error) {
+	s, err := concurrency.NewSession(cli, concurrency.WithTTL(LockTTL), concurrency.WithLease(lease))
 	if err != nil {
-		return nil, fmt.Errorf("session on lease %x: %w", lease.ID, err)
+		c.closeLockConn(cli)
+		return nil, fmt.Errorf("session on lease %x: %w", lease, err)
 	}
 	return s, nil
 }
 
-// closeSession stops the keepalive and revokes the lease within
-// CallTimeout (Session.Close would wait up to the whole TTL).
-func closeSession(s *concurrency.Session) error {
+// lockConn is a client for one lock session only, closed with it
+// (closeSession). A session's keepalive is a stream, and clientv3 keeps
+// a client's LeaseKeepAlive stream open for the client's whole life, even
+// after the session is orphaned and its lease revoked; an open stream
+// makes the etcd it reaches wait out its graceful stop (7 s with etcd's
+// defaults) whenever it stops. On the agent's main client every etcd
+// restart after the first lock, a rollout's or a quota raise's, took
+// those 7 s more.
+func (c *Client) lockConn() (*clientv3.Client, error) {
+	cfg := c.config(c.endpoints...)
+	if len(c.endpoints) > 1 {
+		cfg.DialOptions = append(HealthChecking(), cfg.DialOptions...)
+	}
+	cli, err := clientv3.New(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("etcd client for the cluster lock (%v): %w", c.endpoints, err)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.lockConns == nil {
+		c.lockConns = map[*clientv3.Client]bool{}
+	}
+	c.lockConns[cli] = true
+	return cli, nil
+}
+
+// closeLockConn closes a lockConn client.
+func (c *Client) closeLockConn(cli *clientv3.Client) {
+	c.mu.Lock()
+	delete(c.lockConns, cli)
+	c.mu.Unlock()
+	_ = cli.Close()
+}
+
+// closeSession stops the keepalive, revokes the lease within CallTimeout
+// (Session.Close would wait up to the whole TTL) and closes the session's
+// own client (lockConn), ending its keepalive stream.
+func (c *Client) closeSession(s *concurrency.Session) error {
 	s.Orphan()
 	ctx, cancel := context.WithTimeout(context.Background(), CallTimeout)
 	defer cancel()
-	if _, err := s.Client().Revoke(ctx, s.Lease()); err != nil {
+	_, err := s.Client().Revoke(ctx, s.Lease())
+	c.closeLockConn(s.Client())
+	if err != nil {
 		return fmt.Errorf("revoke lease %x: %w", s.Lease(), err)
 	}
 	return nil
@@ -188,30 +235,32 @@ func closeSession(s *concurrency.Session) error {
 func (c *Client) ResumeLock(ctx context.Context, clusterName string, lease clientv3.LeaseID) (*Lock, error) {
 	ctx, cancel := c.ctx(ctx)
 	defer cancel()
-	cli, err := c.conn()
+	cli, err := c.lockConn()
 	if err != nil {
 		return nil, err
 	}
 	ttl, err := cli.TimeToLive(ctx, lease)
 	if err != nil {
+		c.closeLockConn(cli)
 		return nil, fmt.Errorf("resume the cluster lock: lease %x: %w", lease, err)
 	}
 	if ttl.TTL <= 0 {
+		c.closeLockConn(cli)
 		return nil, fmt.Errorf("%w: its lease %x expired", ErrLockLost, lease)
 	}
-	s, err := concurrency.NewSession(cli, concurrency.WithTTL(LockTTL), concurrency.WithLease(lease))
+	s, err := c.sessionOn(cli, lease)
 	if err != nil {
-		return nil, fmt.Errorf("resume the cluster lock: session on lease %x: %w", lease, err)
+		return nil, fmt.Errorf("resume the cluster lock: %w", err)
 	}
 	m := concurrency.NewMutex(s, LockKey(clusterName))
 	// The key of our lease exists: TryLock takes its create revision as
 	// ours and succeeds if it is still the oldest, that is, the owner.
 	if err := m.TryLock(ctx); err != nil {
-		_ = closeSession(s)
+		_ = c.closeSession(s)
 		if errors.Is(err, concurrency.ErrLocked) {
 			return nil, fmt.Errorf("%w: another agent holds it", ErrLockLost)
 		}
 		return nil, fmt.Errorf("resume the cluster lock on lease %x: %w", lease, err)
 	}
-	return &Lock{session: s, mutex: m}, nil
+	return &Lock{c: c, session: s, mutex: m}, nil
 }

@@ -272,3 +272,66 @@ func TestResumeLock(t *testing.T) {
 		t.Fatalf("resume on a revoked lease: %v, want ErrLockLost", err)
 	}
 }
+
+// TestUnlockClosesTheSessionsClient: a lock session runs on a client of
+// its own, closed with the lock, so that no keepalive stream outlives it
+// (an open stream makes the etcd it reaches wait out its graceful stop,
+// 7 s, whenever it stops: every rollout restart after an agent's first
+// lock paid that), and the agent's main client stays open.
+func TestUnlockClosesTheSessionsClient(t *testing.T) {
+	ep := startEtcd(t)
+	c, err := Dial([]string{ep}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	main, err := c.conn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, how := range []string{"taken", "resumed"} {
+		l, err := c.TryLock(context.Background(), "own-client")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if how == "resumed" {
+			lease := l.Lease()
+			l.session.Orphan()
+			c.closeLockConn(l.session.Client())
+			if l, err = c.ResumeLock(context.Background(), "own-client", lease); err != nil {
+				t.Fatal(err)
+			}
+		}
+		lockCli := l.session.Client()
+		if lockCli == main {
+			t.Fatalf("%s: the lock session runs on the agent's main client", how)
+		}
+		if err := l.Unlock(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if lockCli.Ctx().Err() == nil {
+			t.Errorf("%s: the lock session's client is still open after Unlock", how)
+		}
+		if main.Ctx().Err() != nil {
+			t.Fatalf("%s: Unlock closed the main client", how)
+		}
+	}
+	// ErrLocked closes the failed attempt's client too (and the holder's
+	// lock stays).
+	holder, err := c.TryLock(context.Background(), "own-client")
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := Dial([]string{ep}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	if _, err := other.TryLock(context.Background(), "own-client"); !errors.Is(err, ErrLocked) {
+		t.Fatalf("second TryLock: %v, want ErrLocked", err)
+	}
+	if err := holder.Check(context.Background()); err != nil {
+		t.Fatalf("the holder's lock after another's failed attempt: %v", err)
+	}
+	_ = holder.Unlock(context.Background())
+}
