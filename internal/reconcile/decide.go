@@ -281,6 +281,14 @@ func decideRunning(in Input) Action {
 			// the alarm to clear (the NOSPACE rule in converge says what
 			// the cluster waits for).
 			if turn, why := QuotaRaiseTurn(*in.Cluster, l.Answer.MemberID, in.NoSpace); turn {
+				if r := l.Restart; r.Agent || r.EtcdTo != "" {
+					// The restart would also move this member to another
+					// binary: an upgrade, which goes only under the lock,
+					// after etcd's preflight and the rollout's snapshot
+					// (rollingRestart), never unlocked beside the procedure.
+					return Action{Kind: DoWait, Key: "nospace-wait/restart-binary", ReleaseLock: true,
+						Reason: fmt.Sprintf("NOSPACE: %s; but this restart also moves to another binary (%s), which waits until the alarm is cleared: put the binary back to restart with the raised quota alone", why, r.Why)}
+				}
 				if act, ok := quotaRaiseHandOff(in, why); ok {
 					return act
 				}

@@ -207,6 +207,25 @@ func TestQuotaRaiseTurn(t *testing.T) {
 	if got := Decide(in); got.Kind != DoChangeMembership || got.Step.Kind != StepMoveLeader || !got.Unlocked {
 		t.Errorf("the leader's turn under NOSPACE: %s %s %v (%s), want an unlocked leader move first", got.Kind, got.Step.Kind, got.Unlocked, got.Reason)
 	}
+	// A restart due for a raised quota that would also move the member to
+	// another etcd or agent binary is an upgrade: not without the lock,
+	// etcd's preflight and the rollout's snapshot (the docs: the other
+	// changes wait until the alarm is cleared).
+	first := noSpaceOn(observed(1, nodes(3, map[int][]memberMod{1: {old}, 2: {old}, 3: {old}})...), 1)
+	for _, r := range []model.Restart{
+		{Why: "changed settings; etcd 3.6.16 → 3.7.3", EtcdFrom: "3.6.16", EtcdTo: "3.7.3"},
+		{Why: "changed settings; etcdkeeper 1.4.0 → 1.5.0", Agent: true},
+	} {
+		up := Input{Self: specNodes(3)[1], InSpec: true, Desired: specNodes(3), Cluster: &first, NoSpace: raised,
+			Local: model.Local{Running: true, Restart: r, Compacted: 50, Answer: &model.Answer{MemberID: 2, Leader: 1, Revision: 50}}}
+		if got := Decide(up); got.Kind == DoRestart || got.Kind == DoChangeMembership {
+			t.Errorf("a raised quota with %q under NOSPACE: %s (%s), want a wait (no unlocked upgrade)", r.Why, got.Kind, got.Reason)
+		}
+		up.Self, up.Cluster, up.Local.Answer.MemberID = specNodes(3)[0], &last, 1
+		if got := Decide(up); got.Kind == DoRestart || got.Kind == DoChangeMembership {
+			t.Errorf("the leader's turn with %q under NOSPACE: %s (%s), want a wait (no unlocked upgrade)", r.Why, got.Kind, got.Reason)
+		}
+	}
 	alone := noSpaceOn(observed(1, nodes(1, map[int][]memberMod{1: {old}})...), 1)
 	in.Desired, in.Cluster = specNodes(1), &alone
 	if got := Decide(in); got.Kind != DoRestart || !got.Unlocked {
