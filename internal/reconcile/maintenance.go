@@ -25,6 +25,12 @@ type DefragPolicy struct {
 	// Done are the members `etcdkeeper defrag` defragmented already: not
 	// picked again by the same command.
 	Done map[uint64]bool
+	// noSpace: the NOSPACE procedure's defragmentation (PlanNoSpace):
+	// writes are refused already, so the others need only be a quorum of
+	// the membership without the member, as for the lone member it
+	// defragments in place; else they must be raft's quorum of every
+	// voter (model.Cluster.QuorumStaysWithout).
+	noSpace bool
 }
 
 // DefragPolicyOf is the spec's policy.
@@ -56,7 +62,8 @@ func DefragPolicyOf(d spec.Defrag) DefragPolicy {
 //     down itself. For each, in that order: it must be caught up
 //     (model.CaughtUp: a member that lags would fall further behind while
 //     its db is rewritten), and the caught-up voters without it must be a
-//     quorum (while it stalls, writes commit without it). The first that
+//     quorum of every voter, it included (while it stalls, writes commit
+//     without it; QuorumStaysWithout). The first that
 //     passes is the step; when none does, the first one's wait.
 func PlanMaintenance(desired []spec.Member, obs model.Cluster, pol DefragPolicy) Step {
 	v := newPlanView(desired, obs)
@@ -182,7 +189,11 @@ func (v *planView) defragStep(m planMember, pol DefragPolicy) Step {
 		}
 		return waitStep(fmt.Sprintf("defrag %s waits: %s", m.label, lag))
 	}
-	if ok, detail := v.cluster.QuorumWithoutCaughtUp(m.ID); !ok {
+	quorum := v.cluster.QuorumStaysWithout
+	if pol.noSpace {
+		quorum = v.cluster.QuorumWithoutCaughtUp
+	}
+	if ok, detail := quorum(m.ID); !ok {
 		return waitStep(fmt.Sprintf("defrag %s waits: without it the others have %s", m.label, detail))
 	}
 	if m.ID == v.leader.ID {

@@ -64,6 +64,14 @@ func TestPlanMaintenance(t *testing.T) {
 			on, StepDefrag, 3, 0, "defragment node3"},
 		{"no quorum of caught-up voters without it", observed(1, nodes(3, map[int][]memberMod{2: {frag}, 3: {lagging}})...),
 			on, StepWait, 0, 0, "defrag node2 waits: without it the others have 1 of 2 voters caught up (quorum 2); node3 is catching up"},
+		// Raft's quorum is that of every voter, the one defragmented
+		// included: with an even count, a quorum of the others is one short.
+		{"four members, one lagging: the two others caught up are no quorum of four", observed(1, nodes(4, map[int][]memberMod{2: {frag}, 3: {lagging}})...),
+			on, StepWait, 0, 0, "defrag node2 waits: without it the others have 2 of 3 voters caught up (quorum 3)"},
+		{"two members: the leader alone commits nothing", observed(1, nodes(2, map[int][]memberMod{2: {frag}})...),
+			on, StepWait, 0, 0, "defrag node2 waits: without it the others have 1 of 1 voters caught up (quorum 2)"},
+		{"four members caught up: one goes", observed(1, nodes(4, map[int][]memberMod{2: {frag}})...),
+			on, StepDefrag, 2, 0, "defragment node2"},
 		{"a member down: its repair first", observed(1, nodes(3, map[int][]memberMod{2: {frag}, 3: {down}})...),
 			on, StepWait, 0, 0, "defrag node2 waits: node3 does not answer (its repair or restart comes first)"},
 		{"a rejoin under way (a learner)", observed(1, with(nodes(2, map[int][]memberMod{2: {frag}}), mem(3, "node3", learner(0)))...),

@@ -133,7 +133,7 @@ func PlanNoSpace(desired []spec.Member, obs model.Cluster, rev, compacted int64,
 	}
 	var blocked *Step
 	for _, m := range over {
-		step := v.defragStep(m, DefragPolicy{Now: true})
+		step := v.defragStep(m, DefragPolicy{Now: true, noSpace: true})
 		step.Reason = fmt.Sprintf("%s (NOSPACE: %s of a %s quota)", step.Reason, fmtBytes(m.DBSize), fmtBytes(m.Quota))
 		if step.Kind != StepWait {
 			return step

@@ -64,6 +64,7 @@ func TestPlanNoSpace(t *testing.T) {
 		{"a CORRUPT alarm beside it: no step", withAlarms(observed(1, nodes(3, all(freed))...), model.Alarm{MemberID: 1, Type: model.AlarmNoSpace}, model.Alarm{MemberID: 2, Type: model.AlarmCorrupt}), 50, 0, none, compacting, StepWait, 0,
 			"a CORRUPT alarm is raised on member 2"},
 		{"no leader", noSpaceOn(observed(0, nodes(3, all(freed))...), 1), 50, 0, none, compacting, StepWait, 0, "no leader"},
+		{"two members: the follower all the same (writes are refused already)", noSpaceOn(observed(1, nodes(2, all(freed))...), 1), 50, 50, none, compacting, StepDefrag, 2, "defragment node2"},
 		{"one member: defragmented in place", noSpaceOn(observed(1, nodes(1, all(freed))...), 1), 50, 50, none, compacting, StepDefrag, 1, "defragment node1 in place"},
 	}
 	for _, tt := range tests {
