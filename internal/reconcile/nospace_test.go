@@ -49,6 +49,12 @@ func TestPlanNoSpace(t *testing.T) {
 		{"just below 90 % disarms", noSpaceOn(observed(1, nodes(3, all(quota(14, 14, 16)))...), 1), 50, 50, none, compacting, StepDisarm, 0, "disarm"},
 		{"the data fills the quota: refused", noSpaceOn(observed(1, nodes(3, all(full))...), 1), 50, 50, everyone, compacting, StepFull, 0,
 			"data in use 15.0 MiB of a 16.0 MiB quota on node1: raise etcd quota-backend-bytes or delete data"},
+		// A defragmentation leaves a few free pages: a db file just over
+		// the line with its data just under it is as full as it gets.
+		{"defragmented, the file over the line by its last free pages: refused", noSpaceOn(observed(1, nodes(3, all(func(m *model.Member) {
+			m.Quota = 16 * mib
+			m.DBSize, m.DBSizeInUse = m.Quota*9/10+8192, m.Quota*9/10-8192
+		}))...), 1), 50, 50, everyone, compacting, StepFull, 0, "raise etcd quota-backend-bytes or delete data"},
 		{"in use as etcd counts it before a defragmentation: defragment first (its figure lags)", noSpaceOn(observed(1, nodes(3, all(full))...), 1), 50, 50, none, compacting, StepDefrag, 2, "defragment node2"},
 		{"defragmented before the deletes: again", noSpaceOn(observed(1, nodes(3, all(full))...), 1), 80, 80, everyone, compacting, StepDefrag, 2, "defragment node2"},
 		{"no memory (status, the other agents): nearly nothing free counts as defragmented", noSpaceOn(observed(1, nodes(3, all(quota(16, 16, 16)))...), 1), 50, 50, nil, compacting, StepFull, 0, "data in use 16.0 MiB of a 16.0 MiB quota"},
