@@ -330,8 +330,10 @@ func stopForRepair(in Input) Action {
 		return giveBack(wait("corrupt-no-view", "%s; cannot observe the cluster to stop it safely", why))
 	}
 	// Caught up, not only answering: stopping it leaves the cluster to
-	// the others (model.CaughtUp).
-	if ok, detail := in.Cluster.QuorumWithoutCaughtUp(id); !ok {
+	// the others (model.CaughtUp). And raft's quorum of every voter, this
+	// one included: it stays a member until the repair removes it, so a
+	// quorum of the others alone is one short for an even count (2 of 4).
+	if ok, detail := in.Cluster.QuorumStaysWithout(id); !ok {
 		return giveBack(wait("corrupt-no-quorum", "%s; not stopping it while the others have %s", why, detail))
 	}
 	return Action{Kind: DoStopForRepair, Reason: why, Key: "stop-for-repair"}
