@@ -134,7 +134,9 @@ const maxSteps = 16
 // act false: print the first decision only (howToAct says how to act).
 func runSteps(ctx context.Context, out io.Writer, s *spec.Spec, cli *cluster.Client, act bool, howToAct string, decide func(model.Cluster) reconcile.Step, did func(reconcile.Step)) error {
 	// One look for NOSPACE (its alarm and sizes need no catch-up stamps);
-	// every decision below observes afresh, under the lock when acting.
+	// every decision below observes afresh, under the lock when acting,
+	// and stops too when NOSPACE was raised since (DefragCommand,
+	// LeaderMove).
 	first, err := cli.Observe(ctx)
 	if err != nil {
 		return fmt.Errorf("cannot observe the cluster through the spec's client URLs: %w", err)
@@ -142,7 +144,7 @@ func runSteps(ctx context.Context, out io.Writer, s *spec.Spec, cli *cluster.Cli
 	if reconcile.NoSpaceRaised(first) {
 		// etcd refuses the lock's lease under NOSPACE, and the agents run
 		// their own procedure then: say so rather than etcd's error.
-		fmt.Fprintf(out, "waits: NOSPACE is raised: the leader's agent runs the NOSPACE procedure (compact, defragment, disarm) without the cluster lock, which etcd refuses now; see `etcdkeeper status`\n")
+		fmt.Fprintf(out, "waits: %s\n", reconcile.NoSpaceCommandWait)
 		return &exitError{code: 2, err: errors.New("waits")}
 	}
 	var lock *cluster.Lock

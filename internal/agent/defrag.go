@@ -38,14 +38,7 @@ func (a *Agent) defrag(ctx context.Context, step reconcile.Step, in reconcile.In
 	})
 	defer a.updateStatus(func(s *Status) { s.Maintenance, s.Defragmenting = "", 0 })
 	a.publish(ctx) // status shows it running, on every host
-	// The call cannot outlive its deadline, so neither do the pings: the
-	// step counts as progressing while it is inside it.
-	stop := a.notify.While(func() int64 {
-		if e := time.Since(start); e < deadline {
-			return int64(e / time.Second)
-		}
-		return -1
-	})
+	stop := a.feedWithin(start, deadline)
 	if a.cfg.CrashAt == "defrag" {
 		// For tests: exit hard with the call under way.
 		go func() { _ = a.client.Defragment(ctx, ep, deadline) }()
@@ -98,4 +91,17 @@ func (a *Agent) defragmentedBy(ctx context.Context) string {
 		}
 	}
 	return ""
+}
+
+// feedWithin keeps the systemd watchdog fed during one long call that
+// began at start and cannot outlive deadline (a defragmentation, the
+// NOSPACE procedure's compaction), and not after: the step counts as
+// progressing while it is inside its deadline. The returned stop ends it.
+func (a *Agent) feedWithin(start time.Time, deadline time.Duration) (stop func()) {
+	return a.notify.While(func() int64 {
+		if e := time.Since(start); e < deadline {
+			return int64(e / time.Second)
+		}
+		return -1
+	})
 }

@@ -22,7 +22,11 @@ func (a *Agent) compact(ctx context.Context, act reconcile.Action) (string, bool
 	rev := act.Step.Revision
 	start := time.Now()
 	a.crashPoint("nospace-compact")
+	// A physical compaction answers when done: about a minute per million
+	// revisions, longer than the loop's patience with one pass.
+	stop := a.feedWithin(start, cluster.CompactDeadline)
 	already, err := a.client.Compact(ctx, rev)
+	stop()
 	if err != nil {
 		a.metrics.Space.NoSpaceSteps.WithLabelValues("failed").Inc()
 		return fmt.Sprintf("compaction to revision %d failed", rev), false, err

@@ -144,3 +144,33 @@ func TestQuorumWithoutCaughtUp(t *testing.T) {
 		}
 	}
 }
+
+// TestQuorumStaysWithout: a voter that stays in the membership while it
+// stops counting leaves raft's quorum of every voter to the others.
+func TestQuorumStaysWithout(t *testing.T) {
+	up := func(id uint64) Member { return Member{ID: id, Name: "m", Healthy: true, CaughtUp: true} }
+	lag := Member{ID: 3, Name: "node3", Healthy: true, Lag: "node3 is catching up"}
+	tests := []struct {
+		name    string
+		members []Member
+		want    bool
+		detail  string
+	}{
+		{"3 caught up", []Member{up(1), up(2), up(3)}, true, "2 of 2 voters caught up (quorum 2)"},
+		{"2: the other alone is no quorum of 2", []Member{up(1), up(2)}, false, "1 of 1 voters caught up (quorum 2)"},
+		{"4 caught up", []Member{up(1), up(2), up(3), up(4)}, true, "3 of 3 voters caught up (quorum 3)"},
+		{"4, one lagging: 2 of 4 is no quorum", []Member{up(1), up(2), lag, up(4)}, false, "2 of 3 voters caught up (quorum 3); node3 is catching up"},
+		{"5, one lagging: 3 of 5 is", []Member{up(1), up(2), lag, up(4), up(5)}, true, "3 of 4 voters caught up (quorum 3); node3 is catching up"},
+		{"a learner does not count", []Member{up(1), up(2), {ID: 5, Name: "l", IsLearner: true, Healthy: true, CaughtUp: true}}, false, "1 of 1 voters caught up (quorum 2)"},
+	}
+	for _, tt := range tests {
+		c := Cluster{Members: tt.members}
+		ok, detail := c.QuorumStaysWithout(1)
+		if ok != tt.want || detail != tt.detail {
+			t.Errorf("%s: QuorumStaysWithout = %v %q, want %v %q", tt.name, ok, detail, tt.want, tt.detail)
+		}
+		if plain, _ := c.QuorumWithoutCaughtUp(1); tt.name == "4, one lagging: 2 of 4 is no quorum" && !plain {
+			t.Errorf("%s: QuorumWithoutCaughtUp refuses too: the row proves nothing", tt.name)
+		}
+	}
+}

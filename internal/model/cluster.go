@@ -201,6 +201,26 @@ func (c Cluster) QuorumWithoutCaughtUp(id uint64) (bool, string) {
 	return voters > 0 && up >= q, detail
 }
 
+// QuorumStaysWithout is QuorumWithoutCaughtUp for a voter that stays in
+// the membership while it stops counting for a while (a
+// defragmentation): raft's quorum is then still that of every voter, id
+// included, and the caught-up others must reach it. For an odd number of
+// voters that is the same rule; for an even number it is one more (2 of
+// 4 caught up others are no quorum of 4, the leader alone none of 2).
+func (c Cluster) QuorumStaysWithout(id uint64) (bool, string) {
+	voters, up := c.VotersCaughtUp(id)
+	all := voters
+	if m, ok := c.Member(id); ok && !m.IsLearner {
+		all++
+	}
+	q := Quorum(all)
+	detail := fmt.Sprintf("%d of %d voters caught up (quorum %d)", up, voters, q)
+	if lag := c.Lagging(id); len(lag) > 0 {
+		detail += "; " + strings.Join(lag, "; ")
+	}
+	return voters > 0 && up >= q, detail
+}
+
 // Lagging says, for each voter other than except that answers but is not
 // caught up, why not ("node3 is catching up (index 1200 behind the
 // leader)").

@@ -281,6 +281,14 @@ func decideRunning(in Input) Action {
 			// the alarm to clear (the NOSPACE rule in converge says what
 			// the cluster waits for).
 			if turn, why := QuotaRaiseTurn(*in.Cluster, l.Answer.MemberID, in.NoSpace); turn {
+				if r := l.Restart; r.Agent || r.EtcdTo != "" {
+					// The restart would also move this member to another
+					// binary: an upgrade, which goes only under the lock,
+					// after etcd's preflight and the rollout's snapshot
+					// (rollingRestart), never unlocked beside the procedure.
+					return Action{Kind: DoWait, Key: "nospace-wait/restart-binary", ReleaseLock: true,
+						Reason: fmt.Sprintf("NOSPACE: %s; but this restart also moves to another binary (%s), which waits until the alarm is cleared: put the binary back to restart with the raised quota alone", why, r.Why)}
+				}
 				if act, ok := quotaRaiseHandOff(in, why); ok {
 					return act
 				}
@@ -322,8 +330,10 @@ func stopForRepair(in Input) Action {
 		return giveBack(wait("corrupt-no-view", "%s; cannot observe the cluster to stop it safely", why))
 	}
 	// Caught up, not only answering: stopping it leaves the cluster to
-	// the others (model.CaughtUp).
-	if ok, detail := in.Cluster.QuorumWithoutCaughtUp(id); !ok {
+	// the others (model.CaughtUp). And raft's quorum of every voter, this
+	// one included: it stays a member until the repair removes it, so a
+	// quorum of the others alone is one short for an even count (2 of 4).
+	if ok, detail := in.Cluster.QuorumStaysWithout(id); !ok {
 		return giveBack(wait("corrupt-no-quorum", "%s; not stopping it while the others have %s", why, detail))
 	}
 	return Action{Kind: DoStopForRepair, Reason: why, Key: "stop-for-repair"}

@@ -95,6 +95,17 @@ func TestDecide(t *testing.T) {
 		{name: "CORRUPT alarm on this member, a peer is down",
 			in:   Input{Local: model.Local{Running: true, Answer: &model.Answer{MemberID: 2, Leader: 1, Alarms: []model.Alarm{{MemberID: 2, Type: "CORRUPT"}}}}, Cluster: corruptOn(2, []uint64{3})},
 			want: DoWait, reason: "not stopping it while the others have 1 of 2 voters caught up", lock: true},
+		// Raft's quorum of four is three: with node3 down, stopping node2
+		// would leave two. A quorum of the three others (two) is not enough.
+		{name: "CORRUPT alarm on this member of four, a peer is down",
+			in:   Input{Local: model.Local{Running: true, Answer: &model.Answer{MemberID: 2, Leader: 1, Alarms: []model.Alarm{{MemberID: 2, Type: "CORRUPT"}}}}, Cluster: corruptOnOf([]string{"node1", "node2", "node3", "node4"}, 2, []uint64{3})},
+			want: DoWait, reason: "not stopping it while the others have 2 of 3 voters caught up (quorum 3)", lock: true},
+		{name: "CORRUPT alarm on this member of two: the other alone is no quorum",
+			in:   Input{Local: model.Local{Running: true, Answer: &model.Answer{MemberID: 2, Leader: 1, Alarms: []model.Alarm{{MemberID: 2, Type: "CORRUPT"}}}}, Cluster: corruptOnOf([]string{"node1", "node2"}, 2, nil)},
+			want: DoWait, reason: "not stopping it while the others have 1 of 1 voters caught up (quorum 2)", lock: true},
+		{name: "CORRUPT alarm on this member of four, the others up",
+			in:   Input{Local: model.Local{Running: true, Answer: &model.Answer{MemberID: 2, Leader: 1, Alarms: []model.Alarm{{MemberID: 2, Type: "CORRUPT"}}}}, Cluster: corruptOnOf([]string{"node1", "node2", "node3", "node4"}, 2, nil)},
+			want: DoStopForRepair, reason: "CORRUPT alarm on member 2"},
 		{name: "CORRUPT alarm on this member, cluster not observed",
 			in:   Input{Local: model.Local{Running: true, Answer: &model.Answer{MemberID: 2, Leader: 1, Alarms: []model.Alarm{{MemberID: 2, Type: "CORRUPT"}}}}},
 			want: DoWait, reason: "cannot observe the cluster", lock: true},
@@ -228,7 +239,12 @@ func TestDecideKeyIgnoresDurations(t *testing.T) {
 // corruptOn is a healthy 3-member cluster with a CORRUPT alarm on member
 // id, and the members down are down.
 func corruptOn(id uint64, down []uint64) *model.Cluster {
-	c := healthyCluster("node1", "node2", "node3")
+	return corruptOnOf([]string{"node1", "node2", "node3"}, id, down)
+}
+
+// corruptOnOf is corruptOn for a cluster of the members named.
+func corruptOnOf(names []string, id uint64, down []uint64) *model.Cluster {
+	c := healthyCluster(names...)
 	c.Alarms = []model.Alarm{{MemberID: id, Type: model.AlarmCorrupt}}
 	for i := range c.Members {
 		m := &c.Members[i]

@@ -25,6 +25,12 @@ type DefragPolicy struct {
 	// Done are the members `etcdkeeper defrag` defragmented already: not
 	// picked again by the same command.
 	Done map[uint64]bool
+	// noSpace: the NOSPACE procedure's defragmentation (PlanNoSpace):
+	// writes are refused already, so the others need only be a quorum of
+	// the membership without the member, as for the lone member it
+	// defragments in place; else they must be raft's quorum of every
+	// voter (model.Cluster.QuorumStaysWithout).
+	noSpace bool
 }
 
 // DefragPolicyOf is the spec's policy.
@@ -56,7 +62,8 @@ func DefragPolicyOf(d spec.Defrag) DefragPolicy {
 //     down itself. For each, in that order: it must be caught up
 //     (model.CaughtUp: a member that lags would fall further behind while
 //     its db is rewritten), and the caught-up voters without it must be a
-//     quorum (while it stalls, writes commit without it). The first that
+//     quorum of every voter, it included (while it stalls, writes commit
+//     without it; QuorumStaysWithout). The first that
 //     passes is the step; when none does, the first one's wait.
 func PlanMaintenance(desired []spec.Member, obs model.Cluster, pol DefragPolicy) Step {
 	v := newPlanView(desired, obs)
@@ -182,7 +189,11 @@ func (v *planView) defragStep(m planMember, pol DefragPolicy) Step {
 		}
 		return waitStep(fmt.Sprintf("defrag %s waits: %s", m.label, lag))
 	}
-	if ok, detail := v.cluster.QuorumWithoutCaughtUp(m.ID); !ok {
+	quorum := v.cluster.QuorumStaysWithout
+	if pol.noSpace {
+		quorum = v.cluster.QuorumWithoutCaughtUp
+	}
+	if ok, detail := quorum(m.ID); !ok {
 		return waitStep(fmt.Sprintf("defrag %s waits: without it the others have %s", m.label, detail))
 	}
 	if m.ID == v.leader.ID {
@@ -213,11 +224,22 @@ func fmtBytes(n int64) string {
 // FmtBytes is fmtBytes for the agent's logs and the CLI.
 func FmtBytes(n int64) string { return fmtBytes(n) }
 
+// NoSpaceCommandWait is what `etcdkeeper defrag` and `leader move` say
+// under NOSPACE: the leader's agent then takes the procedure's steps
+// without the cluster lock (etcd refuses its lease), so a command that
+// holds the lock would be a second actor beside it.
+const NoSpaceCommandWait = "NOSPACE is raised: the leader's agent runs the NOSPACE procedure (compact, defragment, disarm) without the cluster lock, which etcd refuses now; see `etcdkeeper status`"
+
 // DefragCommand is `etcdkeeper defrag`'s decision before each of its
 // steps, on a fresh observation under the cluster lock: the agents' own
-// order, membership first (Plan must have nothing to change), then
+// order, NOSPACE first (the command may have begun before it was
+// raised; the lock it holds does not keep the leader's agent from
+// acting then), membership next (Plan must have nothing to change), then
 // PlanMaintenance with pol.
 func DefragCommand(desired []spec.Member, obs model.Cluster, pol DefragPolicy, learnerTimeout time.Duration) Step {
+	if NoSpaceRaised(obs) {
+		return waitStep(NoSpaceCommandWait)
+	}
 	if step := Plan(desired, obs, Options{LearnerTimeout: learnerTimeout}); step.Kind != StepNone {
 		return waitStep("membership first: the agents' next change is: " + step.Reason)
 	}
@@ -228,8 +250,12 @@ func DefragCommand(desired []spec.Member, obs model.Cluster, pol DefragPolicy, l
 // LeaderMove is `etcdkeeper leader move --to NAME`'s decision: the move
 // of leadership to the voter named to, which must be in the spec, healthy
 // and caught up (model.CaughtUp): a leader that lags would stall the
-// writes until it has caught up.
+// writes until it has caught up. Not under NOSPACE: the leader's agent
+// moves leadership itself then, without the lock (NoSpaceCommandWait).
 func LeaderMove(desired []spec.Member, obs model.Cluster, to string) Step {
+	if NoSpaceRaised(obs) {
+		return waitStep(NoSpaceCommandWait)
+	}
 	v := newPlanView(desired, obs)
 	if v.leader == nil {
 		return waitStep(noLeaderReason(obs, v))

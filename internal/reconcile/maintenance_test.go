@@ -64,6 +64,14 @@ func TestPlanMaintenance(t *testing.T) {
 			on, StepDefrag, 3, 0, "defragment node3"},
 		{"no quorum of caught-up voters without it", observed(1, nodes(3, map[int][]memberMod{2: {frag}, 3: {lagging}})...),
 			on, StepWait, 0, 0, "defrag node2 waits: without it the others have 1 of 2 voters caught up (quorum 2); node3 is catching up"},
+		// Raft's quorum is that of every voter, the one defragmented
+		// included: with an even count, a quorum of the others is one short.
+		{"four members, one lagging: the two others caught up are no quorum of four", observed(1, nodes(4, map[int][]memberMod{2: {frag}, 3: {lagging}})...),
+			on, StepWait, 0, 0, "defrag node2 waits: without it the others have 2 of 3 voters caught up (quorum 3)"},
+		{"two members: the leader alone commits nothing", observed(1, nodes(2, map[int][]memberMod{2: {frag}})...),
+			on, StepWait, 0, 0, "defrag node2 waits: without it the others have 1 of 1 voters caught up (quorum 2)"},
+		{"four members caught up: one goes", observed(1, nodes(4, map[int][]memberMod{2: {frag}})...),
+			on, StepDefrag, 2, 0, "defragment node2"},
 		{"a member down: its repair first", observed(1, nodes(3, map[int][]memberMod{2: {frag}, 3: {down}})...),
 			on, StepWait, 0, 0, "defrag node2 waits: node3 does not answer (its repair or restart comes first)"},
 		{"a rejoin under way (a learner)", observed(1, with(nodes(2, map[int][]memberMod{2: {frag}}), mem(3, "node3", learner(0)))...),
@@ -172,6 +180,12 @@ func TestDefragCommand(t *testing.T) {
 		{"a named member done", specNodes(3), observed(1, nodes(3, nil)...), named("node2", 2), StepNone, 0, "node2 is defragmented"},
 		{"done members are not picked again", specNodes(3), observed(1, nodes(3, map[int][]memberMod{2: {frag}, 3: {frag}})...),
 			DefragPolicy{MinFreeRatio: 0.5, MinFreeBytes: 10 * mib, Done: map[uint64]bool{2: true}}, StepDefrag, 3, "defragment node3"},
+		// The command checks for NOSPACE before it takes the lock, but it
+		// acts for minutes (a member at a time): NOSPACE raised meanwhile
+		// makes the leader's agent act without the lock, so the command,
+		// which holds it, must stop rather than defragment beside it.
+		{"NOSPACE raised after the command began: it stops", specNodes(3), noSpaceOn(observed(1, nodes(3, map[int][]memberMod{2: {frag}})...), 1), pol, StepWait, 0, "NOSPACE is raised"},
+		{"a db at its quota (NOSPACE to come): it stops", specNodes(3), observed(1, nodes(3, map[int][]memberMod{2: {quota(16, 2, 16)}})...), pol, StepWait, 0, "NOSPACE is raised"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -201,6 +215,9 @@ func TestLeaderMove(t *testing.T) {
 		{"a learner", specNodes(3), observed(1, with(nodes(2, nil), mem(3, "node3", learner(0)))...), "node3", StepWait, 0, "it is a learner"},
 		{"not in the spec", specNodes(2), observed(1, nodes(3, nil)...), "node3", StepWait, 0, "the spec does not list it"},
 		{"no leader", specNodes(3), observed(0, nodes(3, nil)...), "node3", StepWait, 0, "no leader"},
+		// Under NOSPACE the leader's agent moves leadership itself, without
+		// the lock: a move by the command beside it is a second actor.
+		{"NOSPACE raised", specNodes(3), noSpaceOn(observed(1, nodes(3, nil)...), 1), "node3", StepWait, 0, "NOSPACE is raised"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

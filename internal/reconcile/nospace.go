@@ -102,7 +102,7 @@ func PlanNoSpace(desired []spec.Member, obs model.Cluster, rev, compacted int64,
 			Reason: fmt.Sprintf("compact to revision %d: NOSPACE is raised and writes are refused, so the history helps no one", rev)}
 	}
 	settled := func(m planMember) bool { return settledAt(m.Member, rev, defragged) }
-	if step, full := v.dataFills(pol, settled); full {
+	if step, full := v.dataFills(pol, settled, defragged != nil); full {
 		return step
 	}
 	if block := v.maintenanceBlocker(DefragPolicy{Now: true}); block != "" {
@@ -133,7 +133,7 @@ func PlanNoSpace(desired []spec.Member, obs model.Cluster, rev, compacted int64,
 	}
 	var blocked *Step
 	for _, m := range over {
-		step := v.defragStep(m, DefragPolicy{Now: true})
+		step := v.defragStep(m, DefragPolicy{Now: true, noSpace: true})
 		step.Reason = fmt.Sprintf("%s (NOSPACE: %s of a %s quota)", step.Reason, fmtBytes(m.DBSize), fmtBytes(m.Quota))
 		if step.Kind != StepWait {
 			return step
@@ -163,10 +163,14 @@ func settledAt(m model.Member, rev int64, defragged map[uint64]int64) bool {
 	return ok && at >= rev
 }
 
-// dataFills is rule 4, for the members whose sizes are settled.
-func (v *planView) dataFills(pol NoSpacePolicy, settled func(planMember) bool) (Step, bool) {
+// dataFills is rule 4, for the members whose sizes are settled. measured:
+// settled means a defragmentation at this revision (the actor's memory):
+// its db file at the line is as small as it gets, even when the few free
+// pages a defragmentation leaves put the data just under the line. Without
+// that memory, only data in use at the line counts.
+func (v *planView) dataFills(pol NoSpacePolicy, settled func(planMember) bool, measured bool) (Step, bool) {
 	for _, m := range v.members {
-		if m.IsLearner || !overLine(m.DBSize, m.Quota) || !overLine(m.DBSizeInUse, m.Quota) || !settled(m) {
+		if m.IsLearner || !overLine(m.DBSize, m.Quota) || (!measured && !overLine(m.DBSizeInUse, m.Quota)) || !settled(m) {
 			continue
 		}
 		what := fmt.Sprintf("data in use %s of a %s quota on %s", fmtBytes(m.DBSizeInUse), fmtBytes(m.Quota), m.label)

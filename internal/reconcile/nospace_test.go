@@ -49,6 +49,12 @@ func TestPlanNoSpace(t *testing.T) {
 		{"just below 90 % disarms", noSpaceOn(observed(1, nodes(3, all(quota(14, 14, 16)))...), 1), 50, 50, none, compacting, StepDisarm, 0, "disarm"},
 		{"the data fills the quota: refused", noSpaceOn(observed(1, nodes(3, all(full))...), 1), 50, 50, everyone, compacting, StepFull, 0,
 			"data in use 15.0 MiB of a 16.0 MiB quota on node1: raise etcd quota-backend-bytes or delete data"},
+		// A defragmentation leaves a few free pages: a db file just over
+		// the line with its data just under it is as full as it gets.
+		{"defragmented, the file over the line by its last free pages: refused", noSpaceOn(observed(1, nodes(3, all(func(m *model.Member) {
+			m.Quota = 16 * mib
+			m.DBSize, m.DBSizeInUse = m.Quota*9/10+8192, m.Quota*9/10-8192
+		}))...), 1), 50, 50, everyone, compacting, StepFull, 0, "raise etcd quota-backend-bytes or delete data"},
 		{"in use as etcd counts it before a defragmentation: defragment first (its figure lags)", noSpaceOn(observed(1, nodes(3, all(full))...), 1), 50, 50, none, compacting, StepDefrag, 2, "defragment node2"},
 		{"defragmented before the deletes: again", noSpaceOn(observed(1, nodes(3, all(full))...), 1), 80, 80, everyone, compacting, StepDefrag, 2, "defragment node2"},
 		{"no memory (status, the other agents): nearly nothing free counts as defragmented", noSpaceOn(observed(1, nodes(3, all(quota(16, 16, 16)))...), 1), 50, 50, nil, compacting, StepFull, 0, "data in use 16.0 MiB of a 16.0 MiB quota"},
@@ -64,6 +70,7 @@ func TestPlanNoSpace(t *testing.T) {
 		{"a CORRUPT alarm beside it: no step", withAlarms(observed(1, nodes(3, all(freed))...), model.Alarm{MemberID: 1, Type: model.AlarmNoSpace}, model.Alarm{MemberID: 2, Type: model.AlarmCorrupt}), 50, 0, none, compacting, StepWait, 0,
 			"a CORRUPT alarm is raised on member 2"},
 		{"no leader", noSpaceOn(observed(0, nodes(3, all(freed))...), 1), 50, 0, none, compacting, StepWait, 0, "no leader"},
+		{"two members: the follower all the same (writes are refused already)", noSpaceOn(observed(1, nodes(2, all(freed))...), 1), 50, 50, none, compacting, StepDefrag, 2, "defragment node2"},
 		{"one member: defragmented in place", noSpaceOn(observed(1, nodes(1, all(freed))...), 1), 50, 50, none, compacting, StepDefrag, 1, "defragment node1 in place"},
 	}
 	for _, tt := range tests {
@@ -206,6 +213,25 @@ func TestQuotaRaiseTurn(t *testing.T) {
 		Local: model.Local{Running: true, Restart: model.Restart{Why: "changed settings"}, Compacted: 50, Answer: &model.Answer{MemberID: 1, Leader: 1, Revision: 50}}}
 	if got := Decide(in); got.Kind != DoChangeMembership || got.Step.Kind != StepMoveLeader || !got.Unlocked {
 		t.Errorf("the leader's turn under NOSPACE: %s %s %v (%s), want an unlocked leader move first", got.Kind, got.Step.Kind, got.Unlocked, got.Reason)
+	}
+	// A restart due for a raised quota that would also move the member to
+	// another etcd or agent binary is an upgrade: not without the lock,
+	// etcd's preflight and the rollout's snapshot (the docs: the other
+	// changes wait until the alarm is cleared).
+	first := noSpaceOn(observed(1, nodes(3, map[int][]memberMod{1: {old}, 2: {old}, 3: {old}})...), 1)
+	for _, r := range []model.Restart{
+		{Why: "changed settings; etcd 3.6.16 → 3.7.3", EtcdFrom: "3.6.16", EtcdTo: "3.7.3"},
+		{Why: "changed settings; etcdkeeper 1.4.0 → 1.5.0", Agent: true},
+	} {
+		up := Input{Self: specNodes(3)[1], InSpec: true, Desired: specNodes(3), Cluster: &first, NoSpace: raised,
+			Local: model.Local{Running: true, Restart: r, Compacted: 50, Answer: &model.Answer{MemberID: 2, Leader: 1, Revision: 50}}}
+		if got := Decide(up); got.Kind == DoRestart || got.Kind == DoChangeMembership {
+			t.Errorf("a raised quota with %q under NOSPACE: %s (%s), want a wait (no unlocked upgrade)", r.Why, got.Kind, got.Reason)
+		}
+		up.Self, up.Cluster, up.Local.Answer.MemberID = specNodes(3)[0], &last, 1
+		if got := Decide(up); got.Kind == DoRestart || got.Kind == DoChangeMembership {
+			t.Errorf("the leader's turn with %q under NOSPACE: %s (%s), want a wait (no unlocked upgrade)", r.Why, got.Kind, got.Reason)
+		}
 	}
 	alone := noSpaceOn(observed(1, nodes(1, map[int][]memberMod{1: {old}})...), 1)
 	in.Desired, in.Cluster = specNodes(1), &alone

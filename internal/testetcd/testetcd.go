@@ -19,6 +19,13 @@ import (
 // It skips the test under -short: starting etcd is what makes a test slow.
 func Start(t testing.TB) (client, peer string) {
 	t.Helper()
+	return StartWith(t, nil)
+}
+
+// StartWith is Start with the server's configuration changed by mod (nil:
+// none) before it starts, e.g. a slow compaction.
+func StartWith(t testing.TB, mod func(*embed.Config)) (client, peer string) {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("starts etcd")
 	}
@@ -31,6 +38,9 @@ func Start(t testing.TB) (client, peer string) {
 	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{p}, []url.URL{p}
 	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{c}, []url.URL{c}
 	cfg.InitialCluster = cfg.Name + "=" + p.String()
+	if mod != nil {
+		mod(cfg)
+	}
 	e, err := embed.StartEtcd(cfg)
 	if err != nil {
 		t.Fatal(err)
