@@ -141,8 +141,10 @@ func runSteps(ctx context.Context, out io.Writer, s *spec.Spec, cli *cluster.Cli
 	}
 	if reconcile.NoSpaceRaised(first) {
 		// etcd refuses the lock's lease under NOSPACE, and the agents run
-		// their own procedure then: say so rather than etcd's error.
-		fmt.Fprintf(out, "waits: NOSPACE is raised: the leader's agent runs the NOSPACE procedure (compact, defragment, disarm) without the cluster lock, which etcd refuses now; see `etcdkeeper status`\n")
+		// their own procedure then: say so rather than etcd's error, and
+		// where the procedure stands (status's line): when the data fills
+		// the quota the agents cannot go on, and the operator must act.
+		fmt.Fprintf(out, "waits: NOSPACE is raised: nothing changed (etcd refuses the cluster lock's lease until it is cleared; the leader's agent runs the NOSPACE procedure without it)\n%s\n", noSpaceText(s, first))
 		return &exitError{code: 2, err: errors.New("waits")}
 	}
 	var lock *cluster.Lock
