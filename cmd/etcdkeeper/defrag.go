@@ -143,8 +143,10 @@ func runSteps(ctx context.Context, out io.Writer, s *spec.Spec, cli *cluster.Cli
 	}
 	if reconcile.NoSpaceRaised(first) {
 		// etcd refuses the lock's lease under NOSPACE, and the agents run
-		// their own procedure then: say so rather than etcd's error.
-		fmt.Fprintf(out, "waits: %s\n", reconcile.NoSpaceCommandWait)
+		// their own procedure then: say so rather than etcd's error, and
+		// where the procedure stands (status's line): when the data fills
+		// the quota the agents cannot go on, and the operator must act.
+		fmt.Fprintf(out, "waits: %s\n%s\n", reconcile.NoSpaceCommandWait, noSpaceText(s, first))
 		return &exitError{code: 2, err: errors.New("waits")}
 	}
 	var lock *cluster.Lock

@@ -228,7 +228,7 @@ func FmtBytes(n int64) string { return fmtBytes(n) }
 // under NOSPACE: the leader's agent then takes the procedure's steps
 // without the cluster lock (etcd refuses its lease), so a command that
 // holds the lock would be a second actor beside it.
-const NoSpaceCommandWait = "NOSPACE is raised: the leader's agent runs the NOSPACE procedure (compact, defragment, disarm) without the cluster lock, which etcd refuses now; see `etcdkeeper status`"
+const NoSpaceCommandWait = "NOSPACE is raised: nothing changed (etcd refuses the cluster lock's lease until it is cleared; the agents run the NOSPACE procedure, compact, defragment, disarm, without it)"
 
 // DefragCommand is `etcdkeeper defrag`'s decision before each of its
 // steps, on a fresh observation under the cluster lock: the agents' own
