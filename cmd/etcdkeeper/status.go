@@ -160,7 +160,7 @@ func maintenanceLines(s *spec.Spec, v model.Cluster, recs []model.AgentRecord) [
 // 0: no compaction step): what it shows is whether the procedure can go
 // on, or why not.
 func noSpaceText(s *spec.Spec, v model.Cluster) string {
-	switch ns := reconcile.PlanNoSpace(s.Members, v, 0, 0, nil, reconcile.NoSpacePolicyOf(s)); ns.Kind {
+	switch ns := reconcile.PlanNoSpace(s.Members, v, 0, 0, nil, reconcile.NoSpacePolicyOf(s), time.Now()); ns.Kind {
 	case reconcile.StepNone:
 		return ""
 	case reconcile.StepFull:

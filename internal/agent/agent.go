@@ -77,7 +77,7 @@ type Agent struct {
 	// noSpace what the agent last reported of NOSPACE.
 	compacted int64
 	// defragmented: the revision at which this agent last defragmented each member.
-	defragmented map[uint64]int64
+	defragmented map[uint64]model.DefragMark
 	noSpace      noSpaceState
 	presence     *cluster.Presence
 	// lastExit is etcd's last exit, classified; nil once it serves again.

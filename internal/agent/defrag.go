@@ -9,6 +9,7 @@ import (
 
 	"github.com/etcdkeeper/etcdkeeper/internal/cluster"
 	"github.com/etcdkeeper/etcdkeeper/internal/history"
+	"github.com/etcdkeeper/etcdkeeper/internal/model"
 	"github.com/etcdkeeper/etcdkeeper/internal/reconcile"
 )
 
@@ -56,13 +57,19 @@ func (a *Agent) defrag(ctx context.Context, step reconcile.Step, in reconcile.In
 	}
 	// The size after is the next observation's too; asked now for the
 	// log line and the bytes freed.
-	var after, freed int64
+	var after, inUse, freed int64
 	if st, err := a.client.Status(ctx, ep); err == nil {
-		after, freed = st.DbSize, max(0, m.DBSize-st.DbSize)
+		after, inUse, freed = st.DbSize, st.DbSizeInUse, max(0, m.DBSize-st.DbSize)
 	}
 	a.metrics.Space.DefragDone(took, freed, nil)
-	if in.Local.Answer != nil {
-		a.defragmented[m.ID] = in.Local.Answer.Revision // for the NOSPACE procedure (reconcile.settledAt)
+	if inUse == 0 {
+		inUse = after // an etcd that does not report it: the file is the data and a few pages
+	}
+	if inUse > 0 {
+		// For the NOSPACE procedure (reconcile.settledAt); a size not
+		// asked (the status call failed) leaves the member to be
+		// defragmented again.
+		a.defragmented[m.ID] = model.DefragMark{InUse: inUse, At: time.Now()}
 	}
 	a.remember(history.Event{Kind: "defrag", Member: step.Name, MemberID: history.HexID(m.ID), Reason: step.Reason,
 		Detail: map[string]string{"before": reconcile.FmtBytes(m.DBSize), "after": reconcile.FmtBytes(after), "took": took.Round(time.Millisecond).String()}})

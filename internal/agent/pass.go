@@ -110,7 +110,7 @@ func (a *Agent) observe(ctx context.Context) (reconcile.Input, error) {
 	l.LockHeld = a.lock != nil && a.lock.Held()
 	l.Compacted = a.compacted
 	if a.defragmented == nil {
-		a.defragmented = map[uint64]int64{}
+		a.defragmented = map[uint64]model.DefragMark{}
 	}
 	l.Defragmented = maps.Clone(a.defragmented)
 	if !a.lockReturned.IsZero() {

@@ -91,6 +91,14 @@ const (
 	PhaseRecovering Phase = "recovering" // taking part in a recovery from quorum loss
 )
 
+// DefragMark is what a defragmentation measured of a member: the data in
+// use just after (a defragmented db file is its data and a few free
+// pages), and when.
+type DefragMark struct {
+	InUse int64
+	At    time.Time
+}
+
 // Local is the local member as one pass observed it.
 type Local struct {
 	// Running: the etcd process is running.
@@ -103,10 +111,10 @@ type Local struct {
 	// It is the agent's memory, not etcd's: forgotten, the procedure
 	// compacts again, which etcd answers at once (ErrCompacted).
 	Compacted int64
-	// Defragmented is the revision at which this agent last defragmented
+	// Defragmented is what this agent measured when it last defragmented
 	// each member (by ID), its memory too: forgotten, a member is
 	// defragmented again.
-	Defragmented map[uint64]int64
+	Defragmented map[uint64]DefragMark
 	// SilentFor is how long the running etcd has not answered.
 	SilentFor time.Duration
 	// LeaderlessFor is how long the running etcd has not answered with a

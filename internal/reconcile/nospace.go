@@ -3,6 +3,7 @@ package reconcile
 import (
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/etcdkeeper/etcdkeeper/internal/model"
 	"github.com/etcdkeeper/etcdkeeper/internal/spec"
@@ -50,9 +51,9 @@ func overLine(size, quota int64) bool {
 // PlanNoSpace decides the next step of etcd's own NOSPACE procedure
 // (etcd's docs, "Space quota"): compact, defragment, disarm. rev is the
 // store's current revision, compacted the one the procedure last
-// compacted to, defragged the revision at which it defragmented each
-// member (nil: not known, see settledAt). StepNone: no NOSPACE; StepWait and StepFull: Reason says
-// why nothing can be done now.
+// compacted to, defragged what it measured when it defragmented each
+// member (nil: not known, see settledAt), now the time. StepNone: no
+// NOSPACE; StepWait and StepFull: Reason says why nothing can be done now.
 //
 // Every step is safe to take again, so a procedure cut short (the agent
 // killed, the leader moved) resumes from a new observation: a compaction
@@ -69,8 +70,9 @@ func overLine(size, quota int64) bool {
 //     (watchers relist), and it is what turns deleted keys into free
 //     pages. Again after deletes moved the revision on.
 //  4. When the data in use of a member at the disarm line fills
-//     DisarmBelow of its quota (as a defragmentation at this revision
-//     measured it, see settledAt), a defragmentation cannot bring it below:
+//     DisarmBelow of its quota (as a defragmentation measured it, and
+//     nothing freed since, see settledAt), a defragmentation cannot bring
+//     it below:
 //     disarming would only trip again. StepFull says so (raise
 //     quota-backend-bytes or delete data); a raise in the spec that the
 //     members have not restarted with yet is a wait for those restarts.
@@ -78,13 +80,13 @@ func overLine(size, quota int64) bool {
 //     every member's).
 //  6. When every member's db file is below DisarmBelow of its quota,
 //     disarm (and the agent checks that a put succeeds).
-//  7. Else defragment the members at the line (not yet defragmented at
-//     this revision) by the maintenance rules
+//  7. Else defragment the members at the line (not defragmented yet, or
+//     freed since, see settledAt) by the maintenance rules
 //     (PlanMaintenance's rule 4: followers first, most to free first, the
 //     leader last after a leader move, each caught up with a quorum
 //     without it). A one-member cluster is defragmented in place: its
 //     writes are refused already, and nobody could take over.
-func PlanNoSpace(desired []spec.Member, obs model.Cluster, rev, compacted int64, defragged map[uint64]int64, pol NoSpacePolicy) Step {
+func PlanNoSpace(desired []spec.Member, obs model.Cluster, rev, compacted int64, defragged map[uint64]model.DefragMark, pol NoSpacePolicy, now time.Time) Step {
 	if !NoSpaceRaised(obs) {
 		return Step{Kind: StepNone, Reason: "no NOSPACE alarm"}
 	}
@@ -101,7 +103,7 @@ func PlanNoSpace(desired []spec.Member, obs model.Cluster, rev, compacted int64,
 		return Step{Kind: StepCompact, Revision: rev,
 			Reason: fmt.Sprintf("compact to revision %d: NOSPACE is raised and writes are refused, so the history helps no one", rev)}
 	}
-	settled := func(m planMember) bool { return settledAt(m.Member, rev, defragged) }
+	settled := func(m planMember) bool { return settledAt(m.Member, defragged, now) }
 	if step, full := v.dataFills(pol, settled, defragged != nil); full {
 		return step
 	}
@@ -145,29 +147,53 @@ func PlanNoSpace(desired []spec.Member, obs model.Cluster, rev, compacted int64,
 	return *blocked
 }
 
-// settledAt: m's sizes tell the truth at revision rev. etcd updates
-// dbSizeInUse only when its backend begins a write transaction, and under
-// NOSPACE nothing writes after the compaction (its last batch's pages stay
-// counted as in use: measured with etcd 3.7.3, 15.1 MiB "in use" after
-// 149 of 168 100 KiB keys were deleted and compacted away). A
-// defragmentation sets both sizes exactly. So the agent that defragments
-// remembers at which revision it defragmented each member (defragged;
-// forgotten, the member is defragmented again); without that memory (the
-// other agents, `etcdkeeper status`) a member with under 1 % of its db
-// free counts as defragmented.
-func settledAt(m model.Member, rev int64, defragged map[uint64]int64) bool {
+// settledAt: m's sizes tell the truth. etcd updates dbSizeInUse only when
+// its backend begins a write transaction, and under NOSPACE little writes
+// (a physical compaction does, and with etcd 3.7.3 its figure is right
+// after it: 1.9 MiB in use after 145 of 164 keys of 100 KiB were deleted
+// and compacted; but an earlier session measured 15.1 MiB left "in use"
+// after 149 of 168). A defragmentation sets both sizes exactly. So the
+// agent that defragments remembers what it measured of each member
+// (defragged; forgotten, the member is defragmented again), and a member
+// it defragmented is settled until
+//   - its data in use, as etcd reports it now, is below the line and
+//     NoSpaceFreed below what the defragmentation measured: deletes and a
+//     compaction (the procedure's, or one by hand with compaction off)
+//     freed what a defragmentation gives back; or
+//   - NoSpaceRemeasure has passed: a figure that lags (the measurement
+//     above) is measured again, rarely.
+//
+// Deletes that free little (a lease expiring every few seconds, moving
+// the revision on) do not defragment the members again and again.
+// Without that memory (the other agents, `etcdkeeper status`) a member
+// with under 1 % of its db free counts as defragmented.
+func settledAt(m model.Member, defragged map[uint64]model.DefragMark, now time.Time) bool {
 	if defragged == nil {
 		return m.DBSize > 0 && float64(m.FreeBytes()) < 0.01*float64(m.DBSize)
 	}
-	at, ok := defragged[m.ID]
-	return ok && at >= rev
+	mark, ok := defragged[m.ID]
+	if !ok || now.Sub(mark.At) >= NoSpaceRemeasure {
+		return false
+	}
+	freed := !overLine(m.DBSizeInUse, m.Quota) && m.DBSizeInUse+NoSpaceFreed(m.Quota) < mark.InUse
+	return !freed
 }
 
+// NoSpaceRemeasure is how long a defragmentation's measure of a member
+// stands under NOSPACE while its data fills the quota and etcd's own
+// figure shows nothing freed.
+const NoSpaceRemeasure = 10 * time.Minute
+
+// NoSpaceFreed is how far below a defragmentation's measure a member's
+// data in use must drop (1 % of its quota) to count as freed: less is the
+// few free pages a defragmentation leaves, or noise.
+func NoSpaceFreed(quota int64) int64 { return quota / 100 }
+
 // dataFills is rule 4, for the members whose sizes are settled. measured:
-// settled means a defragmentation at this revision (the actor's memory):
-// its db file at the line is as small as it gets, even when the few free
-// pages a defragmentation leaves put the data just under the line. Without
-// that memory, only data in use at the line counts.
+// settled means a defragmentation since which nothing was freed (the
+// actor's memory): its db file at the line is as small as it gets, even
+// when the few free pages a defragmentation leaves put the data just under
+// the line. Without that memory, only data in use at the line counts.
 func (v *planView) dataFills(pol NoSpacePolicy, settled func(planMember) bool, measured bool) (Step, bool) {
 	for _, m := range v.members {
 		if m.IsLearner || !overLine(m.DBSize, m.Quota) || (!measured && !overLine(m.DBSizeInUse, m.Quota)) || !settled(m) {
@@ -178,8 +204,14 @@ func (v *planView) dataFills(pol NoSpacePolicy, settled func(planMember) bool, m
 			return waitStep(fmt.Sprintf("NOSPACE procedure waits: %s; the spec raises quota-backend-bytes to %s: the members restart with it one at a time",
 				what, fmtBytes(q))), true
 		}
+		todo := "raise etcd quota-backend-bytes or delete data"
+		if !pol.Compact {
+			// The old revisions of deleted keys take space until a
+			// compaction, which the spec leaves to someone else.
+			todo = "raise etcd quota-backend-bytes, delete data, or compact (maintenance.nospace.compact is false: the agents do not)"
+		}
 		return Step{Kind: StepFull, MemberID: m.ID, Name: m.name(),
-			Reason: what + ": raise etcd quota-backend-bytes or delete data (NOSPACE stays raised: disarming would only trip again)"}, true
+			Reason: what + ": " + todo + " (NOSPACE stays raised: disarming would only trip again)"}, true
 	}
 	return Step{}, false
 }
@@ -265,15 +297,15 @@ func noSpace(in Input) (Action, bool) {
 	// (settledAt), with the compaction taken as done: only the actor
 	// knows it, and the others would say "next: compact" for as long as
 	// NOSPACE lasts, where the data may fill the quota.
-	var defragged map[uint64]int64
+	var defragged map[uint64]model.DefragMark
 	compacted := in.Local.Answer.Revision
 	if actor == in.Local.Answer.MemberID {
 		compacted, defragged = in.Local.Compacted, in.Local.Defragmented
 		if defragged == nil {
-			defragged = map[uint64]int64{}
+			defragged = map[uint64]model.DefragMark{}
 		}
 	}
-	step := PlanNoSpace(in.Desired, *in.Cluster, in.Local.Answer.Revision, compacted, defragged, in.NoSpace)
+	step := PlanNoSpace(in.Desired, *in.Cluster, in.Local.Answer.Revision, compacted, defragged, in.NoSpace, in.Now)
 	key := fmt.Sprintf("nospace/%s/%x", step.Kind, step.MemberID)
 	switch step.Kind {
 	case StepNone:

@@ -3,6 +3,7 @@ package reconcile
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/etcdkeeper/etcdkeeper/internal/model"
 	"github.com/etcdkeeper/etcdkeeper/internal/spec"
@@ -26,12 +27,20 @@ func TestPlanNoSpace(t *testing.T) {
 	full, freed, fits := quota(16, 15, 16), quota(16, 2, 16), quota(3, 2, 16)
 	all := func(m memberMod) map[int][]memberMod { return map[int][]memberMod{1: {m}, 2: {m}, 3: {m}} }
 	compacting := NoSpacePolicy{Compact: true}
-	none, everyone := map[uint64]int64{}, map[uint64]int64{1: 50, 2: 50, 3: 50}
+	now := time.Unix(1_000_000_000, 0)
+	// everyone stands for every member defragmented a minute ago, when its
+	// db file measured what it measures now (filled in below from obs);
+	// stale is the same ten minutes and more ago.
+	none, everyone := map[uint64]model.DefragMark{}, map[uint64]model.DefragMark{0: {}}
+	stale := map[uint64]model.DefragMark{}
+	for id := uint64(1); id <= 3; id++ {
+		stale[id] = model.DefragMark{InUse: 16 * mib, At: now.Add(-NoSpaceRemeasure)}
+	}
 	tests := []struct {
 		name           string
 		obs            model.Cluster
 		rev, compacted int64
-		defragged      map[uint64]int64
+		defragged      map[uint64]model.DefragMark
 		pol            NoSpacePolicy
 		kind           StepKind
 		member         uint64
@@ -56,7 +65,18 @@ func TestPlanNoSpace(t *testing.T) {
 			m.DBSize, m.DBSizeInUse = m.Quota*9/10+8192, m.Quota*9/10-8192
 		}))...), 1), 50, 50, everyone, compacting, StepFull, 0, "raise etcd quota-backend-bytes or delete data"},
 		{"in use as etcd counts it before a defragmentation: defragment first (its figure lags)", noSpaceOn(observed(1, nodes(3, all(full))...), 1), 50, 50, none, compacting, StepDefrag, 2, "defragment node2"},
-		{"defragmented before the deletes: again", noSpaceOn(observed(1, nodes(3, all(full))...), 1), 80, 80, everyone, compacting, StepDefrag, 2, "defragment node2"},
+		// A lease that expired moves the revision on and frees next to
+		// nothing: the members are not defragmented again for it
+		// (Kubernetes' event leases expire all the time).
+		{"the revision moved, etcd's figure shows nothing freed: still full, not defragmented again", noSpaceOn(observed(1, nodes(3, all(full))...), 1), 80, 80, everyone, compacting, StepFull, 0,
+			"data in use 15.0 MiB of a 16.0 MiB quota on node1"},
+		{"deletes and the compaction freed space since the defragmentation: again", noSpaceOn(observed(1, nodes(3, all(freed))...), 1), 80, 80,
+			map[uint64]model.DefragMark{1: {InUse: 15 * mib, At: now}, 2: {InUse: 15 * mib, At: now}, 3: {InUse: 15 * mib, At: now}}, compacting, StepDefrag, 2, "defragment node2"},
+		{"compaction off, one by hand freed space since: defragment", noSpaceOn(observed(1, nodes(3, all(freed))...), 1), 50, 0,
+			map[uint64]model.DefragMark{1: {InUse: 15 * mib, At: now}, 2: {InUse: 15 * mib, At: now}, 3: {InUse: 15 * mib, At: now}}, NoSpacePolicy{}, StepDefrag, 2, "defragment node2"},
+		{"compaction off, the data fills the quota: says to compact too", noSpaceOn(observed(1, nodes(3, all(full))...), 1), 50, 0, everyone, NoSpacePolicy{}, StepFull, 0,
+			"raise etcd quota-backend-bytes, delete data, or compact (maintenance.nospace.compact is false: the agents do not)"},
+		{"measured ten minutes ago: measured again", noSpaceOn(observed(1, nodes(3, all(full))...), 1), 80, 80, stale, compacting, StepDefrag, 2, "defragment node2"},
 		{"no memory (status, the other agents): nearly nothing free counts as defragmented", noSpaceOn(observed(1, nodes(3, all(quota(16, 16, 16)))...), 1), 50, 50, nil, compacting, StepFull, 0, "data in use 16.0 MiB of a 16.0 MiB quota"},
 		{"the data fills the quota before compaction: compact first", noSpaceOn(observed(1, nodes(3, all(full))...), 1), 50, 0, none, compacting, StepCompact, 0, "compact"},
 		{"the data fills the quota, a raise in the spec: wait for the restarts", noSpaceOn(observed(1, nodes(3, all(full))...), 1), 50, 50,
@@ -76,7 +96,14 @@ func TestPlanNoSpace(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			desired := specNodes(len(tt.obs.Members))
-			got := PlanNoSpace(desired, tt.obs, tt.rev, tt.compacted, tt.defragged, tt.pol)
+			marks := tt.defragged
+			if _, ok := marks[0]; ok {
+				marks = map[uint64]model.DefragMark{}
+				for _, m := range tt.obs.Members {
+					marks[m.ID] = model.DefragMark{InUse: m.DBSize, At: now.Add(-time.Minute)}
+				}
+			}
+			got := PlanNoSpace(desired, tt.obs, tt.rev, tt.compacted, marks, tt.pol, now)
 			if got.Kind != tt.kind || (tt.member != 0 && got.MemberID != tt.member) || !reasonHas(got.Reason, tt.contains) {
 				t.Errorf("got %s member %x: %q\nwant %s member %x containing %q", got.Kind, got.MemberID, got.Reason, tt.kind, tt.member, tt.contains)
 			}

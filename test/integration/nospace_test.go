@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -83,6 +85,20 @@ func writable(c *testbed.Cluster, key string) string {
 		return fmt.Sprintf("alarms still raised: %v", o.Alarms)
 	}
 	return ""
+}
+
+// countLogs is how many lines of the agents' logs hold every part.
+func countLogs(c *testbed.Cluster, parts ...string) int {
+	n := 0
+	for _, name := range c.AllNames() {
+		b, _ := os.ReadFile(c.LogPath(name))
+		for _, line := range strings.Split(string(b), "\n") {
+			if !slices.ContainsFunc(parts, func(p string) bool { return !strings.Contains(line, p) }) {
+				n++
+			}
+		}
+	}
+	return n
 }
 
 // anyLog: some agent's log holds every part.
@@ -175,6 +191,7 @@ func TestNoSpaceDataFillsQuota(t *testing.T) {
 	startAll(c)
 	ids := c.WaitVoters(converge, c.AllNames()...)
 	cli := c.Client()
+	testbed.Put(t, cli, "/nospace/small", "x")
 	fillUntilFull(t, c, cli, "fill")
 	testbed.Eventually(t, converge, "status says the data fills the quota", func() string {
 		out, _ := etcdkeeperExit(t, "status", "--config", c.Spec)
@@ -188,6 +205,29 @@ func TestNoSpaceDataFillsQuota(t *testing.T) {
 	}
 	if !anyLog(c, "NOSPACE stays raised: the data fills the quota") {
 		t.Error("no agent logged that the data fills the quota")
+	}
+	// A delete that frees next to nothing (on Kubernetes, an event's
+	// lease expiring every few seconds) moves the revision on: the agents
+	// compact again, and do not defragment the members again for it.
+	defrags := countLogs(c, `"msg":"defragmented"`)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	del, err := cli.Delete(ctx, "/nospace/small")
+	cancel()
+	if err != nil {
+		t.Fatalf("delete under NOSPACE: %v", err)
+	}
+	rev := fmt.Sprintf(`"revision":%d`, del.Header.Revision)
+	testbed.Eventually(t, converge, "the agents compact to the delete's revision", func() string {
+		if !anyLog(c, `"msg":"NOSPACE: compacted"`, rev) {
+			return "no compaction to " + rev
+		}
+		return ""
+	})
+	for _, n := range c.AllNames() {
+		c.KickPasses(converge, 3, n)
+	}
+	if n := countLogs(c, `"msg":"defragmented"`); n != defrags {
+		t.Errorf("%d defragmentations after a delete that freed next to nothing (%d before it): the data still fills the quota", n-defrags, defrags)
 	}
 	// Every agent says so, not only the actor's (a follower's agent used
 	// to say "next: compact" for as long as it lasted).
