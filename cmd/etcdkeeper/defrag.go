@@ -149,6 +149,20 @@ func runSteps(ctx context.Context, out io.Writer, s *spec.Spec, cli *cluster.Cli
 		fmt.Fprintf(out, "waits: %s\n%s\n", reconcile.NoSpaceCommandWait, noSpaceText(s, first))
 		return &exitError{code: 2, err: errors.New("waits")}
 	}
+	// An operator's pause holds these commands as it holds the agents and
+	// recover: someone works on the cluster. A pause that cannot be read
+	// is not taken for none.
+	p, err := cli.GetPause(ctx, s.Cluster.Name)
+	if err != nil {
+		return fmt.Errorf("cannot read the agents' pause: %w", err)
+	}
+	if now := time.Now(); p.InForce(now) {
+		if act {
+			fmt.Fprintf(out, "waits: %s: nothing changed; etcdkeeper resume --config %s first\n", reconcile.PauseText(*p, now), s.Path)
+			return &exitError{code: 2, err: errors.New("waits")}
+		}
+		fmt.Fprintf(out, "%s: the agents and this command make no change until then\n", reconcile.PauseText(*p, now))
+	}
 	var lock *cluster.Lock
 	if act {
 		l, err := cli.TryLock(ctx, s.Cluster.Name)

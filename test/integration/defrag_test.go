@@ -302,10 +302,29 @@ func TestDefragAndLeaderMoveCommands(t *testing.T) {
 		}
 		return ""
 	})
+	// An operator's pause holds the commands too, as it holds the agents
+	// (and recover): a second operator's work is not disturbed.
+	if out, code := etcdkeeperExit(t, "pause", "--config", c.Spec, "--reason", "disk work"); code != 0 {
+		t.Fatalf("pause: exit %d:\n%s", code, out)
+	}
+	var notLeader string
+	for n, id := range ids {
+		if id != testbed.Observe(c.Client()).Leader() {
+			notLeader = n
+		}
+	}
+	for _, args := range [][]string{{"defrag", "--config", c.Spec, "--yes"}, {"leader", "move", "--config", c.Spec, "--to", notLeader}} {
+		if out, code := etcdkeeperExit(t, args...); code != 2 || !strings.Contains(out, "paused by") || !strings.Contains(out, "disk work") || !strings.Contains(out, "etcdkeeper resume") {
+			t.Errorf("etcdkeeper %s while paused: exit %d:\n%s\nwant exit 2 naming the pause and resume", strings.Join(args, " "), code, out)
+		}
+	}
+	if out, code := etcdkeeperExit(t, "resume", "--config", c.Spec); code != 0 {
+		t.Fatalf("resume: exit %d:\n%s", code, out)
+	}
 	dry := allAnswered(t, c)
 	for _, m := range dry.Voters() {
 		if b, _ := before.ByName(m.Name); m.DBSize < b.DBSize {
-			t.Errorf("the dry run changed %s's db: %d -> %d bytes", m.Name, b.DBSize, m.DBSize)
+			t.Errorf("the dry run (or a command while paused) changed %s's db: %d -> %d bytes", m.Name, b.DBSize, m.DBSize)
 		}
 	}
 
