@@ -196,7 +196,12 @@ func runSteps(ctx context.Context, out io.Writer, s *spec.Spec, cli *cluster.Cli
 			}
 			return &exitError{code: 2, err: errors.New("waits")}
 		case !act:
-			fmt.Fprintf(out, "next: %s %s\n  why: %s\n(dry run: nothing changed; %s)\n", step.Kind, step.Name, step.Reason, howToAct)
+			what := fmt.Sprintf("%s %s", step.Kind, step.Name)
+			if step.Kind == reconcile.StepMoveLeader {
+				// Name is the leader the step moves leadership from.
+				what = fmt.Sprintf("%s from %s to %s", step.Kind, step.Name, nameOfID(obs, step.To))
+			}
+			fmt.Fprintf(out, "next: %s\n  why: %s\n(dry run: nothing changed; %s)\n", what, step.Reason, howToAct)
 			return &exitError{code: 2, err: errors.New("dry run")}
 		}
 		if err := takeStep(ctx, out, cli, lock, obs, step); err != nil {
@@ -205,6 +210,14 @@ func runSteps(ctx context.Context, out io.Writer, s *spec.Spec, cli *cluster.Cli
 		did(step)
 	}
 	return fmt.Errorf("stopped after %d steps", maxSteps)
+}
+
+// nameOfID is the name of member id as obs knows it, else its ID.
+func nameOfID(obs model.Cluster, id uint64) string {
+	if m, ok := obs.Member(id); ok && m.Name != "" {
+		return m.Name
+	}
+	return fmt.Sprintf("%x", id)
 }
 
 // observeAgainFor bounds observeAgain: a member list or status call that

@@ -3,6 +3,7 @@ package reconcile
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/etcdkeeper/etcdkeeper/internal/model"
@@ -311,7 +312,11 @@ func noSpace(in Input) (Action, bool) {
 	case StepNone:
 		return Action{}, false
 	case StepWait:
-		return Action{Kind: DoWait, Reason: "NOSPACE: " + step.Reason, Key: "nospace-wait/" + numberless(step.Reason), ReleaseLock: true}, true
+		reason := step.Reason
+		if !strings.HasPrefix(reason, "NOSPACE") {
+			reason = "NOSPACE: " + reason
+		}
+		return Action{Kind: DoWait, Reason: reason, Key: "nospace-wait/" + numberless(step.Reason), ReleaseLock: true}, true
 	case StepFull:
 		return Action{Kind: DoWait, Reason: "NOSPACE: " + step.Reason, Key: "nospace-full/" + numberless(step.Reason), Step: step, ReleaseLock: true}, true
 	}
@@ -320,6 +325,9 @@ func noSpace(in Input) (Action, bool) {
 			Reason: fmt.Sprintf("NOSPACE: the agent of %s takes the procedure's steps (next: %s)", label, step.Reason)}, true
 	}
 	act := Action{Key: key, Step: step, Unlocked: true, ReleaseLock: true, Reason: "NOSPACE: " + step.Reason}
+	if step.Kind == StepDisarm {
+		act.Reason = "NOSPACE: disarm: " + strings.TrimPrefix(step.Reason, "disarm NOSPACE: ")
+	}
 	switch step.Kind {
 	case StepCompact:
 		act.Kind = DoCompact

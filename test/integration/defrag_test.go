@@ -296,7 +296,7 @@ func TestDefragAndLeaderMoveCommands(t *testing.T) {
 	testbed.Eventually(t, converge, "the dry run names the procedure's first step", func() string {
 		out, code := etcdkeeperExit(t, "defrag", "--config", c.Spec)
 		t.Logf("defrag (dry run), exit %d:\n%s", code, out)
-		first := strings.Contains(out, "next: defrag node") || strings.Contains(out, "next: move-leader node")
+		first := strings.Contains(out, "next: defrag node") || strings.Contains(out, "next: move-leader from node")
 		if code != 2 || !first || !strings.Contains(out, "dry run: nothing changed") {
 			return fmt.Sprintf("exit %d: %s", code, out)
 		}
