@@ -164,7 +164,7 @@ func (v *planView) maintenanceBlocker(pol DefragPolicy) string {
 		case m.IsLearner:
 			notes = append(notes, m.label+" is a learner (a join or repair is under way)")
 		case !m.Healthy:
-			notes = append(notes, m.label+" does not answer (its repair or restart comes first)")
+			notes = append(notes, m.label+" does not answer (its agent restarts or repairs it first; is etcdkeeper running on its host?)")
 		}
 	}
 	if len(notes) > 0 {
