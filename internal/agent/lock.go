@@ -28,7 +28,11 @@ func (a *Agent) takeLock(ctx context.Context) error {
 }
 
 func (a *Agent) releaseLock(ctx context.Context) {
+	// A restart taken without the lock (a quota raise under NOSPACE) has
+	// no lock to keep: its mark must not hold a lock taken later
+	// (reconcile.restartedCatchingUp).
 	if a.lock == nil {
+		a.restarted = false
 		return
 	}
 	if err := a.lock.Unlock(ctx); err != nil {
