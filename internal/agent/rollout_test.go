@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"os"
@@ -108,5 +109,18 @@ func TestRestartDueOnlyForWhatThisAgentStarted(t *testing.T) {
 	}
 	if !strings.Contains(etcdproc.Settings(s, self), "StopGRPCServiceOnDefrag=true") {
 		t.Errorf("the default settings %q lack StopGRPCServiceOnDefrag=true", etcdproc.Settings(s, self))
+	}
+}
+
+// TestUnlockedRestartMarkDropped: a restart taken without the cluster
+// lock (a quota raise under NOSPACE) sets the catching-up mark like a
+// rollout's; with no lock to release, the release still drops it, so
+// that a lock taken later for something else is not held while the
+// member lags (reconcile.restartedCatchingUp).
+func TestUnlockedRestartMarkDropped(t *testing.T) {
+	a := &Agent{lg: zap.NewNop(), restarted: true}
+	a.releaseLock(context.Background())
+	if a.restarted {
+		t.Fatal("the restart's mark outlived a release with no lock held")
 	}
 }
