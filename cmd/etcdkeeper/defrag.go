@@ -167,7 +167,7 @@ func runSteps(ctx context.Context, out io.Writer, s *spec.Spec, cli *cluster.Cli
 	if act {
 		l, err := cli.TryLock(ctx, s.Cluster.Name)
 		if errors.Is(err, cluster.ErrLocked) {
-			return fmt.Errorf("an agent holds the cluster lock (it is changing something): nothing changed; try again in a moment")
+			return fmt.Errorf("%w (an agent is changing something): nothing changed; try again in a moment", err)
 		}
 		if err != nil {
 			return err
