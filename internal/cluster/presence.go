@@ -35,7 +35,15 @@ type Presence struct {
 	refreshed time.Time
 	dead      bool
 	last      string
+	// heldOff: a put refused for NOSPACE waits until then (the lease's
+	// keepalive goes on): each refused put is a raft entry and a warning
+	// in every member's log.
+	heldOff time.Time
 }
+
+// noSpaceBackoff is how long a record refused under NOSPACE waits before
+// it is put again.
+const noSpaceBackoff = 10 * time.Second
 
 // NewPresence grants the lease that carries the agent's record.
 func (c *Client) NewPresence(ctx context.Context) (*Presence, error) {
@@ -99,13 +107,16 @@ func (p *Presence) Publish(ctx context.Context, clusterName string, r model.Agen
 	if err != nil {
 		return fmt.Errorf("encode agent record: %w", err)
 	}
-	if string(b) == p.last {
+	if string(b) == p.last || time.Now().Before(p.heldOff) {
 		return nil
 	}
 	err = p.call(ctx, "publish agent record", func(ctx context.Context, cli *clientv3.Client) error {
 		_, err := cli.Put(ctx, AgentsKey(clusterName)+r.Name, string(b), clientv3.WithLease(p.lease))
 		return err
 	})
+	if errors.Is(err, rpctypes.ErrNoSpace) {
+		p.heldOff = time.Now().Add(noSpaceBackoff)
+	}
 	if err != nil {
 		return err
 	}
