@@ -158,9 +158,14 @@ func maintenanceLines(s *spec.Spec, v model.Cluster, recs []model.AgentRecord) [
 // noSpaceText says where the agents' NOSPACE procedure stands, or "" when
 // no NOSPACE alarm is raised. The revision is the agents' to compare (0,
 // 0: no compaction step): what it shows is whether the procedure can go
-// on, or why not.
+// on, or why not. A command has no memory of how long NOSPACE lasts: it
+// takes a member's data in use at the line as the agents do once they
+// compacted (reconcile.NoSpaceSettle), which at the first seconds of a
+// NOSPACE may still count history the compaction frees.
 func noSpaceText(s *spec.Spec, v model.Cluster) string {
-	switch ns := reconcile.PlanNoSpace(s.Members, v, 0, 0, nil, reconcile.NoSpacePolicyOf(s), time.Now()); ns.Kind {
+	pol := reconcile.NoSpacePolicyOf(s)
+	pol.RaisedFor = reconcile.NoSpaceSettle
+	switch ns := reconcile.PlanNoSpace(s.Members, v, 0, 0, nil, pol, time.Now()); ns.Kind {
 	case reconcile.StepNone:
 		return ""
 	case reconcile.StepFull:

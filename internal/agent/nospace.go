@@ -68,7 +68,8 @@ func (a *Agent) disarmNoSpace(ctx context.Context, act reconcile.Action) (string
 // noSpaceState is what the agent last said of NOSPACE: once per change.
 type noSpaceState struct {
 	raised bool
-	full   string // the refusal's reason while the data fills the quota
+	since  time.Time // when raised was first seen
+	full   string    // the refusal's reason while the data fills the quota
 }
 
 // noteNoSpace reports the NOSPACE state after a pass: in STATUS,
@@ -125,5 +126,9 @@ func (a *Agent) noteNoSpace(in reconcile.Input, act reconcile.Action) {
 	} else {
 		a.metrics.Space.NoSpaceFull.Set(0)
 	}
-	a.noSpace = noSpaceState{raised: raised, full: full}
+	since := a.noSpace.since
+	if raised && !a.noSpace.raised {
+		since = time.Now()
+	}
+	a.noSpace = noSpaceState{raised: raised, since: since, full: full}
 }

@@ -113,6 +113,9 @@ func (a *Agent) observe(ctx context.Context) (reconcile.Input, error) {
 		a.defragmented = map[uint64]model.DefragMark{}
 	}
 	l.Defragmented = maps.Clone(a.defragmented)
+	if a.noSpace.raised {
+		l.NoSpaceFor = time.Since(a.noSpace.since)
+	}
 	if !a.lockReturned.IsZero() {
 		l.LockReturned = time.Since(a.lockReturned)
 	}

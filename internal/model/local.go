@@ -115,6 +115,9 @@ type Local struct {
 	// each member (by ID), its memory too: forgotten, a member is
 	// defragmented again.
 	Defragmented map[uint64]DefragMark
+	// NoSpaceFor is how long this agent has seen NOSPACE raised, without
+	// a pass that saw it cleared; 0 while it is not.
+	NoSpaceFor time.Duration
 	// SilentFor is how long the running etcd has not answered.
 	SilentFor time.Duration
 	// LeaderlessFor is how long the running etcd has not answered with a

@@ -16,6 +16,10 @@ import (
 type NoSpacePolicy struct {
 	Compact bool
 	Quotas  map[string]int64
+	// RaisedFor is how long the deciding agent has seen NOSPACE raised:
+	// the agents that take no step judge a member full by its data in
+	// use only after NoSpaceSettle (see settledAt).
+	RaisedFor time.Duration
 }
 
 // NoSpacePolicyOf is the spec's policy.
@@ -104,7 +108,8 @@ func PlanNoSpace(desired []spec.Member, obs model.Cluster, rev, compacted int64,
 		return Step{Kind: StepCompact, Revision: rev,
 			Reason: fmt.Sprintf("compact to revision %d: NOSPACE is raised and writes are refused, so the history helps no one", rev)}
 	}
-	settled := func(m planMember) bool { return settledAt(m.Member, defragged, now) }
+	below := v.dataBelow()
+	settled := func(m planMember) bool { return settledAt(m.Member, defragged, below, pol.RaisedFor, now) }
 	if step, full := v.dataFills(pol, settled, defragged != nil); full {
 		return step
 	}
@@ -149,46 +154,62 @@ func PlanNoSpace(desired []spec.Member, obs model.Cluster, rev, compacted int64,
 }
 
 // settledAt: m's sizes tell the truth. etcd updates dbSizeInUse only when
-// its backend begins a write transaction, and under NOSPACE little writes
-// (a physical compaction does, and with etcd 3.7.3 its figure is right
-// after it: 1.9 MiB in use after 145 of 164 keys of 100 KiB were deleted
-// and compacted; but an earlier session measured 15.1 MiB left "in use"
-// after 149 of 168). A defragmentation sets both sizes exactly. So the
-// agent that defragments remembers what it measured of each member
+// its backend begins a write transaction, and under NOSPACE little writes.
+// Measured with etcd 3.7.3, 3 members, 16 MiB quota, ~160 keys of 100 KiB
+// of which 98 % deleted, then a physical compaction through one member:
+// that member said 0.4 MiB in use, the other two 15.5–18.1 MiB, still
+// after 2 s and after deletes of an absent key; in one of four runs all
+// three kept their old figure. A defragmentation sets both sizes exactly.
+// So the agent that defragments remembers what it measured of each member
 // (defragged; forgotten, the member is defragmented again), and a member
-// it defragmented is settled until
-//   - its data in use, as etcd reports it now, is below the line and
-//     NoSpaceFreed below what the defragmentation measured: deletes and a
-//     compaction (the procedure's, or one by hand with compaction off)
-//     freed what a defragmentation gives back; or
-//   - NoSpaceRemeasure has passed: a figure that lags (the measurement
-//     above) is measured again, rarely.
+// it measured full (its data in use at the line) is settled until
+//   - some member's data in use, as etcd reports it, is below the line
+//     (below: dataBelow; a figure lags high, never low, and the members
+//     hold the same data): deletes and a compaction (the procedure's, or
+//     one by hand with compaction off) freed space, and its
+//     defragmentation gives it back; or
+//   - NoSpaceRemeasure has passed: figures that all lag are measured
+//     again, rarely.
 //
 // Deletes that free little (a lease expiring every few seconds, moving
-// the revision on) do not defragment the members again and again.
-// Without that memory (the other agents, `etcdkeeper status`) a member
-// with under 1 % of its db free counts as defragmented.
-func settledAt(m model.Member, defragged map[uint64]model.DefragMark, now time.Time) bool {
+// the revision on) do not defragment the members again and again. A
+// member measured with its data below the line is settled (a db file just
+// over the line by the few free pages a defragmentation leaves is as small
+// as it gets). Without that memory (the other agents, `etcdkeeper
+// status`) a member with under 1 % of its db free counts as measured, and
+// so does one whose data in use is at the line once NOSPACE has been
+// raised for NoSpaceSettle (raisedFor, 0: not known: the actor has
+// compacted and measured by then), unless some member's is below it.
+func settledAt(m model.Member, defragged map[uint64]model.DefragMark, below bool, raisedFor time.Duration, now time.Time) bool {
 	if defragged == nil {
-		return m.DBSize > 0 && float64(m.FreeBytes()) < 0.01*float64(m.DBSize)
+		return m.DBSize > 0 && (float64(m.FreeBytes()) < 0.01*float64(m.DBSize) ||
+			raisedFor >= NoSpaceSettle && overLine(m.DBSizeInUse, m.Quota) && !below)
 	}
 	mark, ok := defragged[m.ID]
 	if !ok || now.Sub(mark.At) >= NoSpaceRemeasure {
 		return false
 	}
-	freed := !overLine(m.DBSizeInUse, m.Quota) && m.DBSizeInUse+NoSpaceFreed(m.Quota) < mark.InUse
-	return !freed
+	return !below || !overLine(mark.InUse, m.Quota)
 }
 
+// dataBelow: some voter that answered reports its data in use below the
+// line.
+func (v *planView) dataBelow() bool {
+	return slices.ContainsFunc(v.members, func(m planMember) bool {
+		return !m.IsLearner && m.DBSize > 0 && m.Quota > 0 && !overLine(m.DBSizeInUse, m.Quota)
+	})
+}
+
+// NoSpaceSettle is how long NOSPACE must have been raised before the
+// agents that take no step trust etcd's figure of a member's data in use
+// at the line: the actor compacts (and measures) first.
+const NoSpaceSettle = time.Minute
+
 // NoSpaceRemeasure is how long a defragmentation's measure of a member
-// stands under NOSPACE while its data fills the quota and etcd's own
-// figure shows nothing freed.
+// stands under NOSPACE while its data fills the quota and etcd's figures
+// show nothing freed.
 const NoSpaceRemeasure = 10 * time.Minute
 
-// NoSpaceFreed is how far below a defragmentation's measure a member's
-// data in use must drop (1 % of its quota) to count as freed: less is the
-// few free pages a defragmentation leaves, or noise.
-func NoSpaceFreed(quota int64) int64 { return quota / 100 }
 
 // dataFills is rule 4, for the members whose sizes are settled. measured:
 // settled means a defragmentation since which nothing was freed (the
@@ -306,7 +327,9 @@ func noSpace(in Input) (Action, bool) {
 			defragged = map[uint64]model.DefragMark{}
 		}
 	}
-	step := PlanNoSpace(in.Desired, *in.Cluster, in.Local.Answer.Revision, compacted, defragged, in.NoSpace, in.Now)
+	pol := in.NoSpace
+	pol.RaisedFor = in.Local.NoSpaceFor
+	step := PlanNoSpace(in.Desired, *in.Cluster, in.Local.Answer.Revision, compacted, defragged, pol, in.Now)
 	key := fmt.Sprintf("nospace/%s/%x", step.Kind, step.MemberID)
 	switch step.Kind {
 	case StepNone:

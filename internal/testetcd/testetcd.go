@@ -82,6 +82,13 @@ type ClientTLS struct {
 // -short.
 func StartCluster(t testing.TB, nodes []Node, tls *ClientTLS) []Node {
 	t.Helper()
+	return StartClusterWith(t, nodes, tls, nil)
+}
+
+// StartClusterWith is StartCluster with every member's configuration
+// changed by mod (nil: none) before it starts, e.g. a small quota.
+func StartClusterWith(t testing.TB, nodes []Node, tls *ClientTLS, mod func(*embed.Config)) []Node {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("starts etcd")
 	}
@@ -113,6 +120,9 @@ func StartCluster(t testing.TB, nodes []Node, tls *ClientTLS) []Node {
 		cfg.InitialCluster = strings.Join(initial, ",")
 		if tls != nil {
 			cfg.ClientTLSInfo = transport.TLSInfo{CertFile: tls.CertFile, KeyFile: tls.KeyFile, TrustedCAFile: tls.TrustedCAFile, ClientCertAuth: true}
+		}
+		if mod != nil {
+			mod(cfg)
 		}
 		e, err := embed.StartEtcd(cfg)
 		if err != nil {
