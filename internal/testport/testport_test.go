@@ -15,7 +15,7 @@ import (
 // are distinct, though each probe listener closes before the next probe.
 func TestFreeNeverRepeats(t *testing.T) {
 	seen := map[int]bool{}
-	for range 2000 {
+	for range 1000 {
 		p, err := Free("127.0.0.1")
 		if err != nil {
 			t.Fatal(err)
@@ -36,7 +36,7 @@ const childEnv = "TESTPORT_CHILD_PORTS"
 // testetcd.StartCluster does (6 probes, then 6 binds) had 17 to 30 binds
 // refused per run.
 func TestFreeAcrossProcesses(t *testing.T) {
-	const children, each = 4, 500
+	const children, each = 4, 250
 	seen := map[int]int{}
 	var stdins []io.Closer
 	defer func() {
