@@ -80,7 +80,7 @@ func TestFreeAcrossProcesses(t *testing.T) {
 					r.ports = append(r.ports, p)
 				}
 			}
-			r.err = fmt.Errorf("child ended before it printed its ports: %v", sc.Err())
+			r.err = fmt.Errorf("child ended before it printed its ports: %w", sc.Err())
 			results <- r
 		}()
 	}
