@@ -46,10 +46,16 @@ func Free(ip string) (int, error) {
 	mu.Lock()
 	defer mu.Unlock()
 	dir := Dir()
-	if err := os.MkdirAll(dir, 0o777); err != nil {
-		return 0, fmt.Errorf("port locks: %w", err)
+	if _, err := os.Stat(dir); err != nil {
+		if err := os.MkdirAll(dir, 0o777); err != nil {
+			return 0, fmt.Errorf("port locks: %w", err)
+		}
+		// Like /tmp: every user's tests take their ports here (an
+		// flock needs only a read-only file).
+		_ = os.Chmod(dir, 0o777|os.ModeSticky)
 	}
 	lo, hi := localPortRange()
+	lastErr := errors.New("every port the kernel offered was handed out before")
 	for i := range 4000 {
 		// The kernel's offers, and every other try a port of our own
 		// choosing: the kernel offers some ports far more often than
@@ -77,9 +83,10 @@ func Free(ip string) (int, error) {
 		if _, mine := held[port]; mine {
 			continue
 		}
-		f, err := os.OpenFile(filepath.Join(dir, strconv.Itoa(port)), os.O_RDWR|os.O_CREATE, 0o666)
+		f, err := os.OpenFile(filepath.Join(dir, strconv.Itoa(port)), os.O_RDONLY|os.O_CREATE, 0o444)
 		if err != nil {
-			return 0, fmt.Errorf("port lock: %w", err)
+			lastErr = fmt.Errorf("port lock: %w", err)
+			continue // say another user's file we may not read: another port
 		}
 		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 			f.Close()
@@ -91,7 +98,7 @@ func Free(ip string) (int, error) {
 		held[port] = f
 		return port, nil
 	}
-	return 0, fmt.Errorf("free port on %s: every port the kernel offered was handed out before", ip)
+	return 0, fmt.Errorf("free port on %s: %w", ip, lastErr)
 }
 
 // localPortRange is the kernel's range for ports it picks itself
