@@ -232,15 +232,7 @@ func TestStaleLearnerRemoved(t *testing.T) {
 		}
 		return ""
 	})
-	removedBy := ""
-	for _, n := range []string{"node1", "node2", "node3"} {
-		if c.LogContains(n, `"msg":"membership change"`, `"kind":"remove"`) {
-			removedBy = n
-		}
-	}
-	if removedBy == "" {
-		t.Errorf("no agent logged the removal of the stale learner")
-	}
+	removedBy := logged(t, c, "an agent logged the removal of the stale learner", []string{"node1", "node2", "node3"}, `"msg":"membership change"`, `"kind":"remove"`)
 	// node4's own agent recorded its add; the remover, the removal.
 	testbed.Eventually(t, converge, "history lists node4's add and its removal as stale", func() string {
 		evs, why := historyOf(t, c, "")
