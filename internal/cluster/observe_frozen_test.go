@@ -90,7 +90,6 @@ func TestObserveFrozenDiskNotCaughtUp(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	ctx := context.Background()
 	v := observeUntil(t, c, "a leader and three healthy members", func(v model.Cluster) bool {
 		_, healthy := v.Voters(0)
 		return v.LeaderID != 0 && healthy == 3
@@ -118,10 +117,7 @@ func TestObserveFrozenDiskNotCaughtUp(t *testing.T) {
 
 	// Far behind: past the bound, whatever it did since.
 	put(t, c, int(model.CatchUpBound(0))+100)
-	v, err = c.Observe(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	v = observe(t, c)
 	m3, _ = v.Member(ids["node3"])
 	if m3.CaughtUp || !strings.Contains(m3.Lag, "behind the leader") || m3.Behind <= model.CatchUpBound(0) {
 		t.Errorf("node3 %d behind: caught up %v, %q", m3.Behind, m3.CaughtUp, m3.Lag)
