@@ -338,8 +338,9 @@ func TestDefragAndLeaderMoveCommands(t *testing.T) {
 		t.Fatalf("pause: exit %d:\n%s", code, out)
 	}
 	var notLeader string
+	leader := leaderNow(t, c.Client())
 	for n, id := range ids {
-		if id != testbed.Observe(c.Client()).Leader() {
+		if id != leader {
 			notLeader = n
 		}
 	}
