@@ -4,21 +4,24 @@ import (
 	"context"
 	"errors"
 	"net"
+	"strconv"
 	"testing"
 
 	"github.com/etcdkeeper/etcdkeeper/internal/spec"
+	"github.com/etcdkeeper/etcdkeeper/internal/testport"
 )
 
 // TestLocalStatusNotListening: while etcd settles, a client port that
 // refuses connections is reported as such, without a status call (whose
 // refused first connection would cost gRPC's reconnect backoff later).
 func TestLocalStatusNotListening(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	// A port no other test (of this process or another) is given: it
+	// refuses connections.
+	port, err := testport.Free("127.0.0.1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	endpoint := "http://" + l.Addr().String()
-	l.Close() // the port now refuses connections
+	endpoint := "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	s, err := spec.Parse([]byte(`cluster: {name: c}
 members:
   - {name: a, peerURLs: [http://127.0.0.1:2380], clientURLs: [`+endpoint+`]}

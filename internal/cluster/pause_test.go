@@ -37,7 +37,10 @@ func TestPauseKey(t *testing.T) {
 		t.Fatalf("a second DeletePause = %+v, %v; want none", again, err)
 	}
 
-	timed := model.Pause{By: "root@node1", Since: time.Now(), Until: time.Now().Add(2 * time.Second)}
+	// 5 s: the read right after the write must find the key before its
+	// lease runs out, on a loaded machine too (with 2 s, a stall of the
+	// two calls of 2 s would have read nothing).
+	timed := model.Pause{By: "root@node1", Since: time.Now(), Until: time.Now().Add(5 * time.Second)}
 	if err := c.PutPause(ctx, "k", timed); err != nil {
 		t.Fatal(err)
 	}

@@ -9,12 +9,14 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/etcdkeeper/etcdkeeper/internal/spec"
 	"github.com/etcdkeeper/etcdkeeper/internal/testpki"
+	"github.com/etcdkeeper/etcdkeeper/internal/testport"
 )
 
 func TestTLSConfigUnset(t *testing.T) {
@@ -126,12 +128,13 @@ func TestReadCredentials(t *testing.T) {
 // cluster (clientv3 would log in at once and fail): the agent dials before
 // any member runs. The calls fail instead, quickly.
 func TestDialWithCredentialsDown(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	// A port no other test (of this process or another) is given:
+	// nothing answers there.
+	port, err := testport.Free("127.0.0.1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	ep := "http://" + l.Addr().String()
-	l.Close() // nothing answers there now
+	ep := "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	dir := t.TempDir()
 	creds := filepath.Join(dir, "credentials")
 	if err := os.WriteFile(creds, []byte("root:pw\n"), 0o600); err != nil {

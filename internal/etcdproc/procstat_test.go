@@ -1,6 +1,9 @@
 package etcdproc
 
 import (
+	"fmt"
+	"os"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -205,10 +208,14 @@ func TestReadProcOfStoppedProcess(t *testing.T) {
 func TestStopEscalationIsTheAgents(t *testing.T) {
 	dir := t.TempDir()
 	s := NewSupervisor(zap.NewNop(), dir+"/etcd.pid", 200*time.Millisecond)
-	if _, err := s.Start(Command{Path: "/bin/sh", Args: []string{"-c", "trap '' TERM; echo ready >&2; while :; do sleep 0.05; done"}}, dir+"/data"); err != nil {
+	p, err := s.Start(Command{Path: "/bin/sh", Args: []string{"-c", "trap '' TERM; echo ready >&2; while :; do sleep 0.05; done"}}, dir+"/data")
+	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(200 * time.Millisecond) // let the trap be set
+	// Until the shell has set its trap, SIGTERM ends it: the test would
+	// see an exit by SIGTERM, not the agent's kill (a fixed 200 ms wait
+	// may be too short for a shell to start on a loaded machine).
+	waitIgnoresTERM(t, p.PID())
 	e, err := s.Stop()
 	if err != nil {
 		t.Fatal(err)
@@ -243,5 +250,31 @@ func TestReadProcOfIdleProcess(t *testing.T) {
 			t.Fatalf("a process that wakes every 100 ms still for %s: %+v", still, x)
 		}
 		time.Sleep(300 * time.Millisecond)
+	}
+}
+
+// waitIgnoresTERM waits until process pid ignores SIGTERM (its SigIgn in
+// /proc/pid/status has SIGTERM's bit).
+func waitIgnoresTERM(t *testing.T, pid int) {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if hex, ok := strings.CutPrefix(line, "SigIgn:"); ok {
+				mask, err := strconv.ParseUint(strings.TrimSpace(hex), 16, 64)
+				if err != nil {
+					t.Fatalf("SigIgn %q: %v", hex, err)
+				}
+				if mask&(1<<(uint(syscall.SIGTERM)-1)) != 0 {
+					return
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("process %d does not ignore SIGTERM after 20 s", pid)
+		}
 	}
 }

@@ -91,6 +91,8 @@ func TestPublishWatchSignals(t *testing.T) {
 			fired := make(chan struct{}, 2)
 			s := NewSupervisor(zap.NewNop(), filepath.Join(dir, "etcd.pid"), 5*time.Second)
 			s.Publish.OnStall = func() { fired <- struct{}{} }
+			published := make(chan struct{}, 2)
+			s.Publish.OnPublished = func() { published <- struct{}{} }
 			p, err := s.Start(Command{Path: script}, filepath.Join(dir, "data"))
 			if err != nil {
 				t.Fatal(err)
@@ -117,8 +119,15 @@ func TestPublishWatchSignals(t *testing.T) {
 				}
 				return
 			}
-			// Once the tail holds both lines the watcher has seen them; the
-			// publish settles it for good (checked an hour on, no sleep).
+			// Once the watcher has seen the publish (its hook ran: the
+			// tail holding both lines is not enough, it takes each line
+			// before the watcher does), the publish settles it for good
+			// (checked an hour on, no sleep).
+			select {
+			case <-published:
+			case <-time.After(30 * time.Second):
+				t.Fatal("the publish was not seen")
+			}
 			waitFor(t, func() bool { return len(p.tail.lines()) == len(tt.lines) })
 			if p.publish.Stalled(time.Now().Add(time.Hour)) {
 				t.Error("stalled for an etcd that published")

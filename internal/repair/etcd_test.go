@@ -13,7 +13,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -31,6 +30,8 @@ import (
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.etcd.io/etcd/server/v3/etcdmain"
 	"go.etcd.io/etcd/server/v3/storage/wal"
+
+	"github.com/etcdkeeper/etcdkeeper/internal/testport"
 )
 
 // childEnv carries etcd's flags (newline separated) to the child process.
@@ -154,14 +155,16 @@ func localURL(port int) url.URL {
 	return url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", port)}
 }
 
-// freePort asks the kernel for a free port: etcd refuses port 0 for peers.
+// freePort is a free port (etcd refuses port 0 for peers) that no other
+// freePort of this process nor another test process got (testport): a
+// probe's port is free once it closes, and the kernel may offer it to the
+// next probe, the client URL's after the peer URL's.
 func freePort() int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := testport.Free("127.0.0.1")
 	if err != nil {
 		panic(err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return port
 }
 
 // outcome is what etcd made of a data dir.

@@ -21,7 +21,26 @@ func TestWatch(t *testing.T) {
 	defer cancel()
 	started := make(chan error, 1)
 	go func() { started <- Watch(ctx, path, 50*time.Millisecond, time.Hour, func() { calls <- struct{}{} }) }()
-	time.Sleep(200 * time.Millisecond) // let the watch be set up
+	// The watch is set up once a write is seen: until then, one write
+	// every 100 ms (a fixed wait for the set-up may be too short on a
+	// loaded machine, and the first write below would go unseen).
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		if err := os.WriteFile(path, []byte("a"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-calls:
+		case err := <-started:
+			t.Fatalf("watch ended: %v", err)
+		case <-time.After(100 * time.Millisecond):
+			if time.Now().After(deadline) {
+				t.Fatal("the watch never saw a write")
+			}
+			continue
+		}
+		break
+	}
+	drain(calls)
 
 	expectCall := func(what string) {
 		t.Helper()
@@ -64,16 +83,21 @@ func TestWatch(t *testing.T) {
 	select {
 	case <-calls:
 		t.Fatalf("a write to another file in the directory was taken for a spec change")
-	case <-time.After(300 * time.Millisecond):
+	case <-time.After(time.Second): // 20 debounce periods
 	}
 }
 
+// drain takes the calls still coming for the step just seen, until none
+// came for a second: one write may be several events, and the second
+// debounced call may come well after the first on a loaded machine (after
+// a fixed 100 ms one could be left for the next step: the last step's "no
+// call" check would take it for a call of its own, and the others would
+// pass on it without their own change seen).
 func drain(c chan struct{}) {
-	time.Sleep(100 * time.Millisecond)
 	for {
 		select {
 		case <-c:
-		default:
+		case <-time.After(time.Second):
 			return
 		}
 	}

@@ -5,6 +5,7 @@ package testetcd
 import (
 	"net"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +13,8 @@ import (
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
+
+	"github.com/etcdkeeper/etcdkeeper/internal/testport"
 )
 
 // Start runs a real one-member etcd (the embedded server) on loopback
@@ -148,13 +151,16 @@ func FreeURL(t testing.TB) url.URL {
 	return FreeURLOn(t, "127.0.0.1")
 }
 
-// FreeURLOn is an http URL on a free port of host (an IP).
+// FreeURLOn is an http URL on a free port of host (an IP): one that no
+// other FreeURLOn of this process, nor any other running test process,
+// was given (testport): the probe's port is free once it closes, and
+// StartCluster's next probe, or another package's, was once given it
+// again before the etcd it was meant for bound it.
 func FreeURLOn(t testing.TB, host string) url.URL {
 	t.Helper()
-	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+	port, err := testport.Free(host)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return url.URL{Scheme: "http", Host: l.Addr().String()}
+	return url.URL{Scheme: "http", Host: net.JoinHostPort(host, strconv.Itoa(port))}
 }

@@ -166,7 +166,5 @@ func TestFenceOnAHealthyClusterEndsByItself(t *testing.T) {
 	if after := c.WaitVoters(converge, c.AllNames()...); after["node2"] != ids["node2"] {
 		t.Errorf("node2 is member %x, was %x", after["node2"], ids["node2"])
 	}
-	if !c.LogContains("node2", "has a leader", "fence") {
-		t.Errorf("node2's agent did not say why it called the fence off")
-	}
+	logged(t, c, "node2's agent says why it called the fence off", []string{"node2"}, "has a leader", "fence")
 }

@@ -115,6 +115,36 @@ func allAnswered(t *testing.T, c *testbed.Cluster) testbed.Observation {
 	return o
 }
 
+// answered is the first observation through cli whose member list and
+// alarm list were answered: a single Observe may not be (each call has a
+// second, and on a loaded machine one of them, or a call sent to a member
+// that has just restarted, may take longer), and its empty member and
+// alarm lists would read as no member IDs, no leader and no alarm.
+func answered(t *testing.T, cli *clientv3.Client) testbed.Observation {
+	t.Helper()
+	o, err := testbed.Await(cli, converge, 300*time.Millisecond, testbed.Answered)
+	if err != nil {
+		t.Fatalf("observing the cluster: %v", err)
+	}
+	return o
+}
+
+// leaderNow is the leader the first observation through cli in which the
+// members that answered agree on one names (see answered).
+func leaderNow(t *testing.T, cli *clientv3.Client) uint64 {
+	t.Helper()
+	o, err := testbed.Await(cli, converge, 300*time.Millisecond, func(o testbed.Observation) string {
+		if o.Leader() == 0 {
+			return "no leader the answering members agree on"
+		}
+		return ""
+	})
+	if err != nil {
+		t.Fatalf("observing the leader: %v", err)
+	}
+	return o.Leader()
+}
+
 // TestDefragOneAtATime: three members with 30 MB written and deleted
 // again. The agents defragment every member, one at a time (the cluster
 // lock), followers first; the leader only after its leadership moved to
@@ -223,7 +253,7 @@ func TestDefragOneAtATime(t *testing.T) {
 		}
 		return ""
 	})
-	after := testbed.Observe(c.Client())
+	after := allAnswered(t, c)
 	for name, id := range ids {
 		if after.ID(name) != id {
 			t.Errorf("%s's member ID changed: %x -> %x", name, id, after.ID(name))
@@ -308,8 +338,9 @@ func TestDefragAndLeaderMoveCommands(t *testing.T) {
 		t.Fatalf("pause: exit %d:\n%s", code, out)
 	}
 	var notLeader string
+	leader := leaderNow(t, c.Client())
 	for n, id := range ids {
-		if id != testbed.Observe(c.Client()).Leader() {
+		if id != leader {
 			notLeader = n
 		}
 	}
@@ -339,8 +370,8 @@ func TestDefragAndLeaderMoveCommands(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "moved leadership") || !strings.Contains(out, "done: "+to+" leads already") {
 		t.Errorf("leader move: exit %d, output:\n%s", code, out)
 	}
-	if o := testbed.Observe(c.Client()); o.Leader() != ids[to] {
-		t.Errorf("leader is %x, want %s (%x)", o.Leader(), to, ids[to])
+	if l := leaderNow(t, c.Client()); l != ids[to] {
+		t.Errorf("leader is %x, want %s (%x)", l, to, ids[to])
 	}
 	out, code = etcdkeeperExit(t, "leader", "move", "--config", c.Spec, "--to", "node9")
 	if code != 1 || !strings.Contains(out, "names no member of that name (its members: node1, node2, node3)") {
@@ -437,7 +468,7 @@ func TestCommandsSayTheLockIsHeld(t *testing.T) {
 	})
 	defer func() { _ = mu.Unlock(context.Background()) }()
 
-	leader := testbed.Observe(c.Client()).Leader()
+	leader := leaderNow(t, c.Client())
 	var to string
 	for name, id := range ids {
 		if id != leader {
@@ -454,7 +485,7 @@ func TestCommandsSayTheLockIsHeld(t *testing.T) {
 				strings.Join(args, " "), code, out)
 		}
 	}
-	if got := testbed.Observe(c.Client()).Leader(); got != leader {
+	if got := leaderNow(t, c.Client()); got != leader {
 		t.Errorf("the leader moved from %x to %x while the lock was held elsewhere", leader, got)
 	}
 }

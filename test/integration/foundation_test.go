@@ -109,9 +109,7 @@ func TestJoinAndLostDataDir(t *testing.T) {
 				t.Fatalf("%s changed ID", n)
 			}
 		}
-		if !c.LogContains("node4", "promoted to voter") {
-			t.Errorf("node4 was not promoted from learner by its agent")
-		}
+		logged(t, c, "node4's agent says it promoted node4 from learner", []string{"node4"}, "promoted to voter")
 		testbed.Eventually(t, converge, "node4 has the data", func() string {
 			if v, err := c.GetFrom("node4", "/k/a"); err != nil || v != "1" {
 				return fmt.Sprintf("%q %v", v, err)

@@ -26,12 +26,19 @@ func TestFrozenEtcdIsKilledByItsAgent(t *testing.T) {
 	if !testbed.Alive(pid) {
 		t.Fatalf("etcd of node2 (pid %d) is not running", pid)
 	}
+	// A handle on this very process (a pidfd): the cleanup's SIGKILL must
+	// not reach another process that got its pid after the agent killed
+	// it (pid_max is 32768 here, and 8 tests start processes meanwhile).
+	proc, err := os.FindProcess(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
 	frozen := time.Now()
-	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+	if err := proc.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
 	// Should the agent never kill it, let the process go at the end.
-	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
+	t.Cleanup(func() { _ = proc.Signal(syscall.SIGKILL) })
 
 	testbed.Eventually(t, 2*time.Minute, "a new etcd for node2", func() string {
 		if p := c.EtcdPID("node2"); p == pid || !testbed.Alive(p) {

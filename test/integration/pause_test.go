@@ -224,13 +224,15 @@ func TestPauseHoldsSpecEdit(t *testing.T) {
 	}
 }
 
-// TestPauseForEndsByItself: a pause --for 3s ends without resume: its key
-// goes, and the spec edit it held (removing node3) is applied — never
-// before the pause's end.
+// TestPauseForEndsByItself: a pause --for 10s ends without resume: its
+// key goes, and the spec edit it held (removing node3) is applied — never
+// before the pause's end. (10 s, not 3: the test reads the pause's key
+// after the command has exited, and the key's lease must not have run
+// out by then on a loaded machine.)
 func TestPauseForEndsByItself(t *testing.T) {
 	t.Parallel()
 	c, _ := runningCluster(t, 3, "")
-	etcdkeeper(t, "pause", "--config", c.Spec, "--for", "3s", "--reason", "a quick look")
+	etcdkeeper(t, "pause", "--config", c.Spec, "--for", "10s", "--reason", "a quick look")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	resp, err := c.Client().Get(ctx, pauseKey)

@@ -45,6 +45,25 @@ func putKeys(t *testing.T, c *testbed.Cluster, prefix string, n int) {
 	}
 }
 
+// logged waits (30 s at most) until one of names' agents logged a line with
+// every part, and returns that agent's name. The agents log an action's
+// line after its call returned: the cluster may show the change (a
+// promoted voter, a removed member, no alarm) before the line is there.
+func logged(t *testing.T, c *testbed.Cluster, what string, names []string, parts ...string) string {
+	t.Helper()
+	var who string
+	testbed.Eventually(t, 30*time.Second, what, func() string {
+		for _, n := range names {
+			if c.LogContains(n, parts...) {
+				who = n
+				return ""
+			}
+		}
+		return fmt.Sprintf("no such line in the logs of %v", names)
+	})
+	return who
+}
+
 // expectKeys checks that member name itself serves every key.
 func expectKeys(t *testing.T, c *testbed.Cluster, name, prefix string, n int) {
 	t.Helper()

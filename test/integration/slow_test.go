@@ -19,10 +19,13 @@ import (
 // import the system under test).
 const reconcileReadyDeadline = 90 * time.Second
 
-// shapeLoopback limits the traffic to port on the loopback to rate (tc
+// shapeLoopback limits the traffic to ip:port on the loopback to rate (tc
 // htb with a u32 filter; everything else passes at full speed) until the
 // test ends. The qdisc is the machine's: only one test may shape at a time.
-func shapeLoopback(t *testing.T, port int, rate string) {
+// The filter matches the address as well as the port: the tests running
+// meanwhile have members on other loopback addresses, and a port number
+// alone would shape theirs too if one had it.
+func shapeLoopback(t *testing.T, ip string, port int, rate string) {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("shaping the loopback needs root")
@@ -45,7 +48,7 @@ func shapeLoopback(t *testing.T, port int, rate string) {
 		// a burst and quantum that fit loopback's 64 KiB packets.
 		{"class", "add", "dev", "lo", "parent", "1:", "classid", "1:1", "htb", "rate", "10gbit", "burst", "4mb", "cburst", "4mb", "quantum", "65536"},
 		{"class", "add", "dev", "lo", "parent", "1:", "classid", "1:2", "htb", "rate", rate, "ceil", rate, "quantum", "65536"},
-		{"filter", "add", "dev", "lo", "parent", "1:", "protocol", "ip", "prio", "1", "u32", "match", "ip", "dport", fmt.Sprint(port), "0xffff", "flowid", "1:2"},
+		{"filter", "add", "dev", "lo", "parent", "1:", "protocol", "ip", "prio", "1", "u32", "match", "ip", "dst", ip + "/32", "match", "ip", "dport", fmt.Sprint(port), "0xffff", "flowid", "1:2"},
 	} {
 		if err := tc(args...); err != nil {
 			t.Fatal(err)
@@ -80,7 +83,7 @@ func TestSlowLearnerIsNotDead(t *testing.T) {
 	}
 
 	m := c.AddMember()
-	shapeLoopback(t, m.PeerPort, "1500kbit") // into node4's peer port: the snapshot
+	shapeLoopback(t, m.IP, m.PeerPort, "1500kbit") // into node4's peer port: the snapshot
 	c.WriteSpec()
 	start := time.Now()
 	c.Start(m.Name)

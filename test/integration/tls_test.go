@@ -121,9 +121,7 @@ func joinFourth(t *testing.T, c *testbed.Cluster, pki *clusterPKI, ids map[strin
 			t.Fatalf("%s changed ID", n)
 		}
 	}
-	if !c.LogContains("node4", "promoted to voter") {
-		t.Errorf("node4 was not promoted from learner by its agent")
-	}
+	logged(t, c, "node4's agent says it promoted node4 from learner", []string{"node4"}, "promoted to voter")
 	return ids4
 }
 

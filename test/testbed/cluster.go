@@ -5,18 +5,17 @@ import (
 	"crypto/tls"
 	"encoding/json"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+
+	"github.com/etcdkeeper/etcdkeeper/internal/testport"
 )
 
 // Member is one "host" of a test cluster: its own loopback address, or on
@@ -141,29 +140,19 @@ func (c *Cluster) UseTLS(cfg *tls.Config) {
 	}
 }
 
-// handedOut holds every "ip:port" FreePort returned in this process. A
-// port is free once its probe listener closes, so the kernel may hand it
-// out again to the very next probe: a member's client URL and agent
-// address once got the same port (the spec, rightly, refused to start).
-var handedOut sync.Map
-
 // FreePort returns a port on ip that nothing listens on and that no
-// earlier FreePort call in this test process returned.
+// earlier FreePort call in this test process, nor any other running test
+// process, got (testport.Free). A port is free once its probe listener
+// closes, so the kernel may hand it out again to the very next probe: a
+// member's client URL and agent address once got the same port (the
+// spec, rightly, refused to start).
 func FreePort(t TB, ip string) int {
 	t.Helper()
-	for range 1000 {
-		l, err := net.Listen("tcp", ip+":0")
-		if err != nil {
-			t.Fatalf("free port on %s: %v", ip, err)
-		}
-		port := l.Addr().(*net.TCPAddr).Port
-		l.Close()
-		if _, taken := handedOut.LoadOrStore(net.JoinHostPort(ip, strconv.Itoa(port)), true); !taken {
-			return port
-		}
+	port, err := testport.Free(ip)
+	if err != nil {
+		t.Fatalf("%v", err)
 	}
-	t.Fatalf("free port on %s: every port the kernel offered was handed out before", ip)
-	return 0
+	return port
 }
 
 // WriteSpec writes the spec listing members (all by default), atomically,
