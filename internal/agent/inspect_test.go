@@ -68,19 +68,7 @@ func TestInspectFeedsWatchdogOnlyWhileBusy(t *testing.T) {
 			t.Setenv("WATCHDOG_USEC", "1000000")
 			a := newTestAgent(t, self, nil)
 			a.notify.Ready()
-			pings := make(chan time.Time, 100)
-			go func() {
-				buf := make([]byte, 256)
-				for {
-					n, err := conn.Read(buf)
-					if err != nil {
-						return
-					}
-					if string(buf[:n]) == "WATCHDOG=1" {
-						pings <- time.Now()
-					}
-				}
-			}()
+			pings := watchdogPings(conn)
 			start := time.Now()
 			if _, err := a.inspectChild(context.Background(), dir); err != nil {
 				t.Fatal(err)
@@ -172,4 +160,23 @@ func TestRecentSnapshot(t *testing.T) {
 	if got, ok := a.recentSnapshot(0x7417); ok {
 		t.Errorf("reused %q, a snapshot of another cluster (same name)", got)
 	}
+}
+
+// watchdogPings is when each WATCHDOG=1 arrives on conn, the test's
+// NOTIFY_SOCKET, until it is closed.
+func watchdogPings(conn *net.UnixConn) <-chan time.Time {
+	pings := make(chan time.Time, 100)
+	go func() {
+		buf := make([]byte, 256)
+		for {
+			n, err := conn.Read(buf)
+			if err != nil {
+				return
+			}
+			if string(buf[:n]) == "WATCHDOG=1" {
+				pings <- time.Now()
+			}
+		}
+	}()
+	return pings
 }

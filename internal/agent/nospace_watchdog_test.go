@@ -61,19 +61,7 @@ members:
 		t.Fatal(err)
 	}
 	rev := st.Header.Revision
-	pings := make(chan time.Time, 100)
-	go func() {
-		buf := make([]byte, 256)
-		for {
-			n, err := conn.Read(buf)
-			if err != nil {
-				return
-			}
-			if string(buf[:n]) == "WATCHDOG=1" {
-				pings <- time.Now()
-			}
-		}
-	}()
+	pings := watchdogPings(conn)
 	start := time.Now()
 	if _, _, err := a.compact(ctx, reconcile.Action{Step: reconcile.Step{Kind: reconcile.StepCompact, Revision: rev}}); err != nil {
 		t.Fatal(err)

@@ -112,11 +112,7 @@ func (c *Client) conn() (*clientv3.Client, error) {
 	if c.c != nil {
 		return c.c, nil
 	}
-	cfg := c.config(c.endpoints...)
-	if len(c.endpoints) > 1 {
-		cfg.DialOptions = append(HealthChecking(), cfg.DialOptions...)
-	}
-	cli, err := clientv3.New(cfg)
+	cli, err := clientv3.New(c.clusterConfig())
 	if err != nil {
 		return nil, fmt.Errorf("etcd client for %v: %w", c.endpoints, err)
 	}
@@ -137,6 +133,16 @@ func (c *Client) conn() (*clientv3.Client, error) {
 	}
 	c.c, c.direct = cli, direct
 	return cli, nil
+}
+
+// clusterConfig is the config of a client of the whole cluster (the main
+// client, a lock session's): of more than one endpoint, health checking.
+func (c *Client) clusterConfig() clientv3.Config {
+	cfg := c.config(c.endpoints...)
+	if len(c.endpoints) > 1 {
+		cfg.DialOptions = append(HealthChecking(), cfg.DialOptions...)
+	}
+	return cfg
 }
 
 // config is the clientv3 config for endpoints with this client's TLS and

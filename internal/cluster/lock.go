@@ -187,11 +187,7 @@ func (c *Client) sessionOn(cli *clientv3.Client, lease clientv3.LeaseID) (*concu
 // restart after the first lock, a rollout's or a quota raise's, took
 // those 7 s more.
 func (c *Client) lockConn() (*clientv3.Client, error) {
-	cfg := c.config(c.endpoints...)
-	if len(c.endpoints) > 1 {
-		cfg.DialOptions = append(HealthChecking(), cfg.DialOptions...)
-	}
-	cli, err := clientv3.New(cfg)
+	cli, err := clientv3.New(c.clusterConfig())
 	if err != nil {
 		return nil, fmt.Errorf("etcd client for the cluster lock (%v): %w", c.endpoints, err)
 	}
