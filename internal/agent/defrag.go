@@ -29,7 +29,7 @@ func (a *Agent) defrag(ctx context.Context, step reconcile.Step, in reconcile.In
 	}
 	ep := m.ClientURLs[0]
 	deadline := cluster.DefragDeadline(m.DBSize)
-	a.lg.Warn("defragmenting", zap.String("target", step.Name), zap.String("target-id", fmt.Sprintf("%x", m.ID)),
+	a.lg.Warn("defragmenting", zap.String("target", step.Name), zap.String("target-id", fmt.Sprintf("%x", m.ID)), zap.String("why", step.Reason),
 		zap.String("db-size", reconcile.FmtBytes(m.DBSize)), zap.String("free", reconcile.FmtBytes(m.FreeBytes())),
 		zap.Int64("db-size-bytes", m.DBSize), zap.Int64("in-use-bytes", m.DBSizeInUse), zap.Duration("deadline", deadline))
 	start := time.Now()
@@ -69,7 +69,7 @@ func (a *Agent) defrag(ctx context.Context, step reconcile.Step, in reconcile.In
 		// For the NOSPACE procedure (reconcile.settledAt); a size not
 		// asked (the status call failed) leaves the member to be
 		// defragmented again.
-		a.defragmented[m.ID] = model.DefragMark{InUse: inUse, At: time.Now()}
+		a.defragmented[m.ID] = model.DefragMark{InUse: inUse, Size: after, At: time.Now(), Below: reconcile.DataBelow(*in.Cluster)}
 	}
 	a.remember(history.Event{Kind: "defrag", Member: step.Name, MemberID: history.HexID(m.ID), Reason: step.Reason,
 		Detail: map[string]string{"before": reconcile.FmtBytes(m.DBSize), "after": reconcile.FmtBytes(after), "took": took.Round(time.Millisecond).String()}})

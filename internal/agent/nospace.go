@@ -106,6 +106,8 @@ func (a *Agent) noteNoSpace(in reconcile.Input, act reconcile.Action) {
 		}
 	case !raised && a.noSpace.raised:
 		a.lg.Info("NOSPACE cleared")
+		// What the procedure measured and compacted was this NOSPACE's.
+		a.defragmented, a.compacted = nil, 0
 	}
 	switch {
 	case full != "" && a.noSpace.full == "":

@@ -92,11 +92,18 @@ const (
 )
 
 // DefragMark is what a defragmentation measured of a member: the data in
-// use just after (a defragmented db file is its data and a few free
-// pages), and when.
+// use and the file's size just after (a defragmented db file is its data
+// and a few free pages), and when.
 type DefragMark struct {
 	InUse int64
-	At    time.Time
+	// Size is its db file just after: a file grown past it since (new
+	// writes, a NOSPACE after a recovery) makes the mark stale.
+	Size int64
+	At   time.Time
+	// Below: when it was measured, some member's own figure put the data
+	// below the NOSPACE line already (reconcile.DataBelow): that figure
+	// is no news then.
+	Below bool
 }
 
 // Local is the local member as one pass observed it.

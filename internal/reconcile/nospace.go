@@ -108,7 +108,7 @@ func PlanNoSpace(desired []spec.Member, obs model.Cluster, rev, compacted int64,
 		return Step{Kind: StepCompact, Revision: rev,
 			Reason: fmt.Sprintf("compact to revision %d: NOSPACE is raised and writes are refused, so the history helps no one", rev)}
 	}
-	below := v.dataBelow()
+	below := DataBelow(obs)
 	settled := func(m planMember) bool { return settledAt(m.Member, defragged, below, pol.RaisedFor, now) }
 	if step, full := v.dataFills(pol, settled, defragged != nil); full {
 		return step
@@ -164,10 +164,11 @@ func PlanNoSpace(desired []spec.Member, obs model.Cluster, rev, compacted int64,
 // (defragged; forgotten, the member is defragmented again), and a member
 // it measured full (its data in use at the line) is settled until
 //   - some member's data in use, as etcd reports it, is below the line
-//     (below: dataBelow; a figure lags high, never low, and the members
-//     hold the same data): deletes and a compaction (the procedure's, or
-//     one by hand with compaction off) freed space, and its
-//     defragmentation gives it back; or
+//     and was not when the member was measured (below: DataBelow; a
+//     figure lags high, not low, and the members hold the same data, in
+//     layouts a few per cent apart): deletes and a compaction (the
+//     procedure's, or one by hand with compaction off) freed space, and
+//     a defragmentation gives it back; or
 //   - NoSpaceRemeasure has passed: figures that all lag are measured
 //     again, rarely.
 //
@@ -186,17 +187,25 @@ func settledAt(m model.Member, defragged map[uint64]model.DefragMark, below bool
 			raisedFor >= NoSpaceSettle && overLine(m.DBSizeInUse, m.Quota) && !below)
 	}
 	mark, ok := defragged[m.ID]
-	if !ok || now.Sub(mark.At) >= NoSpaceRemeasure {
+	if !ok || now.Sub(mark.At) >= NoSpaceRemeasure || m.DBSize > mark.Size+m.Quota/100 {
+		// No measure, an old one, or one the file outgrew (writes since:
+		// a measure from before this NOSPACE).
 		return false
 	}
-	return !below || !overLine(mark.InUse, m.Quota)
+	// Figures of members with other page layouts differ by a few per
+	// cent (a defragmentation packs pages to 90 %): near the line one may
+	// stay below while this one measures over it. Only news counts, or a
+	// member would be defragmented again and again.
+	return !below || !overLine(mark.InUse, m.Quota) || mark.Below
 }
 
-// dataBelow: some voter that answered reports its data in use below the
-// line.
-func (v *planView) dataBelow() bool {
-	return slices.ContainsFunc(v.members, func(m planMember) bool {
-		return !m.IsLearner && m.DBSize > 0 && m.Quota > 0 && !overLine(m.DBSizeInUse, m.Quota)
+// DataBelow: some voter that answered reports its data in use below the
+// NOSPACE line (DisarmBelow of its quota).
+func DataBelow(obs model.Cluster) bool {
+	return slices.ContainsFunc(obs.Members, func(m model.Member) bool {
+		// A member that did not answer, or reports no figure, says
+		// nothing.
+		return !m.IsLearner && m.Err == "" && m.DBSize > 0 && m.DBSizeInUse > 0 && m.Quota > 0 && !overLine(m.DBSizeInUse, m.Quota)
 	})
 }
 

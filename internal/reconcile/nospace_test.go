@@ -34,7 +34,7 @@ func TestPlanNoSpace(t *testing.T) {
 	none, everyone := map[uint64]model.DefragMark{}, map[uint64]model.DefragMark{0: {}}
 	stale := map[uint64]model.DefragMark{}
 	for id := uint64(1); id <= 3; id++ {
-		stale[id] = model.DefragMark{InUse: 16 * mib, At: now.Add(-NoSpaceRemeasure)}
+		stale[id] = model.DefragMark{InUse: 15 * mib, Size: 16 * mib, At: now.Add(-NoSpaceRemeasure)}
 	}
 	tests := []struct {
 		name           string
@@ -71,17 +71,26 @@ func TestPlanNoSpace(t *testing.T) {
 		{"the revision moved, etcd's figure shows nothing freed: still full, not defragmented again", noSpaceOn(observed(1, nodes(3, all(full))...), 1), 80, 80, everyone, compacting, StepFull, 0,
 			"data in use 15.0 MiB of a 16.0 MiB quota on node1"},
 		{"deletes and the compaction freed space since the defragmentation: again", noSpaceOn(observed(1, nodes(3, all(freed))...), 1), 80, 80,
-			map[uint64]model.DefragMark{1: {InUse: 15 * mib, At: now}, 2: {InUse: 15 * mib, At: now}, 3: {InUse: 15 * mib, At: now}}, compacting, StepDefrag, 2, "defragment node2"},
+			map[uint64]model.DefragMark{1: {InUse: 15 * mib, Size: 16 * mib, At: now}, 2: {InUse: 15 * mib, Size: 16 * mib, At: now}, 3: {InUse: 15 * mib, Size: 16 * mib, At: now}}, compacting, StepDefrag, 2, "defragment node2"},
 		// Measured: after a physical compaction only the member that served
 		// it reports its data in use afresh; the others' figures lag high.
 		{"one member's figure shows the deletes, the others' lag: every member measured again", noSpaceOn(observed(1, nodes(3, map[int][]memberMod{1: {full}, 2: {freed}, 3: {full}})...), 1), 80, 80,
-			map[uint64]model.DefragMark{1: {InUse: 15 * mib, At: now}, 2: {InUse: 15 * mib, At: now}, 3: {InUse: 15 * mib, At: now}}, compacting, StepDefrag, 2, "defragment node2"},
+			map[uint64]model.DefragMark{1: {InUse: 15 * mib, Size: 16 * mib, At: now}, 2: {InUse: 15 * mib, Size: 16 * mib, At: now}, 3: {InUse: 15 * mib, Size: 16 * mib, At: now}}, compacting, StepDefrag, 2, "defragment node2"},
+		// Near the line the members' layouts differ by a few per cent: a
+		// figure that was below the line when the member was measured is
+		// no news, and does not measure it again and again.
+		{"one member's figure below the line already at the measure: full, not measured again", noSpaceOn(observed(1, nodes(3, map[int][]memberMod{1: {full}, 2: {quota(16, 14, 16)}, 3: {full}})...), 1), 80, 80,
+			map[uint64]model.DefragMark{1: {InUse: 15 * mib, Size: 16 * mib, At: now, Below: true}, 2: {InUse: 14 * mib, Size: 16 * mib, At: now, Below: true}, 3: {InUse: 15 * mib, Size: 16 * mib, At: now, Below: true}}, compacting, StepFull, 0, "data in use 15.0 MiB of a 16.0 MiB quota"},
 		{"no memory, a minute on, one member's figure below the line: not full (the others' lag)", noSpaceOn(observed(1, nodes(3, map[int][]memberMod{1: {full}, 2: {freed}, 3: {full}})...), 1), 50, 50, nil,
 			NoSpacePolicy{Compact: true, RaisedFor: NoSpaceSettle}, StepDefrag, 0, "defragment node"},
 		{"compaction off, one by hand freed space since: defragment", noSpaceOn(observed(1, nodes(3, all(freed))...), 1), 50, 0,
-			map[uint64]model.DefragMark{1: {InUse: 15 * mib, At: now}, 2: {InUse: 15 * mib, At: now}, 3: {InUse: 15 * mib, At: now}}, NoSpacePolicy{}, StepDefrag, 2, "defragment node2"},
+			map[uint64]model.DefragMark{1: {InUse: 15 * mib, Size: 16 * mib, At: now}, 2: {InUse: 15 * mib, Size: 16 * mib, At: now}, 3: {InUse: 15 * mib, Size: 16 * mib, At: now}}, NoSpacePolicy{}, StepDefrag, 2, "defragment node2"},
 		{"compaction off, the data fills the quota: says to compact too", noSpaceOn(observed(1, nodes(3, all(full))...), 1), 50, 0, everyone, NoSpacePolicy{}, StepFull, 0,
 			"raise etcd quota-backend-bytes, delete data, or compact (maintenance.nospace.compact is false: the agents do not)"},
+		// A measure from before this NOSPACE (a defragmentation, then the
+		// file filled up again) says nothing of it.
+		{"a measure the file outgrew since: measured again", noSpaceOn(observed(1, nodes(3, all(full))...), 1), 80, 80,
+			map[uint64]model.DefragMark{1: {InUse: 4 * mib, Size: 4 * mib, At: now}, 2: {InUse: 4 * mib, Size: 4 * mib, At: now}, 3: {InUse: 4 * mib, Size: 4 * mib, At: now}}, compacting, StepDefrag, 2, "defragment node2"},
 		{"measured ten minutes ago: measured again", noSpaceOn(observed(1, nodes(3, all(full))...), 1), 80, 80, stale, compacting, StepDefrag, 2, "defragment node2"},
 		{"no memory (status, the other agents): nearly nothing free counts as defragmented", noSpaceOn(observed(1, nodes(3, all(quota(16, 16, 16)))...), 1), 50, 50, nil, compacting, StepFull, 0, "data in use 16.0 MiB of a 16.0 MiB quota"},
 		// A compaction after the measure (a delete moved the revision on)
@@ -113,7 +122,7 @@ func TestPlanNoSpace(t *testing.T) {
 			if _, ok := marks[0]; ok {
 				marks = map[uint64]model.DefragMark{}
 				for _, m := range tt.obs.Members {
-					marks[m.ID] = model.DefragMark{InUse: m.DBSizeInUse, At: now.Add(-time.Minute)}
+					marks[m.ID] = model.DefragMark{InUse: m.DBSizeInUse, Size: m.DBSize, At: now.Add(-time.Minute)}
 				}
 			}
 			got := PlanNoSpace(desired, tt.obs, tt.rev, tt.compacted, marks, tt.pol, now)
