@@ -219,7 +219,6 @@ const NoSpaceSettle = time.Minute
 // show nothing freed.
 const NoSpaceRemeasure = 10 * time.Minute
 
-
 // dataFills is rule 4, for the members whose sizes are settled. measured:
 // settled means a defragmentation since which nothing was freed (the
 // actor's memory): its db file at the line is as small as it gets, even
