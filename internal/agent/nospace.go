@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -90,10 +89,10 @@ func (a *Agent) noteNoSpace(in reconcile.Input, act reconcile.Action) {
 	}
 	full := ""
 	if act.Step.Kind == reconcile.StepFull {
-		full = strings.TrimPrefix(act.Reason, "NOSPACE: ")
+		full = act.Step.Reason
 	}
 	said := ""
-	if strings.HasPrefix(act.Key, "nospace") || strings.HasPrefix(act.Key, "restart-settings/nospace") {
+	if act.Topic == reconcile.TopicNoSpace {
 		said = act.Reason
 	}
 	a.updateStatus(func(s *Status) { s.NoSpace, s.NoSpaceFull = said, full })
@@ -118,7 +117,7 @@ func (a *Agent) noteNoSpace(in reconcile.Input, act reconcile.Action) {
 		}
 	case full == "" && a.noSpace.full != "" && raised:
 		msg := "NOSPACE: the procedure goes on"
-		if strings.HasPrefix(act.Key, "restart-settings/nospace") {
+		if act.QuotaRaise {
 			msg = "NOSPACE: the spec raises the quota; the members restart with it"
 		}
 		a.lg.Info(msg, zap.String("decision", act.Reason))

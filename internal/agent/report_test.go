@@ -3,12 +3,14 @@ package agent
 import (
 	"errors"
 	"testing"
+	"time"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/etcdkeeper/etcdkeeper/internal/model"
 	"github.com/etcdkeeper/etcdkeeper/internal/reconcile"
+	"github.com/etcdkeeper/etcdkeeper/internal/spec"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
@@ -104,5 +106,41 @@ func TestNoSpaceNotClearedUnobserved(t *testing.T) {
 	}
 	if n := logs.FilterMessage("NOSPACE cleared").Len(); n != 1 {
 		t.Errorf("%d 'NOSPACE cleared' lines, want 1", n)
+	}
+}
+
+// TestNoSpaceLineOfQuotaRaise: the restart for a quota raised under
+// NOSPACE is part of the NOSPACE procedure: /status's NOSPACE line shows
+// it, and the line that says the members restart with the raise fires
+// when the refusal ("the data fills the quota") gives way to it. The
+// decision comes from reconcile.Decide, so a renamed key or reworded
+// reason cannot break it (7595587 matched a key prefix that no longer
+// existed: the line stayed blank).
+func TestNoSpaceLineOfQuotaRaise(t *testing.T) {
+	core, logs := observer.New(zap.InfoLevel)
+	a := newTestAgent(t, "", zap.New(core))
+	const mib = 1 << 20
+	noSpace := []model.Alarm{{MemberID: 2, Type: model.AlarmNoSpace}}
+	member := func(id uint64, name string) model.Member {
+		return model.Member{ID: id, Name: name, Leader: 3, Healthy: true, CaughtUp: true, DBSize: 16 * mib, DBSizeInUse: 15 * mib, Quota: 16 * mib,
+			PeerURLs: []string{"http://127.0.0.1:2380"}, ClientURLs: []string{"http://127.0.0.1:2379"}}
+	}
+	c := model.Cluster{ClusterID: 9, LeaderID: 3, Alarms: noSpace, Members: []model.Member{member(1, "a"), member(2, "b"), member(3, "c")}}
+	desired := []spec.Member{{Name: "a"}, {Name: "b"}, {Name: "c"}}
+	in := reconcile.Input{Self: desired[0], InSpec: true, Desired: desired, Cluster: &c, Now: time.Now(),
+		NoSpace: reconcile.NoSpacePolicy{Compact: true, Quotas: map[string]int64{"a": 64 * mib, "b": 64 * mib, "c": 64 * mib}},
+		Local: model.Local{Running: true, Answer: &model.Answer{MemberID: 1, ClusterID: 9, Leader: 3, Alarms: noSpace},
+			Restart: model.Restart{Why: "changed settings"}}}
+	act := reconcile.Decide(in)
+	if act.Kind != reconcile.DoRestart {
+		t.Fatalf("decision %s (%s), want the quota-raise restart", act.Kind, act.Reason)
+	}
+	a.noSpace = noSpaceState{raised: true, since: time.Now(), full: "data in use 15.0 MiB of a 16.0 MiB quota on a"}
+	a.noteNoSpace(in, act)
+	if st := a.Status(); st.NoSpace != act.Reason {
+		t.Errorf("NOSPACE line %q during the quota-raise restart, want the decision %q", st.NoSpace, act.Reason)
+	}
+	if n := logs.FilterMessage("NOSPACE: the spec raises the quota; the members restart with it").Len(); n != 1 {
+		t.Errorf("%d lines saying the members restart with the raised quota, want 1", n)
 	}
 }

@@ -70,72 +70,6 @@ type Input struct {
 	Now   time.Time
 }
 
-// ActionKind is the kind of the one step a pass takes.
-type ActionKind int
-
-//go:generate go tool -modfile=../../tools/go.mod stringer -type=ActionKind -linecomment
-const (
-	DoNothing          ActionKind = iota // nothing
-	DoWait                               // wait
-	DoStart                              // start
-	DoIdle                               // idle
-	DoTakeLock                           // take-lock
-	DoRejoin                             // rejoin
-	DoPromote                            // promote
-	DoFinishRejoin                       // finish-rejoin
-	DoStopForRepair                      // stop-for-repair
-	DoStopStuck                          // stop-stuck
-	DoRestart                            // restart
-	DoChangeMembership                   // change-membership
-	DoDisarm                             // disarm
-	DoRestartStalled                     // restart-stalled
-	DoStopForRecovery                    // stop-for-recovery
-	DoForceNewCluster                    // force-new-cluster
-	DoRestoreSnapshot                    // restore-snapshot
-	DoFinishRecovery                     // finish-recovery
-	DoRefuseRecovery                     // refuse-recovery
-	DoAcceptFence                        // accept-fence
-	DoEndFence                           // end-fence
-	DoDefrag                             // defrag
-	DoRolloutSnapshot                    // rollout-snapshot
-	DoDowngrade                          // downgrade
-	DoFinishUpgrade                      // finish-upgrade
-	DoCompact                            // compact
-)
-
-// Action is Decide's answer: one step, why, and a key that stays the same
-// while the decision does (the agent logs a decision when its key changes,
-// not when a duration in its reason ticks on).
-type Action struct {
-	Kind   ActionKind
-	Reason string
-	Key    string
-	// Start is the start decision behind DoStart, DoIdle and DoRejoin.
-	Start StartDecision
-	// Step is the membership change behind DoChangeMembership (a leader
-	// move also for maintenance), or the member DoDefrag defragments.
-	Step Step
-	// Alarms are the alarms DoDisarm clears.
-	Alarms []model.Alarm
-	// Recovered is the recovery DoAcceptFence takes part in.
-	Recovered *model.Recovered
-	// Restart is why DoRestart restarts (Restart.Agent: the agent too).
-	Restart model.Restart
-	// Downgrade is the call of etcd's downgrade API DoDowngrade makes.
-	Downgrade Downgrade
-	// Kill: DoStopStuck ends the process with SIGKILL at once (it is
-	// stopped: SIGTERM would wait for a SIGCONT that never comes).
-	Kill bool
-	// Unlocked: a step that needs the cluster lock taken without it, by
-	// the NOSPACE procedure's single actor (etcd refuses the lock's lease
-	// under NOSPACE; see noSpace).
-	Unlocked bool
-	// ReleaseLock: give the cluster lock back (if held) after this step.
-	// The lock stays with a member that is starting, rejoining or
-	// restarting until it is a healthy voter again.
-	ReleaseLock bool
-}
-
 // Decide is the agent's one decision per pass. Guard clauses in order;
 // each returns one action with its reason.
 func Decide(in Input) Action {
@@ -286,13 +220,13 @@ func decideRunning(in Input) Action {
 					// binary: an upgrade, which goes only under the lock,
 					// after etcd's preflight and the rollout's snapshot
 					// (rollingRestart), never unlocked beside the procedure.
-					return Action{Kind: DoWait, Key: "nospace-wait/restart-binary", ReleaseLock: true,
+					return Action{Kind: DoWait, Key: "nospace-wait/restart-binary", ReleaseLock: true, Topic: TopicNoSpace,
 						Reason: fmt.Sprintf("NOSPACE: %s; but this restart also moves to another binary (%s), which waits until the alarm is cleared: put the binary back to restart with the raised quota alone", why, r.Why)}
 				}
 				if act, ok := quotaRaiseHandOff(in, why); ok {
 					return act
 				}
-				return Action{Kind: DoRestart, Unlocked: true, Restart: l.Restart, Key: "restart/nospace", Reason: "restarting etcd: " + why}
+				return Action{Kind: DoRestart, Unlocked: true, Restart: l.Restart, Key: "restart/nospace", Topic: TopicNoSpace, QuotaRaise: true, Reason: "restarting etcd: " + why}
 			}
 			return converge(in)
 		}
@@ -314,7 +248,7 @@ func quotaRaiseHandOff(in Input, why string) (Action, bool) {
 	if !listed || step.Kind != StepMoveLeader {
 		return Action{}, false
 	}
-	return Action{Kind: DoChangeMembership, Unlocked: true, Key: fmt.Sprintf("restart/nospace-move-leader/%x", step.To), Step: step,
+	return Action{Kind: DoChangeMembership, Unlocked: true, Key: fmt.Sprintf("restart/nospace-move-leader/%x", step.To), Step: step, Topic: TopicNoSpace, QuotaRaise: true,
 		Reason: fmt.Sprintf("changed membership: %s %s (%s)", step.Kind, step.Name, step.Reason)}, true
 }
 

@@ -347,15 +347,15 @@ func noSpace(in Input) (Action, bool) {
 		if !strings.HasPrefix(reason, "NOSPACE") {
 			reason = "NOSPACE: " + reason
 		}
-		return Action{Kind: DoWait, Reason: reason, Key: "nospace-wait/" + numberless(step.Reason), ReleaseLock: true}, true
+		return Action{Kind: DoWait, Reason: reason, Key: "nospace-wait/" + numberless(step.Reason), ReleaseLock: true, Topic: TopicNoSpace}, true
 	case StepFull:
-		return Action{Kind: DoWait, Reason: "NOSPACE: " + step.Reason, Key: "nospace-full/" + numberless(step.Reason), Step: step, ReleaseLock: true}, true
+		return Action{Kind: DoWait, Reason: "NOSPACE: " + step.Reason, Key: "nospace-full/" + numberless(step.Reason), Step: step, ReleaseLock: true, Topic: TopicNoSpace}, true
 	}
 	if actor != in.Local.Answer.MemberID {
-		return Action{Kind: DoWait, Key: "nospace-other/" + key, ReleaseLock: true,
+		return Action{Kind: DoWait, Key: "nospace-other/" + key, ReleaseLock: true, Topic: TopicNoSpace,
 			Reason: fmt.Sprintf("NOSPACE: the agent of %s takes the procedure's steps (next: %s)", label, step.Reason)}, true
 	}
-	act := Action{Key: key, Step: step, Unlocked: true, ReleaseLock: true, Reason: "NOSPACE: " + step.Reason}
+	act := Action{Key: key, Step: step, Unlocked: true, ReleaseLock: true, Topic: TopicNoSpace, Reason: "NOSPACE: " + step.Reason}
 	if step.Kind == StepDisarm {
 		act.Reason = "NOSPACE: disarm: " + strings.TrimPrefix(step.Reason, "disarm NOSPACE: ")
 	}
