@@ -36,7 +36,7 @@ func (a *Agent) act(ctx context.Context, act reconcile.Action, in reconcile.Inpu
 }
 
 func (a *Agent) step(ctx context.Context, act reconcile.Action, in reconcile.Input) (string, bool, error) {
-	if needsLock(act.Kind) && !act.Unlocked {
+	if act.NeedsLock() && !act.Unlocked {
 		// The decision saw the lock held; its lease may have expired since
 		// (a long pass, a partition, a pause): another agent may hold it
 		// now. Asked of the cluster, not of our client's belief.
@@ -115,12 +115,6 @@ func (a *Agent) step(ctx context.Context, act reconcile.Action, in reconcile.Inp
 func (a *Agent) maxLockHold() time.Duration {
 	s, _ := a.Spec()
 	return s.Agent.LearnerTimeout.Duration
-}
-
-// needsLock: the steps that change the membership, taken only while this
-// agent holds the cluster lock.
-func needsLock(k reconcile.ActionKind) bool {
-	return k == reconcile.DoRejoin || k == reconcile.DoPromote || k == reconcile.DoChangeMembership || k == reconcile.DoRestart || k == reconcile.DoDefrag || k == reconcile.DoRolloutSnapshot || k == reconcile.DoDowngrade
 }
 
 // phaseOf is the phase the agent reports after act.

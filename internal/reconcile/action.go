@@ -93,3 +93,14 @@ const (
 	// TopicMaintenance: online defragmentation outside NOSPACE.
 	TopicMaintenance
 )
+
+// NeedsLock: the steps that change the membership or take a member out
+// of service, taken only while this agent holds the cluster lock (or, with
+// Unlocked, by the NOSPACE procedure's single actor).
+func (a Action) NeedsLock() bool {
+	switch a.Kind {
+	case DoRejoin, DoPromote, DoChangeMembership, DoRestart, DoDefrag, DoRolloutSnapshot, DoDowngrade:
+		return true
+	}
+	return false
+}

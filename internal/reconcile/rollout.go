@@ -110,7 +110,9 @@ func restartHandOff(in Input, why string) (step Step, listed bool) {
 }
 
 func restartStep(in Input, id uint64, why string) Action {
-	if !in.Local.LockHeld && len(in.Cluster.Members) > 1 {
+	// Under the lock in a one-member cluster too: the step refuses
+	// without it, and a learner joining meanwhile would make it two.
+	if !in.Local.LockHeld {
 		return Action{Kind: DoTakeLock, Reason: "taking the cluster lock to restart: " + in.Local.Restart.Why, Key: "lock/restart"}
 	}
 	what := "etcd"

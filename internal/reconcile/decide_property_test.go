@@ -1,0 +1,109 @@
+package reconcile
+
+import (
+	"testing"
+
+	"pgregory.net/rapid"
+
+	"github.com/etcdkeeper/etcdkeeper/internal/model"
+)
+
+// genRunning draws a pass of a running local voter in a live cluster of
+// 1..5 spec members: health, catching up, leader, a restart due (settings,
+// etcd binary, agent binary), NOSPACE with or without a raised quota,
+// fragmented db files, the lock held or not, and the agents' records.
+// It is the input space of every voluntary disruption: rolling restarts,
+// defragmentation, the NOSPACE procedure, the quota raise, the repair
+// stop.
+func genRunning(t *rapid.T) Input {
+	n := rapid.IntRange(1, 5).Draw(t, "members")
+	desired := specNodes(n)
+	noSpace := rapid.IntRange(0, 2).Draw(t, "nospace") == 0
+	c := model.Cluster{ClusterID: 0xc1, Now: planNow}
+	for i, s := range desired {
+		id := uint64(i + 1)
+		m := model.Member{ID: id, Name: s.Name, PeerURLs: s.PeerURLs, ClientURLs: s.ClientURLs, RaftIndex: 100,
+			Healthy:   rapid.IntRange(0, 4).Draw(t, s.Name+" health") > 0,
+			IsLearner: i > 0 && rapid.IntRange(0, 6).Draw(t, s.Name+" learner") == 0,
+			Quota:     16 * mib, DBSize: 4 * mib, DBSizeInUse: 3 * mib}
+		m.CaughtUp = m.Healthy && rapid.IntRange(0, 4).Draw(t, s.Name+" caught up") > 0
+		if !m.CaughtUp && m.Healthy {
+			m.Lag = s.Name + " is catching up"
+		}
+		switch rapid.IntRange(0, 3).Draw(t, s.Name+" db") {
+		case 1: // fragmented
+			m.DBSize, m.DBSizeInUse = 12*mib, 2*mib
+		case 2: // at the line
+			m.DBSize, m.DBSizeInUse = 16*mib, 3*mib
+		}
+		c.Members = append(c.Members, m)
+	}
+	var started []uint64
+	for _, m := range c.Members {
+		if !m.IsLearner {
+			started = append(started, m.ID)
+		}
+	}
+	c.LeaderID = rapid.SampledFrom(started).Draw(t, "leader")
+	for i := range c.Members {
+		if c.Members[i].Healthy {
+			c.Members[i].Leader = c.LeaderID
+		}
+	}
+	if noSpace {
+		c.Alarms = []model.Alarm{{MemberID: c.LeaderID, Type: model.AlarmNoSpace}}
+	}
+	selfID := rapid.SampledFrom(started).Draw(t, "self")
+	self := c.Members[selfID-1]
+	self.Healthy = true // it answers: the pass's own etcd
+	c.Members[selfID-1] = self
+	in := Input{Self: desired[selfID-1], InSpec: true, Desired: desired, Generation: "g1", LearnerTimeout: planTimeout,
+		Cluster: &c, Now: planNow,
+		Defrag:  DefragPolicy{Enabled: rapid.Bool().Draw(t, "defrag on"), MinFreeRatio: 0.5, MinFreeBytes: mib},
+		NoSpace: NoSpacePolicy{Compact: true, Quotas: map[string]int64{}}}
+	if rapid.Bool().Draw(t, "quota raised") {
+		for _, s := range desired {
+			in.NoSpace.Quotas[s.Name] = 64 * mib
+		}
+	}
+	in.Local = model.Local{Running: true, LockHeld: rapid.Bool().Draw(t, "lock held"),
+		Answer:       &model.Answer{MemberID: selfID, ClusterID: 0xc1, Leader: c.LeaderID, Revision: 50, Alarms: c.Alarms},
+		Compacted:    50,
+		Defragmented: map[uint64]model.DefragMark{},
+	}
+	switch rapid.IntRange(0, 3).Draw(t, "restart") {
+	case 1:
+		in.Local.Restart = model.Restart{Why: "changed settings"}
+	case 2:
+		in.Local.Restart = model.Restart{Why: "etcd 3.7.2 → 3.7.3", EtcdFrom: "3.7.2", EtcdTo: "3.7.3"}
+	case 3:
+		in.Local.Restart = model.Restart{Why: "etcdkeeper 0.9 → 1.0", Agent: true}
+	}
+	in.Local.RolloutSnapshot = RolloutKey(in.Generation, in.Local.Restart)
+	if rapid.Bool().Draw(t, "records") {
+		for _, m := range c.Members {
+			r := model.AgentRecord{Name: m.Name, Generation: "g1", MemberID: m.ID}
+			if m.ID != selfID && rapid.IntRange(0, 2).Draw(t, m.Name+" pending") == 0 {
+				r.RestartPending = "changed settings"
+			}
+			in.Agents = append(in.Agents, r)
+		}
+	}
+	return in
+}
+
+// TestDecideTakesLockedStepsUnderTheLock: a step that needs the cluster
+// lock (Action.NeedsLock) is decided only while the lock is held, unless
+// it is one the NOSPACE procedure's single actor takes without it. A
+// decision that asks for such a step without the lock is refused by the
+// step, pass after pass (G2: a one-member cluster never restarted).
+func TestDecideTakesLockedStepsUnderTheLock(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		in := genRunning(t)
+		in.Local.LockHeld = false
+		act := Decide(in)
+		if act.NeedsLock() && !act.Unlocked {
+			t.Fatalf("%s (%s) decided without the lock, and not as an unlocked step", act.Kind, act.Reason)
+		}
+	})
+}
