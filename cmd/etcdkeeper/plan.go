@@ -94,7 +94,7 @@ Exit status: 0 when nothing is to be done, 2 when changes are pending, 1 on erro
 			for _, p := range reconcile.PreflightErrors(s, obs, want) {
 				fmt.Fprintf(out, "%s\n", p)
 			}
-			if lag := obs.Lagging(0); len(lag) > 0 {
+			if lag := model.NewView(obs, nil).Lagging(0); len(lag) > 0 {
 				fmt.Fprintf(out, "catching up (%d): restarts, stops for repair and removals of serving members wait for these:\n", len(lag))
 				for _, l := range lag {
 					fmt.Fprintf(out, "  waiting: %s\n", l)

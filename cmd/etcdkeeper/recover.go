@@ -224,8 +224,9 @@ func waitRecovered(ctx context.Context, w io.Writer, s *spec.Spec, d time.Durati
 	begin, last := time.Now(), -1
 	for {
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		healthy, voters, _ := healthyVoters(cctx, s)
+		v, _ := observeView(cctx, s)
 		cancel()
+		healthy, voters := v.Serving, v.Voters
 		if healthy != last {
 			fmt.Fprintf(w, "  %6.1fs: %d healthy voters of %d (spec: %d members)\n", time.Since(start).Seconds(), healthy, voters, len(s.Members))
 			last = healthy
@@ -247,31 +248,31 @@ func waitRecovered(ctx context.Context, w io.Writer, s *spec.Spec, d time.Durati
 	}
 }
 
-// healthyVoters counts the cluster's healthy voters and voters, as etcd
-// answers (an error when no member answers with a leader).
-func healthyVoters(ctx context.Context, s *spec.Spec) (healthy, voters int, err error) {
+// observeView is the cluster's model.View as etcd answers (an error when
+// no member answers with a leader).
+func observeView(ctx context.Context, s *spec.Spec) (model.View, error) {
 	cli, err := dialSpec(s)
 	if err != nil {
-		return 0, 0, err
+		return model.View{}, err
 	}
 	defer cli.Close()
 	v, err := cli.Observe(ctx)
 	if err != nil {
-		return 0, 0, fmt.Errorf("no member answers with a leader: %w", err)
+		return model.View{}, fmt.Errorf("no member answers with a leader: %w", err)
 	}
-	voters, healthy = v.Voters(0)
-	return healthy, voters, nil
+	return model.NewView(v, nil), nil
 }
 
 // quorumNow is whether a quorum of voters is healthy, as etcd answers.
 func quorumNow(ctx context.Context, s *spec.Spec) recovery.QuorumState {
 	octx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	healthy, voters, err := healthyVoters(octx, s)
+	v, err := observeView(octx, s)
 	if err != nil {
 		return recovery.QuorumState{Detail: err.Error()}
 	}
-	return recovery.QuorumState{Healthy: healthy >= model.Quorum(voters), Detail: fmt.Sprintf("%d of %d voters healthy", healthy, voters)}
+	ok, detail := v.HasQuorum()
+	return recovery.QuorumState{Healthy: ok, Detail: detail}
 }
 
 func newRecoveryID() string {

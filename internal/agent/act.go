@@ -267,7 +267,8 @@ func (a *Agent) stop(why string, v *repair.Verdict) (string, bool, error) {
 
 // changeMembership carries out one membership change.
 func (a *Agent) changeMembership(ctx context.Context, step reconcile.Step, in reconcile.Input) (string, bool, error) {
-	voters, healthy := in.Cluster.Voters(0)
+	view := in.View()
+	voters, healthy := view.Voters, view.Serving
 	fields := []zap.Field{zap.Stringer("kind", step.Kind), zap.String("target", step.Name),
 		zap.String("target-id", fmt.Sprintf("%x", step.MemberID)), zap.String("reason", step.Reason),
 		zap.Int("healthy-voters", healthy), zap.Int("voters", voters)}

@@ -157,7 +157,7 @@ func (a *Agent) needsRecovery(name string) error {
 		}
 		return nil // no leader now; the loop waits for reconcile.FenceNoLeader before a stop
 	}
-	if st := a.Status(); st.Healthy && st.Voters > 0 && st.HealthyVoters >= model.Quorum(st.Voters) {
+	if st := a.Status(); st.Healthy && st.Quorum {
 		return fmt.Errorf("%s is a healthy voter and %d of %d voters are healthy: the cluster needs no recovery; nothing was changed",
 			name, st.HealthyVoters, st.Voters)
 	}

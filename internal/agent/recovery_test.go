@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/etcdkeeper/etcdkeeper/internal/model"
 	"github.com/etcdkeeper/etcdkeeper/internal/recovery"
 )
 
@@ -33,7 +34,8 @@ func TestRecoverWaitsForTheFirstPass(t *testing.T) {
 		t.Fatal("a request before the first pass was journaled")
 	}
 
-	a.updateStatus(func(s *Status) { s.Healthy, s.Voters, s.HealthyVoters = true, 3, 3 })
+	a.noteView(model.Cluster{LeaderID: 1, Members: []model.Member{{ID: 1, Name: "a", Healthy: true}, {ID: 2, Name: "b", Healthy: true}, {ID: 3, Name: "c", Healthy: true}}})
+	a.updateStatus(func(s *Status) { s.Healthy = true })
 	a.observedOnce.Do(func() { close(a.observed) })
 	if _, err := a.Recover(req); err == nil || !strings.Contains(err.Error(), "a is a healthy voter and 3 of 3 voters are healthy") {
 		t.Fatalf("after a pass that saw a quorum: %v, want a refusal", err)
@@ -42,7 +44,7 @@ func TestRecoverWaitsForTheFirstPass(t *testing.T) {
 		t.Fatal("a request on a healthy cluster was journaled")
 	}
 
-	a.updateStatus(func(s *Status) { s.Healthy, s.HealthyVoters = false, 1 })
+	a.updateStatus(func(s *Status) { s.Healthy, s.HealthyVoters, s.Quorum = false, 1, false })
 	if j, err := a.Recover(req); err != nil || j.Step != recovery.StepRequested {
 		t.Fatalf("after a pass that saw no quorum: %+v, %v; want requested", j, err)
 	}

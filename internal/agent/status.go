@@ -15,26 +15,28 @@ import (
 
 // Status is the agent's view of its member, for logs, /status and systemd.
 type Status struct {
-	Member         string          `json:"member"`
-	Cluster        string          `json:"cluster"`
-	Phase          model.Phase     `json:"phase"`
-	Decision       string          `json:"decision"`
-	LastError      string          `json:"lastError,omitempty"`
-	MemberID       string          `json:"memberID,omitempty"`
-	ClusterID      string          `json:"clusterID,omitempty"`
-	Leader         string          `json:"leader,omitempty"`
-	Role           string          `json:"role,omitempty"`
-	IsLearner      bool            `json:"isLearner"`
-	Applied        uint64          `json:"applied,omitempty"`
-	Healthy        bool            `json:"healthy"`
-	EtcdPID        int             `json:"etcdPID,omitempty"`
-	Restarts       int             `json:"restarts"`
-	LastExit       string          `json:"lastExit,omitempty"`
-	LastExitClass  string          `json:"lastExitClass,omitempty"`
-	RejoinStep     string          `json:"rejoinStep,omitempty"`
-	LeaderName     string          `json:"leaderName,omitempty"`
-	Voters         int             `json:"voters"`
-	HealthyVoters  int             `json:"healthyVoters"`
+	Member        string      `json:"member"`
+	Cluster       string      `json:"cluster"`
+	Phase         model.Phase `json:"phase"`
+	Decision      string      `json:"decision"`
+	LastError     string      `json:"lastError,omitempty"`
+	MemberID      string      `json:"memberID,omitempty"`
+	ClusterID     string      `json:"clusterID,omitempty"`
+	Leader        string      `json:"leader,omitempty"`
+	Role          string      `json:"role,omitempty"`
+	IsLearner     bool        `json:"isLearner"`
+	Applied       uint64      `json:"applied,omitempty"`
+	Healthy       bool        `json:"healthy"`
+	EtcdPID       int         `json:"etcdPID,omitempty"`
+	Restarts      int         `json:"restarts"`
+	LastExit      string      `json:"lastExit,omitempty"`
+	LastExitClass string      `json:"lastExitClass,omitempty"`
+	RejoinStep    string      `json:"rejoinStep,omitempty"`
+	LeaderName    string      `json:"leaderName,omitempty"`
+	Voters        int         `json:"voters"`
+	HealthyVoters int         `json:"healthyVoters"`
+	// Quorum: a quorum of every voter was healthy (model.View.HasQuorum).
+	Quorum         bool            `json:"quorum"`
 	Members        []MemberSummary `json:"members,omitempty"`
 	Alarms         []string        `json:"alarms,omitempty"`
 	SpecGeneration string          `json:"specGeneration"`
@@ -149,7 +151,9 @@ func (a *Agent) setPhase(p model.Phase) { a.updateStatus(func(s *Status) { s.Pha
 
 // noteView records the cluster as last observed.
 func (a *Agent) noteView(v model.Cluster) {
-	voters, healthy := v.Voters(0)
+	view := model.NewView(v, nil)
+	voters, healthy := view.Voters, view.Serving
+	quorum, _ := view.HasQuorum()
 	leader := ""
 	if m, ok := v.Member(v.LeaderID); ok {
 		leader = m.Name
@@ -157,7 +161,7 @@ func (a *Agent) noteView(v model.Cluster) {
 	a.metrics.ClusterVoters.Set(float64(voters))
 	a.metrics.ClusterHealthy.Set(float64(healthy))
 	a.updateStatus(func(s *Status) {
-		s.Voters, s.HealthyVoters, s.LeaderName = voters, healthy, leader
+		s.Voters, s.HealthyVoters, s.Quorum, s.LeaderName = voters, healthy, quorum, leader
 		s.Members, s.Alarms = nil, nil
 		for _, al := range v.Alarms {
 			s.Alarms = append(s.Alarms, fmt.Sprintf("%s on %x", al.Type, al.MemberID))

@@ -91,8 +91,7 @@ func TestObserveFrozenDiskNotCaughtUp(t *testing.T) {
 	}
 	defer c.Close()
 	v := observeUntil(t, c, "a leader and three healthy members", func(v model.Cluster) bool {
-		_, healthy := v.Voters(0)
-		return v.LeaderID != 0 && healthy == 3
+		return v.LeaderID != 0 && model.NewView(v, nil).Serving == 3
 	})
 	ids := map[string]uint64{}
 	for _, m := range v.Members {
@@ -108,10 +107,10 @@ func TestObserveFrozenDiskNotCaughtUp(t *testing.T) {
 	if m3.CaughtUp || m3.Behind == 0 || !strings.Contains(m3.Lag, "node3 is not catching up") {
 		t.Errorf("frozen node3 counted as caught up: behind %d, caught up %v, %q", m3.Behind, m3.CaughtUp, m3.Lag)
 	}
-	if ok, _ := v.QuorumWithout(ids["node1"]); !ok {
+	if ok, _ := model.NewView(v, nil).ServesWithout(ids["node1"]); !ok {
 		t.Errorf("the plain rule refuses to stop node1 too: the test shows nothing")
 	}
-	if ok, detail := v.QuorumWithoutCaughtUp(ids["node1"]); ok {
+	if ok, detail := model.NewView(v, nil).ReadyToStop(ids["node1"]); ok {
 		t.Errorf("stopping node1 allowed with node3 frozen: %s", detail)
 	}
 
@@ -159,7 +158,7 @@ func freezeFollower(t *testing.T, w, c *Client, id uint64, freeze, thaw func()) 
 	// a few times, quieter each time.
 	for attempt := 1; ; attempt++ {
 		put(t, w, 20)
-		observeUntil(t, c, "all three caught up", func(v model.Cluster) bool { _, up := v.VotersCaughtUp(0); return up == 3 })
+		observeUntil(t, c, "all three caught up", func(v model.Cluster) bool { return model.NewView(v, nil).CaughtUp == 3 })
 		time.Sleep(time.Duration(attempt) * time.Second) // let the backend commit
 		freeze()
 		put(t, w, 50)
@@ -268,8 +267,7 @@ func TestCallsAvoidAFrozenMember(t *testing.T) {
 	defer w.Close()
 	ctx := context.Background()
 	v := observeUntil(t, c, "a leader and three caught-up members", func(v model.Cluster) bool {
-		_, up := v.VotersCaughtUp(0)
-		return v.LeaderID != 0 && up == 3
+		return v.LeaderID != 0 && model.NewView(v, nil).CaughtUp == 3
 	})
 	if got := c.Active(); len(got) != 3 {
 		t.Fatalf("active endpoints %v with every member keeping up, want all three", got)

@@ -2,7 +2,6 @@ package model
 
 import (
 	"fmt"
-	"strings"
 	"time"
 )
 
@@ -142,96 +141,6 @@ func (c Cluster) Member(id uint64) (Member, bool) {
 func (c Cluster) Listed(id uint64) bool {
 	_, ok := c.Member(id)
 	return ok
-}
-
-// Voters counts the voters and the healthy ones among them, leaving out
-// member except (0: none). An unstarted member cannot be healthy,
-// whatever its status said.
-func (c Cluster) Voters(except uint64) (total, healthy int) {
-	for _, m := range c.Members {
-		if m.IsLearner || (except != 0 && m.ID == except) {
-			continue
-		}
-		total++
-		if m.Healthy && !m.Unstarted() {
-			healthy++
-		}
-	}
-	return total, healthy
-}
-
-// Quorum is the number of voters raft needs to commit.
-func Quorum(voters int) int { return voters/2 + 1 }
-
-// QuorumWithout reports whether the voters other than id still form a
-// healthy quorum of the membership without id, and says how many are
-// healthy.
-func (c Cluster) QuorumWithout(id uint64) (bool, string) {
-	voters, healthy := c.Voters(id)
-	q := Quorum(voters)
-	return voters > 0 && healthy >= q, fmt.Sprintf("%d of %d voters healthy (quorum %d)", healthy, voters, q)
-}
-
-// VotersCaughtUp counts the voters and the caught-up ones among them
-// (see CaughtUp), leaving out member except (0: none).
-func (c Cluster) VotersCaughtUp(except uint64) (total, caughtUp int) {
-	for _, m := range c.Members {
-		if m.IsLearner || (except != 0 && m.ID == except) {
-			continue
-		}
-		total++
-		if m.Healthy && m.CaughtUp && !m.Unstarted() {
-			caughtUp++
-		}
-	}
-	return total, caughtUp
-}
-
-// QuorumWithoutCaughtUp is QuorumWithout for a voluntary stop or removal
-// of a voter that serves: the voters other than id must form a quorum of
-// caught-up members (CaughtUp), or the stop leaves writes waiting on a
-// member that lags. The detail names the members that are behind.
-func (c Cluster) QuorumWithoutCaughtUp(id uint64) (bool, string) {
-	voters, up := c.VotersCaughtUp(id)
-	q := Quorum(voters)
-	detail := fmt.Sprintf("%d of %d voters caught up (quorum %d)", up, voters, q)
-	if lag := c.Lagging(id); len(lag) > 0 {
-		detail += "; " + strings.Join(lag, "; ")
-	}
-	return voters > 0 && up >= q, detail
-}
-
-// QuorumStaysWithout is QuorumWithoutCaughtUp for a voter that stays in
-// the membership while it stops counting for a while (a
-// defragmentation): raft's quorum is then still that of every voter, id
-// included, and the caught-up others must reach it. For an odd number of
-// voters that is the same rule; for an even number it is one more (2 of
-// 4 caught up others are no quorum of 4, the leader alone none of 2).
-func (c Cluster) QuorumStaysWithout(id uint64) (bool, string) {
-	voters, up := c.VotersCaughtUp(id)
-	all := voters
-	if m, ok := c.Member(id); ok && !m.IsLearner {
-		all++
-	}
-	q := Quorum(all)
-	detail := fmt.Sprintf("%d of %d voters caught up (quorum %d)", up, voters, q)
-	if lag := c.Lagging(id); len(lag) > 0 {
-		detail += "; " + strings.Join(lag, "; ")
-	}
-	return voters > 0 && up >= q, detail
-}
-
-// Lagging says, for each voter other than except that answers but is not
-// caught up, why not ("node3 is catching up (index 1200 behind the
-// leader)").
-func (c Cluster) Lagging(except uint64) []string {
-	var out []string
-	for _, m := range c.Members {
-		if !m.IsLearner && m.ID != except && m.Healthy && !m.CaughtUp && m.Lag != "" {
-			out = append(out, m.Lag)
-		}
-	}
-	return out
 }
 
 // LeaderOf is the leader that most of the members agree on.

@@ -32,33 +32,6 @@ func TestHealthy(t *testing.T) {
 	}
 }
 
-func TestQuorumWithout(t *testing.T) {
-	voter := func(id uint64, healthy bool) Member {
-		return Member{ID: id, Name: "m", Healthy: healthy}
-	}
-	tests := []struct {
-		name    string
-		members []Member
-		without uint64
-		want    bool
-		detail  string
-	}{
-		{"3 healthy, one leaves", []Member{voter(1, true), voter(2, true), voter(3, true)}, 3, true, "2 of 2 voters healthy (quorum 2)"},
-		{"3 with one down, the down one leaves", []Member{voter(1, true), voter(2, true), voter(3, false)}, 3, true, "2 of 2 voters healthy (quorum 2)"},
-		{"3 with one down, a healthy one leaves", []Member{voter(1, true), voter(2, true), voter(3, false)}, 1, false, "1 of 2 voters healthy (quorum 2)"},
-		{"learners do not vote", []Member{voter(1, true), {ID: 2, Name: "l", IsLearner: true, Healthy: true}, voter(3, false)}, 0, false, "1 of 2 voters healthy (quorum 2)"},
-		{"an unstarted voter is never healthy", []Member{voter(1, true), {ID: 2, Healthy: true}, voter(3, false)}, 3, false, "1 of 2 voters healthy (quorum 2)"},
-		{"5 with two down", []Member{voter(1, true), voter(2, true), voter(3, true), voter(4, false), voter(5, false)}, 0, true, "3 of 5 voters healthy (quorum 3)"},
-		{"no voters left", []Member{voter(1, true)}, 1, false, "0 of 0 voters healthy (quorum 1)"},
-	}
-	for _, tt := range tests {
-		ok, detail := Cluster{Members: tt.members}.QuorumWithout(tt.without)
-		if ok != tt.want || detail != tt.detail {
-			t.Errorf("%s: QuorumWithout = %v %q, want %v %q", tt.name, ok, detail, tt.want, tt.detail)
-		}
-	}
-}
-
 func TestLeaderOf(t *testing.T) {
 	ms := []Member{{Leader: 2}, {Leader: 2}, {Leader: 3}, {Leader: 0}}
 	if got := LeaderOf(ms); got != 2 {

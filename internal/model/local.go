@@ -172,6 +172,10 @@ type Local struct {
 	AddBlocked string
 	// LockHeld: this agent holds the cluster lock, and its lease is alive.
 	LockHeld bool
+	// LockHeldElsewhere: another agent holds the cluster lock (read only
+	// under NOSPACE, where the unlocked single actor must not act beside
+	// a holder that took it before the alarm).
+	LockHeldElsewhere bool
 	// LockReturned is how long ago this agent gave the lock back as a
 	// learner that did not catch up in time (0: it did not).
 	LockReturned time.Duration

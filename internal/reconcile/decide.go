@@ -68,11 +68,31 @@ type Input struct {
 	// Pause is the operator's pause (nil: none), as of Now.
 	Pause *model.Pause
 	Now   time.Time
+
+	// view is Cluster's model.View, derived once by Decide.
+	view *model.View
+}
+
+// View is the pass's model.View of Cluster (the zero View without one):
+// derived once by Decide, and only derived here for the callers that
+// enter a rule without it.
+func (in Input) View() model.View {
+	switch {
+	case in.view != nil:
+		return *in.view
+	case in.Cluster == nil:
+		return model.View{}
+	}
+	return model.NewView(*in.Cluster, in.Agents)
 }
 
 // Decide is the agent's one decision per pass. Guard clauses in order;
 // each returns one action with its reason.
 func Decide(in Input) Action {
+	if in.Cluster != nil {
+		v := model.NewView(*in.Cluster, in.Agents)
+		in.view = &v
+	}
 	if in.Pause.InForce(in.Now) {
 		return Paused(*in.Pause, in.Now, decide(in))
 	}
@@ -207,49 +227,51 @@ func decideRunning(in Input) Action {
 		return act
 	}
 	if l.Restart.Due() {
-		if in.Cluster != nil && NoSpaceRaised(*in.Cluster) && !l.LockHeld {
-			// No lock can be taken under NOSPACE (etcd refuses lease
-			// grants): a raised quota, which is what cures a cluster
-			// whose data fills it, restarts in the order QuotaRaiseTurn
-			// reads from the observation; every other restart waits for
-			// the alarm to clear (the NOSPACE rule in converge says what
-			// the cluster waits for).
-			if turn, why := QuotaRaiseTurn(*in.Cluster, l.Answer.MemberID, in.NoSpace); turn {
-				if r := l.Restart; r.Agent || r.EtcdTo != "" {
-					// The restart would also move this member to another
-					// binary: an upgrade, which goes only under the lock,
-					// after etcd's preflight and the rollout's snapshot
-					// (rollingRestart), never unlocked beside the procedure.
-					return Action{Kind: DoWait, Key: "nospace-wait/restart-binary", ReleaseLock: true, Topic: TopicNoSpace,
-						Reason: fmt.Sprintf("NOSPACE: %s; but this restart also moves to another binary (%s), which waits until the alarm is cleared: put the binary back to restart with the raised quota alone", why, r.Why)}
-				}
-				if act, ok := quotaRaiseHandOff(in, why); ok {
-					return act
-				}
-				return Action{Kind: DoRestart, Unlocked: true, Restart: l.Restart, Key: "restart/nospace", Topic: TopicNoSpace, QuotaRaise: true, Reason: "restarting etcd: " + why}
-			}
-			return converge(in)
+		if in.Cluster != nil && in.View().NoSpace {
+			return restartUnderNoSpace(in)
 		}
 		return rollingRestart(in)
 	}
 	return converge(in)
 }
 
-// quotaRaiseHandOff: the leader whose turn it is to restart for a raised
-// quota under NOSPACE first hands its leadership to a caught-up voter, as
-// every rollout's leader does (MoveLeader is not refused under NOSPACE):
-// a restart in place would cost an election. With no one to take over
-// (one member) it restarts in place.
-func quotaRaiseHandOff(in Input, why string) (Action, bool) {
-	if in.Cluster.LeaderID != in.Local.Answer.MemberID {
-		return Action{}, false
+// restartUnderNoSpace: no lock can be taken under NOSPACE (etcd refuses
+// lease grants). A raised quota, which is what cures a cluster whose data
+// fills it, restarts in the order quotaRaiseTurn reads from the
+// observation, granted by the budget like every other restart; every
+// other restart waits for the alarm to clear (the NOSPACE rule in
+// converge says what the cluster waits for, and gives back a lock taken
+// before the alarm: G3). A holder of such a lock restarts for the raise
+// under it, and the unlocked others wait for it (grant's rule 1).
+func restartUnderNoSpace(in Input) Action {
+	l := in.Local
+	turn, why := quotaRaiseTurn(in)
+	if turn == nil {
+		return converge(in)
 	}
-	step, listed := restartHandOff(in, why)
-	if !listed || step.Kind != StepMoveLeader {
-		return Action{}, false
+	if r := l.Restart; r.Agent || r.EtcdTo != "" {
+		// The restart would also move this member to another binary: an
+		// upgrade, which goes only under the lock, after etcd's preflight
+		// and the rollout's snapshot (rollingRestart), never unlocked
+		// beside the procedure.
+		return Action{Kind: DoWait, Key: "nospace-wait/restart-binary", ReleaseLock: true, Topic: TopicNoSpace,
+			Reason: fmt.Sprintf("NOSPACE: %s; but this restart also moves to another binary (%s), which waits until the alarm is cleared: put the binary back to restart with the raised quota alone", why, r.Why)}
 	}
-	return Action{Kind: DoChangeMembership, Unlocked: true, Key: fmt.Sprintf("restart/nospace-move-leader/%x", step.To), Step: step, Topic: TopicNoSpace, QuotaRaise: true,
-		Reason: fmt.Sprintf("changed membership: %s %s (%s)", step.Kind, step.Name, step.Reason)}, true
+	if l.LockHeld {
+		return rollingRestart(in)
+	}
+	g := budgetOf(in).grant(Request{Member: l.Answer.MemberID, Kind: DisruptRestart, Why: why}, *turn, true)
+	switch {
+	case !g.Granted():
+		return converge(in)
+	case g.HandOff != nil:
+		// MoveLeader is not refused under NOSPACE: a restart in place
+		// would cost an election.
+		step := *g.HandOff
+		return Action{Kind: DoChangeMembership, Unlocked: true, Key: fmt.Sprintf("restart/nospace-move-leader/%x", step.To), Step: step, Topic: TopicNoSpace, QuotaRaise: true,
+			Reason: fmt.Sprintf("changed membership: %s %s (%s)", step.Kind, step.Name, step.Reason)}
+	}
+	return Action{Kind: DoRestart, Unlocked: true, Restart: l.Restart, Key: "restart/nospace", Topic: TopicNoSpace, QuotaRaise: true, Reason: "restarting etcd: " + why}
 }
 
 // stopForRepair stops a member that etcd found corrupt, so that the start
@@ -263,12 +285,12 @@ func stopForRepair(in Input) Action {
 	if in.Cluster == nil {
 		return giveBack(wait("corrupt-no-view", "%s; cannot observe the cluster to stop it safely", why))
 	}
-	// Caught up, not only answering: stopping it leaves the cluster to
-	// the others (model.CaughtUp). And raft's quorum of every voter, this
-	// one included: it stays a member until the repair removes it, so a
-	// quorum of the others alone is one short for an even count (2 of 4).
-	if ok, detail := in.Cluster.QuorumStaysWithout(id); !ok {
-		return giveBack(wait("corrupt-no-quorum", "%s; not stopping it while the others have %s", why, detail))
+	// The budget's repair stop: caught up, not only answering, the others
+	// must be raft's quorum of every voter, this one included (it stays a
+	// member until the repair removes it, so a quorum of the others alone
+	// is one short for an even count, 2 of 4).
+	if g := budgetOf(in).grant(Request{Member: id, Kind: DisruptRepairStop, Why: why}, Queue{}, false); !g.Granted() {
+		return giveBack(wait("corrupt-no-quorum", "%s; not stopping it while %s", why, g.Wait))
 	}
 	return Action{Kind: DoStopForRepair, Reason: why, Key: "stop-for-repair"}
 }
@@ -358,13 +380,13 @@ func publishStalled(in Input) Action {
 // othersHaveQuorum: the voters other than the local member form a healthy
 // quorum of the voters without it.
 func othersHaveQuorum(in Input) bool {
+	var self uint64
 	for _, m := range in.Cluster.Members {
 		if m.Name == in.Self.Name {
-			ok, _ := in.Cluster.QuorumWithout(m.ID)
-			return ok
+			self = m.ID
 		}
 	}
-	ok, _ := in.Cluster.QuorumWithout(0)
+	ok, _ := in.View().ServesWithout(self)
 	return ok
 }
 
@@ -417,7 +439,7 @@ func converge(in Input) Action {
 // catching up) is no action for this agent: the loop stays steady, and
 // the reason says what waits.
 func maintain(in Input, self string) Action {
-	step := PlanMaintenance(in.Desired, *in.Cluster, in.Defrag)
+	step := planMaintenance(budgetOf(in), in.Defrag)
 	switch step.Kind {
 	case StepNone:
 		return Action{Kind: DoNothing, Reason: self, Key: "healthy-voter", ReleaseLock: true}

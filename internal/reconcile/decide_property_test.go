@@ -23,7 +23,7 @@ func genRunning(t *rapid.T) Input {
 	for i, s := range desired {
 		id := uint64(i + 1)
 		m := model.Member{ID: id, Name: s.Name, PeerURLs: s.PeerURLs, ClientURLs: s.ClientURLs, RaftIndex: 100,
-			Healthy:   rapid.IntRange(0, 4).Draw(t, s.Name+" health") > 0,
+			Healthy:   rapid.IntRange(0, 6).Draw(t, s.Name+" health") > 0,
 			IsLearner: i > 0 && rapid.IntRange(0, 6).Draw(t, s.Name+" learner") == 0,
 			Quota:     16 * mib, DBSize: 4 * mib, DBSizeInUse: 3 * mib}
 		m.CaughtUp = m.Healthy && rapid.IntRange(0, 4).Draw(t, s.Name+" caught up") > 0
@@ -80,7 +80,7 @@ func genRunning(t *rapid.T) Input {
 		in.Local.Restart = model.Restart{Why: "etcdkeeper 0.9 → 1.0", Agent: true}
 	}
 	in.Local.RolloutSnapshot = RolloutKey(in.Generation, in.Local.Restart)
-	if rapid.Bool().Draw(t, "records") {
+	if rapid.IntRange(0, 3).Draw(t, "records") > 0 {
 		for _, m := range c.Members {
 			r := model.AgentRecord{Name: m.Name, Generation: "g1", MemberID: m.ID}
 			if m.ID != selfID && rapid.IntRange(0, 2).Draw(t, m.Name+" pending") == 0 {
@@ -106,4 +106,72 @@ func TestDecideTakesLockedStepsUnderTheLock(t *testing.T) {
 			t.Fatalf("%s (%s) decided without the lock, and not as an unlocked step", act.Kind, act.Reason)
 		}
 	})
+}
+
+// disruptionOf is the member an action takes out of service for a while,
+// if it does.
+func disruptionOf(in Input, act Action) (uint64, bool) {
+	switch act.Kind {
+	case DoRestart, DoStopForRepair:
+		return in.Local.Answer.MemberID, true
+	case DoDefrag:
+		return act.Step.MemberID, true
+	}
+	return 0, false
+}
+
+// TestDisruptionBudgetProperty: no voluntary disruption a pass grants
+// (restart, defragmentation, repair stop; under NOSPACE too) leaves fewer
+// than a quorum of every voter serving and caught up, counting the member
+// it disrupts as gone; nor does it disrupt the leader (leadership is
+// handed off first). Two exceptions, each named: a one-voter cluster,
+// which has no one to keep serving; and NOSPACE, where writes are refused
+// already and the others need only be a quorum of the voters without the
+// member (the reads it serves are what a stop costs then).
+func TestDisruptionBudgetProperty(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		in := genRunning(t)
+		act := Decide(in)
+		id, disrupts := disruptionOf(in, act)
+		if !disrupts {
+			return
+		}
+		voters, up := 0, 0
+		for _, m := range in.Cluster.Members {
+			if m.IsLearner {
+				continue
+			}
+			voters++
+			if m.ID != id && m.Healthy && m.CaughtUp {
+				up++
+			}
+		}
+		if voters == 1 {
+			return
+		}
+		need := model.Quorum(voters)
+		if noSpaceIn(in) {
+			need = model.Quorum(voters - 1)
+		}
+		if up < need {
+			t.Fatalf("%s of %x (%s) leaves %d of %d voters serving and caught up, below %d", act.Kind, id, act.Reason, up, voters, need)
+		}
+		if id == in.Cluster.LeaderID && act.Kind != DoStopForRepair {
+			t.Fatalf("%s disrupts the leader %x without a hand-off (%s)", act.Kind, id, act.Reason)
+		}
+	})
+}
+
+func noSpaceIn(in Input) bool {
+	for _, a := range in.Cluster.Alarms {
+		if a.Type == model.AlarmNoSpace {
+			return true
+		}
+	}
+	for _, m := range in.Cluster.Members {
+		if m.Quota > 0 && m.DBSize >= m.Quota {
+			return true
+		}
+	}
+	return false
 }

@@ -67,6 +67,11 @@ func DefragPolicyOf(d spec.Defrag) DefragPolicy {
 //     passes is the step; when none does, the first one's wait.
 func PlanMaintenance(desired []spec.Member, obs model.Cluster, pol DefragPolicy) Step {
 	v := newPlanView(desired, obs)
+	return planMaintenance(budget{view: v.view, plan: v}, pol)
+}
+
+func planMaintenance(b budget, pol DefragPolicy) Step {
+	v, obs := b.plan, b.plan.cluster
 	if v.leader == nil {
 		return waitStep("defrag waits: " + strings.TrimPrefix(noLeaderReason(obs, v), "waiting: "))
 	}
@@ -77,9 +82,15 @@ func PlanMaintenance(desired []spec.Member, obs model.Cluster, pol DefragPolicy)
 	if block := v.maintenanceBlocker(pol); block != "" {
 		return waitStep(fmt.Sprintf("defrag %s waits: %s", due[0].label, block))
 	}
+	return v.defragFirst(b, due, pol)
+}
+
+// defragFirst is the defragmentation of the first of due (in order) the
+// budget grants, or the first one's wait.
+func (v *planView) defragFirst(b budget, due []planMember, pol DefragPolicy) Step {
 	var blocked *Step
 	for _, m := range due {
-		step := v.defragStep(m, pol)
+		step := v.defragStep(b, m, due, pol)
 		if step.Kind != StepWait {
 			return step
 		}
@@ -137,25 +148,39 @@ func (v *planView) defragDue(pol DefragPolicy) ([]planMember, Step, bool) {
 		return nil, Step{Kind: StepNone, Reason: fmt.Sprintf("no maintenance due (defragment at %.0f%% and %s free)",
 			pol.MinFreeRatio*100, spec.Size(max(pol.MinFreeBytes, DefragFloor)))}, false
 	}
-	// The leader only once no follower is due, even one that waits: its
-	// turn is last.
-	if len(due) > 1 {
-		due = slices.DeleteFunc(due, func(m planMember) bool { return m.ID == v.leader.ID })
-	}
-	slices.SortStableFunc(due, func(a, b planMember) int {
-		return compareIDs(uint64(b.FreeBytes()), uint64(a.FreeBytes()))
-	})
-	return due, Step{}, true
+	return v.leaderLast(due), Step{}, true
 }
 
-// maintenanceBlocker is rules 2 and 3: what the whole cluster must be for
-// any member's maintenance, or "" when it is.
+// leaderLast orders members due for a defragmentation: most to free
+// first, the leader after every follower (the budget holds it while one
+// is due, even one that waits).
+func (v *planView) leaderLast(due []planMember) []planMember {
+	slices.SortStableFunc(due, func(a, b planMember) int {
+		if aLeads, bLeads := a.ID == v.leader.ID, b.ID == v.leader.ID; aLeads != bLeads {
+			return trueFirst(bLeads)
+		}
+		return compareIDs(uint64(b.FreeBytes()), uint64(a.FreeBytes()))
+	})
+	return due
+}
+
+// maintenanceBlocker is rules 2 and 3 beyond the budget's: no alarm but
+// NOSPACE, and inside the window; or "" when that holds.
 func (v *planView) maintenanceBlocker(pol DefragPolicy) string {
 	for _, a := range v.cluster.Alarms {
 		if a.Type != model.AlarmNoSpace {
 			return fmt.Sprintf("a %s alarm is raised on member %x", a.Type, a.MemberID)
 		}
 	}
+	if !pol.Now && pol.Member == "" && !pol.Window.Contains(v.now) {
+		return "outside the window " + pol.Window.String()
+	}
+	return ""
+}
+
+// allServing is what the NOSPACE procedure needs of every member before
+// it disarms or defragments: the sizes to disarm on are every member's.
+func (v *planView) allServing() string {
 	var notes []string
 	for _, m := range v.members {
 		switch {
@@ -167,41 +192,31 @@ func (v *planView) maintenanceBlocker(pol DefragPolicy) string {
 			notes = append(notes, m.label+" does not answer (its agent restarts or repairs it first; is etcdkeeper running on its host?)")
 		}
 	}
-	if len(notes) > 0 {
-		return strings.Join(notes, "; ")
-	}
-	if !pol.Now && pol.Member == "" && !pol.Window.Contains(v.now) {
-		return "outside the window " + pol.Window.String()
-	}
-	return ""
+	return strings.Join(notes, "; ")
 }
 
-// defragStep is rule 4 for one member.
-func (v *planView) defragStep(m planMember, pol DefragPolicy) Step {
+// defragStep is rule 4 for one member: the budget's grant (caught up, a
+// caught-up quorum without it, one member at a time, the leader last
+// after a hand-off); due are the members due with it.
+func (v *planView) defragStep(b budget, m planMember, due []planMember, pol DefragPolicy) Step {
 	why := fmt.Sprintf("%s of %s free", fmtBytes(m.FreeBytes()), fmtBytes(m.DBSize))
 	if pol.Member != "" {
 		why += ", asked for"
 	}
-	if !m.CaughtUp {
-		lag := m.Lag
-		if lag == "" {
-			lag = m.label + " is not caught up with the leader"
+	var queue Queue
+	for _, d := range due {
+		if d.ID != m.ID {
+			queue.Requests = append(queue.Requests, Request{Member: d.ID, Kind: DisruptDefrag, Name: d.label})
 		}
-		return waitStep(fmt.Sprintf("defrag %s waits: %s", m.label, lag))
 	}
-	quorum := v.cluster.QuorumStaysWithout
-	if pol.noSpace {
-		quorum = v.cluster.QuorumWithoutCaughtUp
-	}
-	if ok, detail := quorum(m.ID); !ok {
-		return waitStep(fmt.Sprintf("defrag %s waits: without it the others have %s", m.label, detail))
-	}
-	if m.ID == v.leader.ID {
-		step := v.moveLeaderFor(m, "defragmentation", why, func(c planMember) bool { return c.serving() && c.CaughtUp })
-		if step.Kind == StepWait {
-			step.Reason = fmt.Sprintf("defrag %s waits: it leads, and no caught-up voter in the spec can take over", m.label)
-		}
-		return step
+	g := b.grant(Request{Member: m.ID, Kind: DisruptDefrag, Why: why}, queue, pol.noSpace)
+	switch {
+	case g.NoQuorum:
+		return waitStep(fmt.Sprintf("defrag %s waits: without it %s", m.label, g.Wait))
+	case !g.Granted():
+		return waitStep(fmt.Sprintf("defrag %s waits: %s", m.label, g.Wait))
+	case g.HandOff != nil:
+		return *g.HandOff
 	}
 	return Step{Kind: StepDefrag, MemberID: m.ID, Name: m.name(),
 		Reason: fmt.Sprintf("defragment %s: %s", m.label, why)}

@@ -73,7 +73,7 @@ func TestPlanMaintenance(t *testing.T) {
 		{"four members caught up: one goes", observed(1, nodes(4, map[int][]memberMod{2: {frag}})...),
 			on, StepDefrag, 2, 0, "defragment node2"},
 		{"a member down: its repair first", observed(1, nodes(3, map[int][]memberMod{2: {frag}, 3: {down}})...),
-			on, StepWait, 0, 0, "defrag node2 waits: node3 does not answer (its agent restarts or repairs it first; is etcdkeeper running on its host?)"},
+			on, StepWait, 0, 0, "defrag node2 waits: node3 is not a healthy voter"},
 		{"a rejoin under way (a learner)", observed(1, with(nodes(2, map[int][]memberMod{2: {frag}}), mem(3, "node3", learner(0)))...),
 			on, StepWait, 0, 0, "defrag node2 waits: node3 is a learner"},
 		{"a CORRUPT alarm", withAlarms(observed(1, nodes(3, map[int][]memberMod{2: {frag}})...), model.Alarm{MemberID: 3, Type: model.AlarmCorrupt}),

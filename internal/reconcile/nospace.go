@@ -92,6 +92,12 @@ func overLine(size, quota int64) bool {
 //     without it). A one-member cluster is defragmented in place: its
 //     writes are refused already, and nobody could take over.
 func PlanNoSpace(desired []spec.Member, obs model.Cluster, rev, compacted int64, defragged map[uint64]model.DefragMark, pol NoSpacePolicy, now time.Time) Step {
+	v := newPlanView(desired, obs)
+	return planNoSpace(budget{view: v.view, plan: v}, rev, compacted, defragged, pol, now)
+}
+
+func planNoSpace(b budget, rev, compacted int64, defragged map[uint64]model.DefragMark, pol NoSpacePolicy, now time.Time) Step {
+	v, obs := b.plan, b.plan.cluster
 	if !NoSpaceRaised(obs) {
 		return Step{Kind: StepNone, Reason: "no NOSPACE alarm"}
 	}
@@ -100,7 +106,6 @@ func PlanNoSpace(desired []spec.Member, obs model.Cluster, rev, compacted int64,
 			return waitStep(fmt.Sprintf("NOSPACE procedure waits: a %s alarm is raised on member %x", a.Type, a.MemberID))
 		}
 	}
-	v := newPlanView(desired, obs)
 	if v.leader == nil {
 		return waitStep("NOSPACE procedure waits: no leader")
 	}
@@ -113,7 +118,7 @@ func PlanNoSpace(desired []spec.Member, obs model.Cluster, rev, compacted int64,
 	if step, full := v.dataFills(pol, settled, defragged != nil); full {
 		return step
 	}
-	if block := v.maintenanceBlocker(DefragPolicy{Now: true}); block != "" {
+	if block := v.allServing(); block != "" {
 		return waitStep("NOSPACE procedure waits: " + block)
 	}
 	var over []planMember
@@ -129,28 +134,18 @@ func PlanNoSpace(desired []spec.Member, obs model.Cluster, rev, compacted int64,
 	if len(over) == 0 {
 		return waitStep("NOSPACE procedure waits: every member at the line is defragmented")
 	}
-	if len(over) > 1 {
-		over = slices.DeleteFunc(over, func(m planMember) bool { return m.ID == v.leader.ID })
-	}
-	slices.SortStableFunc(over, func(a, b planMember) int { return compareIDs(uint64(b.FreeBytes()), uint64(a.FreeBytes())) })
-	if voters, _ := obs.Voters(0); voters == 1 {
+	over = v.leaderLast(over)
+	if v.view.Voters == 1 {
 		m := over[0]
 		return Step{Kind: StepDefrag, MemberID: m.ID, Name: m.name(),
 			Reason: fmt.Sprintf("defragment %s in place (%s of %s free; NOSPACE: its writes are refused already, and no other voter could take over)",
 				m.label, fmtBytes(m.FreeBytes()), fmtBytes(m.DBSize))}
 	}
-	var blocked *Step
-	for _, m := range over {
-		step := v.defragStep(m, DefragPolicy{Now: true, noSpace: true})
+	step := v.defragFirst(b, over, DefragPolicy{Now: true, noSpace: true})
+	if m, ok := obs.Member(step.MemberID); ok && step.Kind == StepDefrag {
 		step.Reason = fmt.Sprintf("%s (NOSPACE: %s of a %s quota)", step.Reason, fmtBytes(m.DBSize), fmtBytes(m.Quota))
-		if step.Kind != StepWait {
-			return step
-		}
-		if blocked == nil {
-			blocked = &step
-		}
 	}
-	return *blocked
+	return step
 }
 
 // settledAt: m's sizes tell the truth. etcd updates dbSizeInUse only when
@@ -262,15 +257,17 @@ func (v *planView) disarmStep() Step {
 		Reason: fmt.Sprintf("disarm NOSPACE: every member's db file is below %.0f%% of its quota", DisarmBelow*100)}
 }
 
-// QuotaRaiseTurn is whether member self restarts now to apply a raised
-// quota-backend-bytes while NOSPACE is raised, and why (or why not).
-// Under NOSPACE the cluster lock cannot be taken (etcd refuses lease
-// grants), so the one-at-a-time rule of restartForSettings comes from the
-// observation instead: the members whose reported quota is below the
-// spec's restart in a fixed order (followers by member ID, the leader
-// last), each only while every other voter answers and is caught up. A
-// member that restarted reports its new quota and drops out of the order.
-func QuotaRaiseTurn(obs model.Cluster, self uint64, pol NoSpacePolicy) (bool, string) {
+// quotaRaiseTurn is the order in which the members restart to apply a
+// quota-backend-bytes the spec raised while NOSPACE is raised, for the
+// local member: the members whose reported quota is below the spec's go
+// followers by member ID, the leader last (a member that restarted
+// reports its new quota and drops out). Under NOSPACE the cluster lock
+// cannot be taken, so the turn is what keeps the unlocked restarts one at
+// a time: only the first may ask the budget (grant), with the others as
+// its queue. nil: it is not this member's turn, or it has no raise due;
+// why says so, or why it is due.
+func quotaRaiseTurn(in Input) (*Queue, string) {
+	obs, self, pol := *in.Cluster, in.Local.Answer.MemberID, in.NoSpace
 	var due []model.Member
 	for _, m := range obs.Members {
 		if q := pol.Quotas[m.Name]; !m.IsLearner && m.Quota > 0 && q > m.Quota {
@@ -283,18 +280,17 @@ func QuotaRaiseTurn(obs model.Cluster, self uint64, pol NoSpacePolicy) (bool, st
 		}
 		return compareIDs(a.ID, b.ID)
 	})
-	if len(due) == 0 || !slices.ContainsFunc(due, func(m model.Member) bool { return m.ID == self }) {
-		return false, "under NOSPACE only a raise of quota-backend-bytes restarts a member (the cluster lock cannot be taken): the other settings wait until the alarm is cleared"
+	if !slices.ContainsFunc(due, func(m model.Member) bool { return m.ID == self }) {
+		return nil, "under NOSPACE only a raise of quota-backend-bytes restarts a member (the cluster lock cannot be taken): the other settings wait until the alarm is cleared"
 	}
-	if due[0].ID != self {
-		return false, fmt.Sprintf("quota-backend-bytes raised under NOSPACE: %s restarts first", due[0].Name)
+	if due[0].ID != self && !in.Local.LockHeld {
+		return nil, fmt.Sprintf("quota-backend-bytes raised under NOSPACE: %s restarts first", due[0].Name)
 	}
-	for _, m := range obs.Members {
-		if m.ID != self && !m.IsLearner && (!m.Healthy || !m.CaughtUp) {
-			return false, fmt.Sprintf("quota-backend-bytes raised under NOSPACE: not restarting while %s does not answer or lags (one member at a time)", m.Name)
-		}
+	q := &Queue{}
+	for _, m := range due[1:] {
+		q.Requests = append(q.Requests, Request{Member: m.ID, Kind: DisruptRestart, Name: m.Name})
 	}
-	return true, fmt.Sprintf("quota-backend-bytes raised to %s under NOSPACE: restarting with it (its turn: followers by member ID, the leader last)",
+	return q, fmt.Sprintf("quota-backend-bytes raised to %s under NOSPACE: restarting with it (its turn: followers by member ID, the leader last)",
 		fmtBytes(pol.Quotas[due[0].Name]))
 }
 
@@ -337,7 +333,7 @@ func noSpace(in Input) (Action, bool) {
 	}
 	pol := in.NoSpace
 	pol.RaisedFor = in.Local.NoSpaceFor
-	step := PlanNoSpace(in.Desired, *in.Cluster, in.Local.Answer.Revision, compacted, defragged, pol, in.Now)
+	step := planNoSpace(budgetOf(in), in.Local.Answer.Revision, compacted, defragged, pol, in.Now)
 	key := fmt.Sprintf("nospace/%s/%x", step.Kind, step.MemberID)
 	switch step.Kind {
 	case StepNone:

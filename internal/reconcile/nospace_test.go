@@ -213,6 +213,20 @@ func TestNoSpaceIsNoRepair(t *testing.T) {
 	}
 }
 
+// quotaRaiseGranted is the turn (quotaRaiseTurn) and the budget's grant
+// of member self's restart for a raised quota under NOSPACE.
+func quotaRaiseGranted(obs model.Cluster, self uint64, pol NoSpacePolicy) (bool, string) {
+	in := Input{Desired: specNodes(len(obs.Members)), Cluster: &obs, NoSpace: pol, Local: model.Local{Answer: &model.Answer{MemberID: self}}}
+	q, why := quotaRaiseTurn(in)
+	if q == nil {
+		return false, why
+	}
+	if g := budgetOf(in).grant(Request{Member: self, Kind: DisruptRestart, Why: why}, *q, true); !g.Granted() {
+		return false, g.Wait
+	}
+	return true, why
+}
+
 // TestQuotaRaiseTurn: under NOSPACE a raised quota restarts the members
 // one at a time without the lock: followers by member ID, the leader
 // last, only while every other voter answers.
@@ -232,12 +246,12 @@ func TestQuotaRaiseTurn(t *testing.T) {
 		{"the leader waits for the followers", observed(1, nodes(3, map[int][]memberMod{1: {old}, 2: {old}, 3: {old}})...), 1, raised, false, "node2 restarts first"},
 		{"node2 restarted: node3's turn", observed(1, nodes(3, map[int][]memberMod{1: {old}, 2: {applied}, 3: {old}})...), 3, raised, true, "restarting"},
 		{"the leader last", observed(1, nodes(3, map[int][]memberMod{1: {old}, 2: {applied}, 3: {applied}})...), 1, raised, true, "restarting"},
-		{"not while the one before is still down", observed(1, nodes(3, map[int][]memberMod{1: {old}, 2: {applied, down}, 3: {old}})...), 3, raised, false, "node2 does not answer"},
+		{"not while the one before is still down", observed(1, nodes(3, map[int][]memberMod{1: {old}, 2: {applied, down}, 3: {old}})...), 3, raised, false, "node2 is not a healthy voter"},
 		{"no raise: other settings wait", observed(1, nodes(3, map[int][]memberMod{1: {old}, 2: {old}, 3: {old}})...), 2, NoSpacePolicy{Compact: true}, false, "only a raise of quota-backend-bytes"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			turn, why := QuotaRaiseTurn(tt.obs, tt.self, tt.pol)
+			turn, why := quotaRaiseGranted(tt.obs, tt.self, tt.pol)
 			if turn != tt.turn || !strings.Contains(why, tt.contains) {
 				t.Errorf("got %v %q, want %v containing %q", turn, why, tt.turn, tt.contains)
 			}

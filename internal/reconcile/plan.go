@@ -251,7 +251,7 @@ func (v *planView) idle() Step {
 	if down := v.unhealthyVoters(0); len(down) > 0 {
 		reason += "; unhealthy: " + strings.Join(down, ", ")
 	}
-	if lag := v.cluster.Lagging(0); len(lag) > 0 {
+	if lag := v.view.Lagging(0); len(lag) > 0 {
 		reason += "; " + strings.Join(lag, "; ")
 	}
 	return Step{Kind: StepNone, Reason: reason + ")"}
@@ -307,45 +307,10 @@ func (v *planView) removalBlocker(m planMember) string {
 	if m.IsLearner {
 		return ""
 	}
-	total, healthy := v.voterCounts()
-	if total <= 1 {
-		return "it is the last voter"
-	}
-	if m.serving() {
-		return v.servingRemovalBlocker(m, total)
-	}
-	// A voter that does not answer takes no vote with it: removing it
-	// only lowers the quorum the others must reach.
-	if need := model.Quorum(total - 1); healthy < need {
-		reason := fmt.Sprintf("removing it would leave %d of %s healthy, below quorum %d",
-			healthy, pluralCount(total-1, "voter"), need)
-		if down := v.unhealthyVoters(m.ID); len(down) > 0 {
-			reason += " (unhealthy: " + strings.Join(down, ", ") + ")"
-		}
-		return reason
+	if ok, why := v.view.ReadyToRemove(m.ID); !ok {
+		return why
 	}
 	return ""
-}
-
-// servingRemovalBlocker: removing a voter that serves takes its vote away,
-// so the voters left must form a quorum of caught-up members
-// (model.CaughtUp), not only of answering ones: one that just came back
-// may be thousands of entries behind, and writes would wait on it.
-func (v *planView) servingRemovalBlocker(m planMember, total int) string {
-	_, left := v.cluster.VotersCaughtUp(m.ID)
-	need := model.Quorum(total - 1)
-	if left >= need {
-		return ""
-	}
-	reason := fmt.Sprintf("removing it would leave %d of %s caught up, below quorum %d",
-		left, pluralCount(total-1, "voter"), need)
-	if down := v.unhealthyVoters(m.ID); len(down) > 0 {
-		reason += " (unhealthy: " + strings.Join(down, ", ") + ")"
-	}
-	if lag := v.cluster.Lagging(m.ID); len(lag) > 0 {
-		reason += " (" + strings.Join(lag, "; ") + ")"
-	}
-	return reason
 }
 
 // moveLeaderOff hands leadership from m, due for removal, to the healthy
@@ -439,6 +404,7 @@ type planView struct {
 	leader  *planMember   // nil unless the reported leader is a started voter
 	now     time.Time
 	cluster model.Cluster
+	view    model.View
 }
 
 // planMember is a live member and the spec entry it matches, if any.
@@ -541,7 +507,7 @@ func (v *planView) urlOwner(urls []string, except uint64) (planMember, bool) {
 }
 
 func (v *planView) voterCounts() (total, healthy int) {
-	return v.cluster.Voters(0)
+	return v.view.Voters, v.view.Serving
 }
 
 // unhealthyVoters names the voters other than except that are not serving.
@@ -580,7 +546,7 @@ func newPlanView(desired []spec.Member, obs model.Cluster) *planView {
 		}
 	}
 
-	v := &planView{missing: missing, now: obs.Now, cluster: obs}
+	v := &planView{missing: missing, now: obs.Now, cluster: obs, view: model.NewView(obs, nil)}
 	for i, m := range live {
 		v.members = append(v.members, planMember{Member: m, spec: matched[i], label: memberLabel(m, matched[i])})
 	}

@@ -69,7 +69,8 @@ func decideSource(in Input) Action {
 		// it wrote the removal of the others): again.
 	}
 	if c := in.Cluster; c != nil && !forced {
-		if voters, healthy := c.Voters(0); healthy >= model.Quorum(voters) {
+		if v := model.NewView(*c, nil); v.Serving >= v.Quorum {
+			voters, healthy := v.Voters, v.Serving
 			changed := "nothing was changed"
 			if r.Step == "moved" || r.Step == "restored" {
 				changed = "the data dir was moved aside already (kept; see the recovery journal): this member rejoins the live cluster"
@@ -195,10 +196,11 @@ func fenceNeeded(in Input) (Action, bool) {
 	if c == nil || r.OldMemberID == 0 || !c.Listed(r.OldMemberID) {
 		return Action{}, false
 	}
-	voters, healthy := c.Voters(0)
-	if healthy < model.Quorum(voters) {
+	v := model.NewView(*c, nil)
+	if ok, _ := v.HasQuorum(); !ok {
 		return Action{}, false
 	}
+	voters, healthy := v.Voters, v.Serving
 	return Action{Kind: DoEndFence, Key: "recovery/fence-end",
 		Reason: fmt.Sprintf("fenced by recovery %s from %s: cluster %x has a quorum (%d of %d voters healthy) and lists my member %x: no recovery is needed; the fence is called off, the member starts again",
 			r.ID, r.Source, c.ClusterID, healthy, voters, r.OldMemberID)}, true

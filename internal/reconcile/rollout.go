@@ -2,7 +2,6 @@ package reconcile
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 
 	"github.com/etcdkeeper/etcdkeeper/internal/model"
@@ -18,32 +17,34 @@ func RolloutKey(generation string, r model.Restart) string {
 
 // rollingRestart is the one rule for a member that must restart, whatever
 // for (model.Restart: changed settings, another etcd binary, another agent
-// binary). The rules, in order (the order is the point):
+// binary). What is due is the spec's; whether and when is the disruption
+// budget's (grant: one member at a time, a caught-up quorum left, the
+// leader last after a hand-off). The rules, in order (the order is the
+// point):
 //  1. Only on a view of the cluster; and, for a new agent binary, only
 //     onto an embedded etcd that etcd allows in this cluster
 //     (upgradeRefused: one minor at a time, no downgrade).
-//  2. Hold while another member is not a healthy started voter: the first
-//     member of a rollout that does not come back stops it (the others keep
-//     what they run); the hold names it and what its agent says. It ends
-//     when that member is healthy again, or when the spec no longer asks
-//     this member to restart (the spec changed back).
-//  3. The caught-up voters without this one a quorum (model.CaughtUp):
-//     writes must commit while it is down. (The member before this one
-//     kept the lock until it had caught up: restartedCatchingUp.)
-//  4. A new etcd version only as etcd allows (spec.Preflight against the
+//  2. The budget grants it (grant): the first member of a rollout that
+//     does not come back holds the others (they keep what they run) until
+//     it is healthy again or the spec no longer asks for the restart; the
+//     caught-up others must keep raft's quorum; the leader waits while
+//     another agent has a restart pending (othersFirst; or runs another
+//     spec generation: the spec file reaches the hosts at different
+//     times). (The member before this one kept the lock until it had
+//     caught up: restartedCatchingUp.)
+//  3. A new etcd version only as etcd allows (spec.Preflight against the
 //     cluster version): refused, every member keeps its etcd and the
 //     wait says why; one minor down, etcd's downgrade is enabled first
 //     (and cancelled when the spec goes back: downgradeCancel).
-//  5. The leader last: it waits while another agent has a restart pending
-//     or runs another spec generation (the spec file reaches the hosts at
-//     different times).
-//  6. Under the cluster lock: one member at a time, cluster-wide; the lock
-//     stays with the member until it is a healthy voter again.
-//  7. A verified snapshot before the first member moves (once per rollout,
-//     RolloutKey: an agent record that shows one stands for it).
-//  8. The leader moves its leadership to a caught-up healthy voter first,
-//     and restarts as a follower in a later pass.
-//  9. Restart.
+//  4. Under the cluster lock: one member at a time, cluster-wide; the lock
+//     stays with the member until it is a healthy voter again (a
+//     one-member cluster too: the step refuses without it).
+//  5. A verified snapshot before the first member moves (once per rollout,
+//     RolloutKey: an agent record that shows one stands for it); not in a
+//     one-member cluster, whose restart moves nothing across members.
+//  6. The leader moves its leadership to a caught-up healthy voter first
+//     (the budget's hand-off), and restarts as a follower in a later pass.
+//  7. Restart.
 func rollingRestart(in Input) Action {
 	r := in.Local.Restart
 	id := in.Local.Answer.MemberID
@@ -55,71 +56,81 @@ func rollingRestart(in Input) Action {
 	if refused := upgradeRefused(in); refused != "" {
 		return giveBack(wait("restart-refused/"+stableKey(refused), "%s", refused))
 	}
-	if len(c.Members) == 1 {
-		return restartStep(in, id, why)
-	}
-	if held := rolloutHold(in, id); held != "" {
-		return giveBack(Action{Kind: DoWait, Key: "rollout-held/" + numberless(held),
-			Reason: fmt.Sprintf("waiting: rollout held: %s; %s", held, why)})
-	}
-	if ok, detail := c.QuorumWithoutCaughtUp(id); !ok {
-		return giveBack(wait("restart-no-quorum", "%s; not restarting while the others have %s", why, detail))
+	g, held := rolloutGrant(in, id, r.Why)
+	if !g.Granted() {
+		return held
 	}
 	if act, ok := etcdPreflight(in, why); ok {
 		return act
 	}
-	leads := c.LeaderID == id
-	if leads {
-		if first := othersFirst(in); first != "" {
-			return giveBack(wait("restart-leader-last", "%s; the leader restarts last: %s", why, first))
-		}
-	}
 	if !in.Local.LockHeld {
-		return Action{Kind: DoTakeLock, Reason: fmt.Sprintf("taking the cluster lock to restart: %s", r.Why), Key: "lock/restart"}
+		return Action{Kind: DoTakeLock, Reason: fmt.Sprintf("taking the cluster lock to restart: %s", r.Why), Key: "lock/restart", Topic: TopicRollout}
 	}
-	if !snapshotTaken(in) {
-		return Action{Kind: DoRolloutSnapshot, Key: "rollout-snapshot",
+	if len(c.Members) > 1 && !snapshotTaken(in) {
+		return Action{Kind: DoRolloutSnapshot, Key: "rollout-snapshot", Topic: TopicRollout,
 			Reason: fmt.Sprintf("taking a verified snapshot before the rollout's first restart (%s)", r.Why)}
 	}
-	if leads {
-		step, listed := restartHandOff(in, r.Why)
-		if !listed {
-			return giveBack(wait("restart-leader-unlisted", "%s; this leader is not among the cluster's members", why))
-		}
-		if step.Kind == StepWait {
-			return giveBack(Action{Kind: DoWait, Key: "wait/restart-no-successor", Reason: step.Reason})
-		}
-		return Action{Kind: DoChangeMembership, Key: fmt.Sprintf("restart/move-leader/%x", step.To), Step: step,
+	if g.HandOff != nil {
+		step := *g.HandOff
+		return Action{Kind: DoChangeMembership, Key: fmt.Sprintf("restart/move-leader/%x", step.To), Step: step, Topic: TopicRollout,
 			Reason: fmt.Sprintf("changed membership: %s %s (%s)", step.Kind, step.Name, step.Reason)}
 	}
-	return restartStep(in, id, why)
+	return restartStep(in, id)
 }
 
-// restartHandOff is the leader move that comes before the local member's
-// restart while it leads: to the caught-up serving voter with the highest
-// applied index (moveLeaderFor), or a wait when there is none. listed
-// false: the local member is not among the cluster's members.
-func restartHandOff(in Input, why string) (step Step, listed bool) {
-	id := in.Local.Answer.MemberID
-	v := newPlanView(in.Desired, *in.Cluster)
-	i := slices.IndexFunc(v.members, func(m planMember) bool { return m.ID == id })
-	if i < 0 {
-		return Step{}, false
+// rolloutGrant asks the budget for this member's restart; held is the
+// wait to return when it is not granted.
+func rolloutGrant(in Input, id uint64, what string) (Grant, Action) {
+	why := "restart due (" + what + ")"
+	g := budgetOf(in).grant(Request{Member: id, Kind: DisruptRestart, Why: what}, rolloutQueue(in), false)
+	v := in.View()
+	switch {
+	case g.Granted():
+		return g, Action{}
+	case len(v.DisruptedExcept(id)) > 0:
+		return g, giveBack(Action{Kind: DoWait, Key: "rollout-held/" + numberless(g.Wait), Topic: TopicRollout,
+			Reason: fmt.Sprintf("waiting: rollout held: %s; %s", g.Wait, why)})
+	case g.LeaderLast:
+		return g, giveBack(Action{Kind: DoWait, Key: "wait/restart-leader-last", Topic: TopicRollout,
+			Reason: fmt.Sprintf("waiting: %s; the leader restarts last: %s", why, g.Wait)})
 	}
-	return v.moveLeaderFor(v.members[i], "a restart", why, func(m planMember) bool { return m.serving() && m.CaughtUp }), true
+	return g, giveBack(Action{Kind: DoWait, Key: "wait/restart/" + numberless(g.Wait), Topic: TopicRollout,
+		Reason: fmt.Sprintf("waiting: %s; not restarting while %s", why, g.Wait)})
 }
 
-func restartStep(in Input, id uint64, why string) Action {
-	// Under the lock in a one-member cluster too: the step refuses
-	// without it, and a learner joining meanwhile would make it two.
-	if !in.Local.LockHeld {
-		return Action{Kind: DoTakeLock, Reason: "taking the cluster lock to restart: " + in.Local.Restart.Why, Key: "lock/restart"}
+// rolloutQueue is the rollout's other pending restarts, from the agents'
+// records: an agent with a restart pending, or one that runs another spec
+// generation (the spec file reaches the hosts at different times: it may
+// be about to ask for one).
+func rolloutQueue(in Input) Queue {
+	if in.Agents == nil {
+		return Queue{Unknown: "cannot read the agents' records"}
 	}
+	var q Queue
+	var skew []string
+	for _, r := range in.Agents {
+		if r.Name == in.Self.Name {
+			continue
+		}
+		if r.RestartPending != "" {
+			q.Requests = append(q.Requests, Request{Member: r.MemberID, Kind: DisruptRestart, Name: r.Name})
+		}
+		if r.Generation != in.Generation {
+			skew = append(skew, fmt.Sprintf("%s runs spec generation %s", r.Name, r.Generation))
+		}
+	}
+	if len(q.Requests) == 0 && len(skew) > 0 {
+		q.Unknown = strings.Join(skew, "; ") + " (mine is " + in.Generation + ")"
+	}
+	return q
+}
+
+func restartStep(in Input, id uint64) Action {
 	what := "etcd"
 	if in.Local.Restart.Agent {
 		what = "the agent and its etcd"
 	}
-	return Action{Kind: DoRestart, Key: "restart", Restart: in.Local.Restart,
+	return Action{Kind: DoRestart, Key: "restart", Restart: in.Local.Restart, Topic: TopicRollout,
 		Reason: fmt.Sprintf("restarting %s of member %x: %s (spec %s)", what, id, in.Local.Restart.Why, in.Generation)}
 }
 
@@ -141,68 +152,6 @@ func restartedCatchingUp(in Input) (Action, bool) {
 		lag = in.Self.Name + " is not caught up with the leader"
 	}
 	return wait("restarted-catching-up", "restarted for a rollout; keeping the cluster lock until it has caught up: %s", lag), true
-}
-
-// rolloutHold names the member, other than id, that is not a healthy
-// started voter, with what its agent says; "" when every other is one.
-func rolloutHold(in Input, id uint64) string {
-	var held []string
-	for _, m := range in.Cluster.Members {
-		if m.ID == id {
-			continue
-		}
-		name := m.Name
-		if name == "" {
-			name = fmt.Sprintf("%x", m.ID)
-		}
-		var what string
-		switch {
-		case m.Unstarted():
-			what = name + " is added but not started (a join is under way)"
-		case m.IsLearner:
-			what = name + " is a learner (a join or repair is under way)"
-		case !m.Healthy:
-			what = name + " is not a healthy voter"
-			if m.Err != "" {
-				what += " (" + m.Err + ")"
-			}
-		default:
-			continue
-		}
-		if r, ok := recordOf(in.Agents, name); ok && r.Decision != "" {
-			what += "; its agent: " + r.Decision
-		}
-		held = append(held, what)
-	}
-	return strings.Join(held, "; ")
-}
-
-// othersFirst says why the leader's turn has not come: another agent has
-// a restart pending, or runs another spec generation; "" when it has.
-func othersFirst(in Input) string {
-	if in.Agents == nil {
-		return "cannot read the agents' records"
-	}
-	var pending, skew []string
-	for _, r := range in.Agents {
-		if r.Name == in.Self.Name {
-			continue
-		}
-		if r.RestartPending != "" {
-			pending = append(pending, r.Name)
-		}
-		if r.Generation != in.Generation {
-			skew = append(skew, fmt.Sprintf("%s runs spec generation %s", r.Name, r.Generation))
-		}
-	}
-	slices.Sort(pending)
-	switch {
-	case len(pending) > 0:
-		return strings.Join(pending, ", ") + " restart first"
-	case len(skew) > 0:
-		return strings.Join(skew, "; ") + " (mine is " + in.Generation + ")"
-	}
-	return ""
 }
 
 // snapshotTaken: this agent, or another agent of the same rollout, took

@@ -264,7 +264,7 @@ func rejoin(in StartInput, moveData bool, why string) StartDecision {
 	}
 	d.StaleID = stale.ID
 	if !stale.IsLearner {
-		if ok, detail := in.Cluster.QuorumWithout(stale.ID); !ok {
+		if ok, detail := model.NewView(*in.Cluster, nil).ServesWithout(stale.ID); !ok {
 			return startWait("quorum lost: manual recovery needed: %s; removing my old member %x would leave %s", why, stale.ID, detail)
 		}
 	}
