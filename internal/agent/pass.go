@@ -214,6 +214,13 @@ func (a *Agent) observeRunning(ctx context.Context, in *reconcile.Input) {
 			in.Agents = recs
 		}
 	}
+	if !l.LockHeld && reconcile.NoSpaceRaised(*in.Cluster) {
+		// A lock taken before NOSPACE is kept by its holder's keepalives;
+		// the procedure's unlocked steps wait for it (G3). Not known is
+		// taken as held: the unlocked step waits a pass.
+		taken, err := a.client.LockTaken(ctx, s.Cluster.Name)
+		l.LockHeldElsewhere = taken || err != nil
+	}
 	a.pending.Stamp(in.Cluster, progressOf(in.Agents))
 	rollout := ""
 	if in.Agents != nil {

@@ -260,3 +260,20 @@ func (c *Client) ResumeLock(ctx context.Context, clusterName string, lease clien
 	}
 	return &Lock{c: c, session: s, mutex: m}, nil
 }
+
+// LockTaken reports whether any agent holds the cluster lock now (a
+// linearizable read of the lock's keys, which etcd serves under NOSPACE
+// too): the NOSPACE procedure's unlocked steps wait while one does.
+func (c *Client) LockTaken(ctx context.Context, clusterName string) (bool, error) {
+	ctx, cancel := c.ctx(ctx)
+	defer cancel()
+	cli, err := c.conn()
+	if err != nil {
+		return false, err
+	}
+	resp, err := cli.Get(ctx, LockKey(clusterName)+"/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil {
+		return false, fmt.Errorf("read the cluster lock %s: %w", LockKey(clusterName), err)
+	}
+	return resp.Count > 0, nil
+}

@@ -333,3 +333,39 @@ func TestNothingToFreeIsNotDue(t *testing.T) {
 		t.Errorf("with nothing free: %s %q, want none", got.Kind, got.Reason)
 	}
 }
+
+// TestNoSpaceRestartsNeverOverlap is G3 (safety review 2026-12-03): under
+// NOSPACE an agent that took the cluster lock before the alarm and one
+// whose turn it is to restart for a raised quota must not restart in the
+// same pass. The unlocked one waits while the lock is held elsewhere, and
+// the holder restarts only for the quota raise (anything else gives the
+// lock back to the NOSPACE procedure).
+func TestNoSpaceRestartsNeverOverlap(t *testing.T) {
+	raised := NoSpacePolicy{Compact: true, Quotas: map[string]int64{"node1": 64 * mib, "node2": 64 * mib, "node3": 64 * mib}}
+	old := quota(16, 16, 16)
+	obs := noSpaceOn(observed(1, nodes(3, map[int][]memberMod{1: {old}, 2: {old}, 3: {old}})...), 1)
+	pass := func(self uint64, local model.Local, pol NoSpacePolicy) Action {
+		local.Running, local.Compacted = true, 50
+		local.Answer = &model.Answer{MemberID: self, Leader: 1, Revision: 50}
+		return Decide(Input{Self: specNodes(3)[self-1], InSpec: true, Desired: specNodes(3), Cluster: &obs, NoSpace: pol, Generation: "g1",
+			Local: local, Agents: []model.AgentRecord{{Name: "node1", Generation: "g1", MemberID: 1}, {Name: "node2", Generation: "g1", MemberID: 2}, {Name: "node3", Generation: "g1", MemberID: 3}}})
+	}
+	// node2's turn for the quota raise, while node3 holds the lock.
+	if got := pass(2, model.Local{Restart: model.Restart{Why: "changed settings"}, LockHeldElsewhere: true}, raised); got.Kind == DoRestart || got.Kind == DoChangeMembership {
+		t.Errorf("node2's unlocked quota-raise restart beside a lock holder: %s (%s)", got.Kind, got.Reason)
+	}
+	// node3 holds the lock for a restart that is not the quota raise.
+	settings := pass(3, model.Local{Restart: model.Restart{Why: "changed settings"}, LockHeld: true, RolloutSnapshot: "g1: changed settings"}, NoSpacePolicy{Compact: true})
+	if settings.Kind == DoRestart || !settings.ReleaseLock {
+		t.Errorf("the lock holder's rolling restart under NOSPACE: %s (%s), release %v; want it to give the lock back", settings.Kind, settings.Reason, settings.ReleaseLock)
+	}
+	// The holder's own quota raise goes on under its lock, and the
+	// unlocked node2 waits for it: one restart at a time.
+	if got := pass(3, model.Local{Restart: model.Restart{Why: "changed settings"}, LockHeld: true, RolloutSnapshot: "g1: changed settings"}, raised); got.Kind != DoRestart || got.Unlocked {
+		t.Errorf("the lock holder's quota-raise restart: %s unlocked %v (%s), want a restart under its lock", got.Kind, got.Unlocked, got.Reason)
+	}
+	// Once the lock is free, node2 restarts, unlocked.
+	if got := pass(2, model.Local{Restart: model.Restart{Why: "changed settings"}}, raised); got.Kind != DoRestart || !got.Unlocked {
+		t.Errorf("node2's turn with the lock free: %s (%s), want the unlocked restart", got.Kind, got.Reason)
+	}
+}
