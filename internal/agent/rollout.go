@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"time"
+	"syscall"
 
 	"go.uber.org/zap"
 
@@ -77,28 +77,47 @@ func (a *Agent) takeRolloutSnapshot(ctx context.Context, act reconcile.Action, i
 	return fmt.Sprintf("rollout snapshot: %s (verified)", e.Path()), true, nil
 }
 
-// cachedBinary is what a binary file was at a size and mtime.
+// fileKey is what tells one file from another at a path: a file renamed
+// over it has another inode, one rewritten in place another ctime (which
+// user space cannot set back, unlike the mtime that cp -p, rsync -a and
+// install -p keep).
+type fileKey struct {
+	dev, ino     uint64
+	size         int64
+	mtime, ctime int64
+}
+
+func fileKeyOf(fi os.FileInfo) fileKey {
+	k := fileKey{size: fi.Size(), mtime: fi.ModTime().UnixNano()}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		k.dev, k.ino, k.ctime = uint64(st.Dev), st.Ino, st.Ctim.Nano()
+	}
+	return k
+}
+
+// cachedBinary is what a binary file was, by its fileKey.
 type cachedBinary struct {
-	size    int64
-	mtime   time.Time
+	key     fileKey
 	binary  spec.Binary
 	readErr error
 }
 
-// readBinary is spec.ReadBinary, run again only when the file changed.
+// readBinary is spec.ReadBinary, run again only when the file changed
+// (fileKey): the restart rule asks every pass.
 func (a *Agent) readBinary(path string) (spec.Binary, error) {
 	fi, err := os.Stat(path)
 	if err != nil {
 		return spec.Binary{Path: path}, fmt.Errorf("etcd binary: %w", err)
 	}
-	if c, ok := a.binaries[path]; ok && c.size == fi.Size() && c.mtime.Equal(fi.ModTime()) {
+	key := fileKeyOf(fi)
+	if c, ok := a.binaries[path]; ok && c.key == key {
 		return c.binary, c.readErr
 	}
 	b, err := spec.ReadBinary(path)
 	if a.binaries == nil {
 		a.binaries = map[string]cachedBinary{}
 	}
-	a.binaries[path] = cachedBinary{size: fi.Size(), mtime: fi.ModTime(), binary: b, readErr: err}
+	a.binaries[path] = cachedBinary{key: key, binary: b, readErr: err}
 	return b, err
 }
 
@@ -115,6 +134,11 @@ func (a *Agent) wantedBinary(s *spec.Spec) (spec.Binary, error) {
 // etcd.binary runs and says its version, and has etcd.sha256 when the
 // spec gives one. A mismatch starts nothing.
 func (a *Agent) checkBinary(s *spec.Spec) (spec.Binary, error) {
+	if s.Etcd.Binary != "" {
+		// Hashed afresh, not from the cache: a start is rare, and what it
+		// runs is what etcd.sha256 vouches for.
+		delete(a.binaries, s.Etcd.Binary)
+	}
 	b, err := a.wantedBinary(s)
 	if err != nil {
 		return b, fmt.Errorf("not starting etcd: %w", err)

@@ -124,3 +124,43 @@ func TestUnlockedRestartMarkDropped(t *testing.T) {
 		t.Fatal("the restart's mark outlived a release with no lock held")
 	}
 }
+
+// TestBinaryReplacedKeepingSizeAndMtime is G4 (safety review 2026-12-03):
+// etcd.binary replaced by another file of the same size with its mtime
+// kept (cp -p, rsync -a, install -p) is hashed again: the check before a
+// start refuses it against etcd.sha256, and the restart rule sees it
+// changed. 7595587 trusted its cached hash by size and mtime.
+func TestBinaryReplacedKeepingSizeAndMtime(t *testing.T) {
+	path, sum := fakeEtcd(t, "3.6.16")
+	s := &spec.Spec{Path: "cluster.yaml", Etcd: spec.Etcd{Binary: path, SHA256: sum}}
+	a := &Agent{lg: zap.NewNop()}
+	running, err := a.checkBinary(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old, _ := os.ReadFile(path)
+	evil := []byte(strings.Replace(string(old), "Git SHA: test", "Git SHA: evil", 1))
+	if len(evil) != len(old) {
+		t.Fatal("the replacement must keep the size")
+	}
+	if err := os.WriteFile(path, evil, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(path, fi.ModTime(), fi.ModTime()); err != nil {
+		t.Fatal(err)
+	}
+	want, err := a.wantedBinary(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if why := binaryChange(running, want); !strings.Contains(why, "changed on disk") {
+		t.Errorf("the restart rule sees %q for the replaced file, want it changed on disk", why)
+	}
+	if _, err := a.checkBinary(s); err == nil || !strings.Contains(err.Error(), "but etcd.sha256") {
+		t.Errorf("the check before a start of a same-size, same-mtime replacement: %v, want the sha256 refusal", err)
+	}
+}
