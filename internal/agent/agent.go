@@ -68,8 +68,9 @@ type Agent struct {
 	// whether it was in force at the last pass.
 	pause  *model.Pause
 	paused bool
-	// pauseRev is pause's revision, for ResumeLocal (another goroutine).
-	pauseRev atomic.Int64
+	// pauseMark is what a resume of pause leaves, for ResumeLocal
+	// (another goroutine).
+	pauseMark atomic.Pointer[model.ResumeMark]
 	// lockReturned is when this agent, a learner that did not catch up in
 	// time, gave the lock back (zero: it did not).
 	lockReturned time.Time

@@ -32,10 +32,11 @@ func (a *Agent) observePause(ctx context.Context, in *reconcile.Input) {
 		}
 	}
 	if a.pause != nil {
-		a.pauseRev.Store(a.pause.Revision)
+		m := model.MarkOf(a.pause)
+		a.pauseMark.Store(&m)
 	}
 	in.Pause = a.pause
-	if in.Pause != nil && in.Pause.Revision <= a.resumedRev() {
+	if in.Pause.Resumed(a.resumedMark()) {
 		in.Pause = nil // resume reached this agent since it was written
 	}
 	if !in.Pause.InForce(in.Now) {
@@ -71,20 +72,21 @@ func (a *Agent) PauseLocal(p model.Pause) error {
 	return nil
 }
 
-// resumedFile holds the revision of the cluster's pause this agent held
-// when resume last reached it: that pause is over here, even while the
-// cluster cannot be written to delete its key (no quorum), or when a
-// recovery forced from a member's data brings the key back. A pause taken
-// since has a higher revision; no clock is compared.
+// resumedFile holds the mark (model.ResumeMark) of the cluster's pause
+// this agent held when resume last reached it: that pause, and no other,
+// is over here.
 const resumedFile = "resumed.json"
 
 // ResumeLocal ends the local pause (POST /resume) and the cluster's pause
 // last read (see resumedFile). It returns the local pause it ended, nil
 // when none was kept.
 func (a *Agent) ResumeLocal() (*model.Pause, error) {
-	rev := a.pauseRev.Load()
-	if rev > a.resumedRev() {
-		b, err := json.Marshal(resumed{Revision: rev})
+	var mark model.ResumeMark
+	if m := a.pauseMark.Load(); m != nil {
+		mark = *m
+	}
+	if mark != (model.ResumeMark{}) && mark != a.resumedMark() {
+		b, err := json.Marshal(mark)
 		if err != nil {
 			return nil, fmt.Errorf("encode %s: %w", resumedFile, err)
 		}
@@ -96,23 +98,19 @@ func (a *Agent) ResumeLocal() (*model.Pause, error) {
 	if err := os.Remove(a.statePath(pauseFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("ending the local pause: %w", err)
 	}
-	a.lg.Info("resumed on this host", zap.Int64("cluster-pause-revision", rev), zap.Bool("local-pause-ended", p != nil))
+	a.lg.Info("resumed on this host", zap.String("cluster-pause", mark.ID), zap.Int64("cluster-pause-revision", mark.Revision), zap.Bool("local-pause-ended", p != nil))
 	a.Wake()
 	return p, nil
 }
 
-type resumed struct {
-	Revision int64 `json:"revision"`
-}
-
-// resumedRev is the revision of the cluster's pause resume last ended
-// here (0: none).
-func (a *Agent) resumedRev() int64 {
-	var r resumed
+// resumedMark is the mark of the cluster's pause resume last ended here
+// (zero: none).
+func (a *Agent) resumedMark() model.ResumeMark {
+	var m model.ResumeMark
 	if b, err := os.ReadFile(a.statePath(resumedFile)); err == nil {
-		_ = json.Unmarshal(b, &r)
+		_ = json.Unmarshal(b, &m)
 	}
-	return r.Revision
+	return m
 }
 
 // loadLocalPause is the pause kept in the state dir, or nil. One that

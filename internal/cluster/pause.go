@@ -2,6 +2,8 @@ package cluster
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -30,6 +32,13 @@ func (c *Client) PutPause(ctx context.Context, clusterName string, p model.Pause
 	cli, err := c.conn()
 	if err != nil {
 		return err
+	}
+	if p.ID == "" {
+		var id [8]byte
+		if _, err := rand.Read(id[:]); err != nil {
+			return fmt.Errorf("the pause's ID: %w", err)
+		}
+		p.ID = hex.EncodeToString(id[:])
 	}
 	b, err := json.Marshal(p)
 	if err != nil {
@@ -67,7 +76,7 @@ func (c *Client) GetPause(ctx context.Context, clusterName string) (*model.Pause
 	}
 	p, err := decodePause(clusterName, resp.Kvs[0].Value)
 	if p != nil {
-		p.Revision = resp.Kvs[0].ModRevision
+		p.Revision, p.ClusterID = resp.Kvs[0].ModRevision, resp.Header.ClusterId
 	}
 	return p, err
 }
