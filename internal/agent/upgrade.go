@@ -37,7 +37,7 @@ func (a *Agent) observeBinary(ctx context.Context) model.Binary {
 			a.lg.Warn("a new etcdkeeper binary is installed: restarting onto it in this member's turn",
 				zap.String("path", a.exe.Path), zap.Stringer("running", b.Running), zap.Stringer("installed", b.Installed))
 		case b.InstalledErr != "":
-			a.lg.Warn("the etcdkeeper binary at the agent's path was replaced, but cannot be run yet", zap.String("path", a.exe.Path), zap.String("error", b.InstalledErr))
+			a.lg.Warn("the etcdkeeper binary at the agent's path was replaced, but is not run (yet)", zap.String("path", a.exe.Path), zap.String("error", b.InstalledErr))
 		}
 	}
 	pending := 0.0

@@ -18,6 +18,16 @@
 // path it was started from; each pass stats the path. Another inode with
 // other bytes (a reinstall of the same package is the same bytes) that
 // answers `version` is a new build.
+//
+// Who may have put it there (safety review 2026-12-03, G1): the agent
+// probes and execs the new file as itself (root on a kubeadm host, with
+// the etcd CA key). A candidate is refused, and never run, unless the file
+// and every directory above it (and above the path it was started as, a
+// symlink a release switch re-points) are owned by root or the agent's
+// user and writable by no one else (a sticky directory protects the
+// entries of trusted owners in it). The file is opened once: it is hashed,
+// probed and exec'd through that descriptor (/proc/self/fd/N), so the file
+// exec'd is the file checked, whatever lands at the path meanwhile.
 package upgrade
 
 import (
@@ -30,6 +40,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -42,7 +53,9 @@ const procSelf = "/proc/self/exe"
 
 // Self is the executable this process runs.
 type Self struct {
-	// Path is where it was started from (os.Executable at start).
+	// Path is where it was started from, as it was given (os.Args[0]
+	// made absolute, or found on $PATH), symlinks not resolved: a release
+	// switch that re-points a symlink is a new file at Path.
 	Path  string
 	Build model.Build
 	id    fileID
@@ -63,23 +76,48 @@ type look struct {
 	at    time.Time
 	// final: exec'ing it failed; not tried again until the file changes.
 	final bool
+	// file is the candidate, opened once: hashed, probed and exec'd
+	// through this descriptor (nil: none).
+	file *os.File
 }
 
 // Running records the running executable: its path and the identity of
 // the image in memory (not of the path: the file may already have been
 // replaced between our exec and now, and then the first look sees it).
 func Running(build model.Build) (*Self, error) {
-	path, err := os.Executable()
+	path, err := invokedPath()
 	if err != nil {
-		return nil, fmt.Errorf("locate own executable: %w", err)
+		return nil, err
 	}
-	// Replaced already: readlink says "<path> (deleted)".
-	path = strings.TrimSuffix(path, " (deleted)")
 	id, err := statID(procSelf)
 	if err != nil {
 		return nil, fmt.Errorf("stat own image %s: %w", procSelf, err)
 	}
 	return &Self{Path: path, Build: build, id: id}, nil
+}
+
+// invokedPath is the path this process was started as: os.Args[0], made
+// absolute or looked up on $PATH as the shell did; os.Executable (every
+// symlink resolved) when that names no file.
+func invokedPath() (string, error) {
+	arg := os.Args[0]
+	var path string
+	if strings.Contains(arg, "/") {
+		path, _ = filepath.Abs(arg)
+	} else if p, err := exec.LookPath(arg); err == nil {
+		path, _ = filepath.Abs(p)
+	}
+	if path != "" {
+		if _, err := os.Stat(path); err == nil {
+			return path, nil
+		}
+	}
+	path, err := os.Executable()
+	if err != nil {
+		return "", fmt.Errorf("locate own executable: %w", err)
+	}
+	// Replaced already: readlink says "<path> (deleted)".
+	return strings.TrimSuffix(path, " (deleted)"), nil
 }
 
 func statID(path string) (fileID, error) {
@@ -107,16 +145,23 @@ func (s *Self) Installed(ctx context.Context) (*model.Build, string) {
 	if l := s.looked; l != nil && l.id == id && (l.err == "" || l.final || time.Since(l.at) < retryProbe) {
 		return l.build, l.err
 	}
+	s.forget()
 	l := &look{id: id, at: time.Now()}
 	s.looked = l
-	same, err := sameBytes(procSelf, s.Path)
+	f, err := openTrusted(s.Path, id)
+	if err != nil {
+		l.err, l.final = err.Error(), true
+		return nil, l.err
+	}
+	l.file = f
+	same, err := sameBytes(procSelf, f)
 	switch {
 	case err != nil:
 		l.err = err.Error()
 	case same:
 		// A reinstall of the same package: nothing to restart for.
 	default:
-		b, err := Probe(ctx, s.Path)
+		b, err := probeFile(ctx, f, s.Path)
 		if err != nil {
 			l.err = err.Error()
 		} else {
@@ -126,16 +171,125 @@ func (s *Self) Installed(ctx context.Context) (*model.Build, string) {
 	return l.build, l.err
 }
 
-func sameBytes(a, b string) (bool, error) {
+// forget closes the last look's file.
+func (s *Self) forget() {
+	if s.looked != nil && s.looked.file != nil {
+		_ = s.looked.file.Close()
+		s.looked.file = nil
+	}
+}
+
+// openTrusted opens the file at path for a probe and an exec, once it is
+// sure nobody but root or this process's user could have put it there
+// (see the package doc); id is its stat, which the opened file must have.
+func openTrusted(path string, id fileID) (*os.File, error) {
+	if err := Trusted(path); err != nil {
+		return nil, err
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	var st syscall.Stat_t
+	if err := syscall.Fstat(int(f.Fd()), &st); err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("fstat %s: %w", path, err)
+	}
+	if uint64(st.Dev) != id.dev || st.Ino != id.ino {
+		_ = f.Close()
+		return nil, fmt.Errorf("%s changed while it was checked: looking again", path)
+	}
+	if err := trustedOwner(path, st.Uid, os.FileMode(st.Mode&0o7777), false); err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+// Trusted says why the executable at path is not to be run by the agent
+// (nil: it may be): the file (and a symlink at path), and every directory
+// above the path and above its target, must be owned by root or this
+// process's user and writable by no one else, but for a sticky directory,
+// where only an entry's owner (or the directory's) may replace it.
+func Trusted(path string) error {
+	real, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		return fmt.Errorf("resolve %s: %w", path, err)
+	}
+	fi, err := os.Stat(real)
+	if err != nil {
+		return fmt.Errorf("stat %s: %w", real, err)
+	}
+	if !fi.Mode().IsRegular() {
+		return fmt.Errorf("%s is not a regular file: refused", real)
+	}
+	if err := trustedInfo(real, fi, false); err != nil {
+		return err
+	}
+	if li, err := os.Lstat(path); err == nil && li.Mode()&os.ModeSymlink != 0 {
+		if err := trustedInfo(path, li, false); err != nil {
+			return err
+		}
+	}
+	for _, p := range []string{path, real} {
+		dir, err := filepath.EvalSymlinks(filepath.Dir(p))
+		if err != nil {
+			return fmt.Errorf("resolve %s: %w", filepath.Dir(p), err)
+		}
+		for {
+			di, err := os.Stat(dir)
+			if err != nil {
+				return fmt.Errorf("stat %s: %w", dir, err)
+			}
+			if err := trustedInfo(dir, di, true); err != nil {
+				return fmt.Errorf("%w (above %s)", err, p)
+			}
+			if dir == "/" {
+				break
+			}
+			dir = filepath.Dir(dir)
+		}
+	}
+	return nil
+}
+
+func trustedInfo(path string, fi os.FileInfo, dir bool) error {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return fmt.Errorf("%s: no owner to check: refused", path)
+	}
+	return trustedOwner(path, st.Uid, fi.Mode(), dir)
+}
+
+// trustedOwner is the rule for one entry: owned by root or this
+// process's user; not writable by group or others, unless it is a sticky
+// directory (anyone may add entries there, but only an entry's owner
+// replace it; the entries on the way are checked in turn).
+func trustedOwner(path string, uid uint32, mode os.FileMode, dir bool) error {
+	if uid != 0 && int(uid) != os.Geteuid() {
+		return fmt.Errorf("%s is owned by uid %d, not by root or the agent's user (uid %d): not running a new binary from there (refused)", path, uid, os.Geteuid())
+	}
+	// A symlink's own mode is always 0777 and means nothing: who may
+	// re-point it is its directory's business.
+	if mode&os.ModeSymlink == 0 && mode.Perm()&0o022 != 0 && !(dir && mode&os.ModeSticky != 0) {
+		return fmt.Errorf("%s is writable by group or others (mode %v): not running a new binary from there (refused): another local user could have put it there", path, mode)
+	}
+	return nil
+}
+
+func sameBytes(a string, b *os.File) (bool, error) {
 	ha, err := fileSum(a)
 	if err != nil {
 		return false, err
 	}
-	hb, err := fileSum(b)
-	if err != nil {
-		return false, err
+	if _, err := b.Seek(0, io.SeekStart); err != nil {
+		return false, fmt.Errorf("read %s: %w", b.Name(), err)
 	}
-	return bytes.Equal(ha, hb), nil
+	h := sha256.New()
+	if _, err := io.Copy(h, b); err != nil {
+		return false, fmt.Errorf("read %s: %w", b.Name(), err)
+	}
+	return bytes.Equal(ha, h.Sum(nil)), nil
 }
 
 func fileSum(path string) ([]byte, error) {
@@ -151,6 +305,16 @@ func fileSum(path string) ([]byte, error) {
 	return h.Sum(nil), nil
 }
 
+// probeFile is Probe of the opened file f (named path in errors): the
+// child runs it as its fd 3, so what answers is the file checked.
+func probeFile(ctx context.Context, f *os.File, path string) (model.Build, error) {
+	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "/proc/self/fd/3", "version")
+	cmd.ExtraFiles = []*os.File{f}
+	return probeOutput(cmd, path)
+}
+
 // probeTimeout bounds `<new binary> version`.
 const probeTimeout = 10 * time.Second
 
@@ -160,7 +324,11 @@ const probeTimeout = 10 * time.Second
 func Probe(ctx context.Context, path string) (model.Build, error) {
 	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, path, "version").Output()
+	return probeOutput(exec.CommandContext(ctx, path, "version"), path)
+}
+
+func probeOutput(cmd *exec.Cmd, path string) (model.Build, error) {
+	out, err := cmd.Output()
 	if err != nil {
 		var ee *exec.ExitError
 		if errors.As(err, &ee) && len(ee.Stderr) > 0 {
@@ -200,9 +368,16 @@ func ParseVersion(out []byte) (model.Build, error) {
 // limit; outside systemd, whatever started the agent still has it. Go
 // opens every descriptor close-on-exec: the listeners and the client
 // connections end with the old image. It returns only on failure.
+//
+// What is exec'd is the file Installed checked and probed, through its
+// open descriptor, not whatever is at Path by now.
 func (s *Self) Exec() error {
-	if err := syscall.Exec(s.Path, os.Args, os.Environ()); err != nil {
-		return fmt.Errorf("exec %s: %w", s.Path, err)
+	if s.looked == nil || s.looked.file == nil || s.looked.build == nil {
+		return fmt.Errorf("exec %s: no checked new binary to run", s.Path)
+	}
+	fd := fmt.Sprintf("/proc/self/fd/%d", s.looked.file.Fd())
+	if err := syscall.Exec(fd, os.Args, os.Environ()); err != nil {
+		return fmt.Errorf("exec %s (%s): %w", s.Path, fd, err)
 	}
 	return nil
 }
