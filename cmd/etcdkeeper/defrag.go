@@ -2,11 +2,17 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"os"
+	"os/signal"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -20,6 +26,7 @@ import (
 func defragCmd() *cobra.Command {
 	var path, member string
 	var yes bool
+	var timeout time.Duration
 	c := &cobra.Command{
 		Use: "defrag --config FILE [--member NAME] [--yes]",
 		Example: `  # what would be defragmented now, and why (changes nothing)
@@ -37,10 +44,16 @@ ignores maintenance.defrag.enabled and window; the thresholds (minFreeRatio,
 minFreeBytes) apply unless --member names the one member to defragment.
 Every safety rule stays: no membership change pending, no member down or
 joining, no alarm but NOSPACE, the member caught up, and the other caught-up
-voters a quorum. It holds the cluster lock while it acts, so no agent changes
-anything beside it. Without --yes it prints the next step and changes nothing.
+voters a quorum; an operator's pause holds it.
+
+With --yes it writes a request into the cluster that the agents' own loop
+carries out, one step at a time under the cluster lock and every rule
+(as etcdkeeper pause is carried out), follows their progress and exits with
+the outcome. The request is bound to this command: interrupted (Ctrl-C),
+it is withdrawn. Without --yes it prints the next step and changes nothing.
 Exit status: 0 when done or nothing is due, 2 for a dry run with a step due
-or a step that waits, 1 on error.`,
+or a step that waits (a pause, another request, a member catching up, the
+cluster lock taken), 1 on error.`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			s, cli, err := openSpec(path, member, "--member")
@@ -48,21 +61,21 @@ or a step that waits, 1 on error.`,
 				return err
 			}
 			defer cli.Close()
+			if yes {
+				return runRequest(c.Context(), c.OutOrStdout(), s, cli, model.Request{Kind: model.RequestDefrag, Member: member}, timeout)
+			}
 			pol := reconcile.DefragPolicyOf(s.Maintenance.Defrag)
-			pol.Member, pol.Done = member, map[uint64]bool{}
+			pol.Member = member
 			decide := func(obs model.Cluster) reconcile.Step {
 				return reconcile.DefragCommand(s.Members, obs, pol, s.Agent.LearnerTimeout.Duration)
 			}
-			return runSteps(c.Context(), c.OutOrStdout(), s, cli, yes, "--yes acts", decide, func(step reconcile.Step) {
-				if step.Kind == reconcile.StepDefrag {
-					pol.Done[step.MemberID] = true
-				}
-			})
+			return printNext(c.Context(), c.OutOrStdout(), s, cli, "--yes acts", decide)
 		},
 	}
 	c.Flags().StringVarP(&path, "config", "c", "/etc/etcdkeeper/cluster.yaml", "the spec file")
 	c.Flags().StringVar(&member, "member", "", "defragment this member only, whatever its free space")
 	c.Flags().BoolVar(&yes, "yes", false, "act; without it, print the next step only")
+	c.Flags().DurationVar(&timeout, "timeout", 30*time.Minute, "give up (and withdraw the request) after this long")
 	return c
 }
 
@@ -71,6 +84,7 @@ func leaderCmd() *cobra.Command {
 		Example: `  etcdkeeper leader move --config /etc/etcdkeeper/cluster.yaml --to node2`}
 	var path, to string
 	var dryRun bool
+	var timeout time.Duration
 	move := &cobra.Command{
 		Use: "move --config FILE --to NAME",
 		Example: `  # hand leadership to node2 (a caught-up healthy voter), e.g. before maintenance on the leader's host
@@ -80,9 +94,12 @@ func leaderCmd() *cobra.Command {
   etcdkeeper leader move --config /etc/etcdkeeper/cluster.yaml --to node2 --dry-run`,
 		Short: "Move leadership to a caught-up healthy voter",
 		Long: `leader move hands leadership to the member --to names, which must be a voter
-in the spec that answers and has caught up with the leader. It holds the
-cluster lock while it acts. It acts without --yes (a leader move loses no
-data and takes a moment); --dry-run prints the decision only.`,
+in the spec that answers and has caught up with the leader. It writes a
+request the agents' loop carries out under the cluster lock and every rule
+(an operator's pause holds it), follows it and exits with the outcome. It
+acts without --yes (a leader move loses no data and takes a moment);
+--dry-run prints the decision only. Exit status: 0 when done, 2 for a dry
+run or a move that waits, 1 on error.`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			if to == "" {
@@ -93,13 +110,17 @@ data and takes a moment); --dry-run prints the decision only.`,
 				return err
 			}
 			defer cli.Close()
+			if !dryRun {
+				return runRequest(c.Context(), c.OutOrStdout(), s, cli, model.Request{Kind: model.RequestLeaderMove, To: to}, timeout)
+			}
 			decide := func(obs model.Cluster) reconcile.Step { return reconcile.LeaderMove(s.Members, obs, to) }
-			return runSteps(c.Context(), c.OutOrStdout(), s, cli, !dryRun, "without --dry-run it acts", decide, func(reconcile.Step) {})
+			return printNext(c.Context(), c.OutOrStdout(), s, cli, "without --dry-run it acts", decide)
 		},
 	}
 	move.Flags().StringVarP(&path, "config", "c", "/etc/etcdkeeper/cluster.yaml", "the spec file")
 	move.Flags().StringVar(&to, "to", "", "the member to lead")
 	move.Flags().BoolVar(&dryRun, "dry-run", false, "print the decision only")
+	move.Flags().DurationVar(&timeout, "timeout", 5*time.Minute, "give up (and withdraw the request) after this long")
 	c.AddCommand(move)
 	return c
 }
@@ -125,91 +146,148 @@ func openSpec(path, name, flag string) (*spec.Spec, *cluster.Client, error) {
 	return s, cli, nil
 }
 
-// maxSteps bounds one command: a leader move and a defragmentation per
-// member, and some.
-const maxSteps = 16
-
-// runSteps is observe → decide (reconcile) → one step, again, under the
-// cluster lock, until the decision has nothing left (StepNone) or waits.
-// act false: print the first decision only (howToAct says how to act).
-func runSteps(ctx context.Context, out io.Writer, s *spec.Spec, cli *cluster.Client, act bool, howToAct string, decide func(model.Cluster) reconcile.Step, did func(reconcile.Step)) error {
-	// One look for NOSPACE (its alarm and sizes need no catch-up stamps);
-	// every decision below observes afresh, under the lock when acting,
-	// and stops too when NOSPACE was raised since (DefragCommand,
-	// LeaderMove).
-	first, err := cli.Observe(ctx)
+// printNext prints what the agents' rules decide next for the command, and
+// changes nothing (howToAct says how to act).
+func printNext(ctx context.Context, out io.Writer, s *spec.Spec, cli *cluster.Client, howToAct string, decide func(model.Cluster) reconcile.Step) error {
+	obs, err := observeAgain(ctx, cli)
 	if err != nil {
 		return fmt.Errorf("cannot observe the cluster through the spec's client URLs: %w", err)
 	}
-	if reconcile.NoSpaceRaised(first) {
-		// etcd refuses the lock's lease under NOSPACE, and the agents run
-		// their own procedure then: say so rather than etcd's error, and
-		// where the procedure stands (status's line): when the data fills
-		// the quota the agents cannot go on, and the operator must act.
-		fmt.Fprintf(out, "waits: %s\n%s\n", reconcile.NoSpaceCommandWait, noSpaceText(s, first))
+	if p, err := cli.GetPause(ctx, s.Cluster.Name); err == nil && p.InForce(time.Now()) {
+		fmt.Fprintf(out, "%s: the agents and this command make no change until then\n", reconcile.PauseText(*p, time.Now()))
+	}
+	step := decide(obs)
+	switch step.Kind {
+	case reconcile.StepNone:
+		fmt.Fprintf(out, "nothing to do: %s\n", step.Reason)
+		return nil
+	case reconcile.StepWait:
+		fmt.Fprintf(out, "waits: %s\n", step.Reason)
+		if reconcile.NoSpaceRaised(obs) {
+			fmt.Fprintln(out, noSpaceText(s, obs))
+		}
 		return &exitError{code: 2, err: errors.New("waits")}
 	}
-	// An operator's pause holds these commands as it holds the agents and
-	// recover: someone works on the cluster. A pause that cannot be read
-	// is not taken for none.
-	p, err := cli.GetPause(ctx, s.Cluster.Name)
+	what := fmt.Sprintf("%s %s", step.Kind, step.Name)
+	if step.Kind == reconcile.StepMoveLeader {
+		// Name is the leader the step moves leadership from.
+		what = fmt.Sprintf("%s from %s to %s", step.Kind, step.Name, nameOfID(obs, step.To))
+	}
+	fmt.Fprintf(out, "next: %s\n  why: %s\n(dry run: nothing changed; %s)\n", what, step.Reason, howToAct)
+	return &exitError{code: 2, err: errors.New("dry run")}
+}
+
+// How runRequest follows the agents: an agent that has not taken the
+// request up within requestPickUp is not running (or is older than the
+// command); a request that every agent says waits, unchanged for
+// requestSettle, waits for something the command cannot wait out (a
+// pause, a member down, another actor).
+const (
+	requestPickUp = 30 * time.Second
+	requestSettle = 15 * time.Second
+	requestPoll   = 500 * time.Millisecond
+)
+
+// runRequest writes req for the agents' loop, follows what their records
+// say of it, and exits with the outcome: 0 done, 2 waits, 1 an error. The
+// request is withdrawn when this returns (its lease is revoked).
+func runRequest(ctx context.Context, out io.Writer, s *spec.Spec, cli *cluster.Client, req model.Request, timeout time.Duration) error {
+	obs, err := cli.Observe(ctx)
 	if err != nil {
-		return fmt.Errorf("cannot read the agents' pause: %w", err)
+		return fmt.Errorf("cannot observe the cluster through the spec's client URLs: %w", err)
 	}
-	if now := time.Now(); p.InForce(now) {
-		if act {
-			fmt.Fprintf(out, "waits: %s: nothing changed; etcdkeeper resume --config %s first\n", reconcile.PauseText(*p, now), s.Path)
-			return &exitError{code: 2, err: errors.New("waits")}
-		}
-		fmt.Fprintf(out, "%s: the agents and this command make no change until then\n", reconcile.PauseText(*p, now))
+	if reconcile.NoSpaceRaised(obs) {
+		// etcd refuses the request's lease under NOSPACE, and the agents
+		// run their own procedure then: say so rather than etcd's error,
+		// and where the procedure stands.
+		fmt.Fprintf(out, "waits: %s\n%s\n", reconcile.NoSpaceCommandWait, noSpaceText(s, obs))
+		return &exitError{code: 2, err: errors.New("waits")}
 	}
-	var lock *cluster.Lock
-	if act {
-		l, err := cli.TryLock(ctx, s.Cluster.Name)
-		if errors.Is(err, cluster.ErrLocked) {
-			return fmt.Errorf("%w (an agent is changing something): nothing changed; try again in a moment", err)
-		}
-		if err != nil {
-			return err
-		}
-		lock = l
-		defer func() { _ = lock.Unlock(context.Background()) }()
+	var id [8]byte
+	if _, err := rand.Read(id[:]); err != nil {
+		return fmt.Errorf("the request's ID: %w", err)
 	}
-	for range maxSteps {
-		obs, err := observeAgain(ctx, cli)
-		if err != nil {
-			return fmt.Errorf("cannot observe the cluster through the spec's client URLs: %w", err)
+	req.ID, req.By, req.At = hex.EncodeToString(id[:]), whoAmI(), time.Now().UTC()
+	q, err := cli.PutRequest(ctx, s.Cluster.Name, req)
+	if errors.Is(err, cluster.ErrRequestPending) {
+		other := "another operator's request"
+		if q != nil && q.Other != nil {
+			other = fmt.Sprintf("%s's request (%s, since %s)", q.Other.By, q.Other.Kind, q.Other.At.Format(time.RFC3339))
 		}
-		step := decide(obs)
+		fmt.Fprintf(out, "waits: %s is under way: nothing changed; try again when it ends\n", other)
+		return &exitError{code: 2, err: errors.New("waits")}
+	}
+	if err != nil {
+		return err
+	}
+	defer func() { _ = q.Close() }()
+	// Interrupted, the request is withdrawn before the command exits.
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	fmt.Fprintf(out, "requested %s: the agents carry it out (interrupt to withdraw it)\n", req.Kind)
+	return followRequest(ctx, out, s, cli, req, timeout)
+}
+
+// followRequest prints what the agents' records say of req until one
+// says it is done, none acts and none changed its phase for
+// requestSettle (the request waits on something the command cannot wait
+// out), or timeout. What counts is typed (each agent's phase and steps);
+// the texts are printed, never read: every agent's new steps (and their
+// outcomes), a waiting one's reason when it begins to wait.
+func followRequest(ctx context.Context, out io.Writer, s *spec.Spec, cli *cluster.Client, req model.Request, timeout time.Duration) error {
+	begun, changed := time.Now(), time.Now()
+	phases := map[string]model.RequestPhase{}
+	steps := map[string]int{}
+	for {
+		recs, err := cli.Agents(ctx, s.Cluster.Name)
+		waits := map[string]string{}
+		acting, paused := false, false
+		for _, r := range recs {
+			p := r.Request
+			if err != nil || p == nil || p.ID != req.ID {
+				continue
+			}
+			for _, st := range p.Steps[min(steps[r.Name], len(p.Steps)):] {
+				fmt.Fprintf(out, "  %s: %s\n", r.Name, st)
+				changed = time.Now()
+			}
+			steps[r.Name] = max(steps[r.Name], len(p.Steps))
+			if p.Phase == model.RequestDone {
+				fmt.Fprintf(out, "done: %s\n", p.Text)
+				return nil
+			}
+			if phases[r.Name] != p.Phase {
+				phases[r.Name], changed = p.Phase, time.Now()
+				if p.Phase == model.RequestWaiting {
+					fmt.Fprintf(out, "  %s: waits: %s\n", r.Name, p.Text)
+				}
+			}
+			acting = acting || p.Phase == model.RequestActing
+			paused = paused || r.Paused
+			if p.Phase == model.RequestWaiting {
+				waits[r.Name] = p.Text
+			}
+		}
 		switch {
-		case step.Kind == reconcile.StepNone && !act:
-			fmt.Fprintf(out, "nothing to do: %s\n", step.Reason)
-			return nil
-		case step.Kind == reconcile.StepNone:
-			fmt.Fprintf(out, "done: %s\n", step.Reason)
-			return nil
-		case step.Kind == reconcile.StepWait:
-			if strings.Contains(step.Reason, "waits") {
-				fmt.Fprintln(out, step.Reason)
-			} else {
-				fmt.Fprintf(out, "waits: %s\n", step.Reason)
+		case len(phases) > 0 && !acting && len(waits) > 0 && time.Since(changed) >= requestSettle:
+			names := slices.Sorted(maps.Keys(waits))
+			fmt.Fprintf(out, "waits: %s\n", waits[names[0]])
+			if paused {
+				fmt.Fprintf(out, "the agents are paused: nothing more is done until etcdkeeper resume --config %s\n", s.Path)
 			}
+			fmt.Fprintln(out, "(the request is withdrawn: nothing more is done for it)")
 			return &exitError{code: 2, err: errors.New("waits")}
-		case !act:
-			what := fmt.Sprintf("%s %s", step.Kind, step.Name)
-			if step.Kind == reconcile.StepMoveLeader {
-				// Name is the leader the step moves leadership from.
-				what = fmt.Sprintf("%s from %s to %s", step.Kind, step.Name, nameOfID(obs, step.To))
-			}
-			fmt.Fprintf(out, "next: %s\n  why: %s\n(dry run: nothing changed; %s)\n", what, step.Reason, howToAct)
-			return &exitError{code: 2, err: errors.New("dry run")}
+		case len(phases) == 0 && time.Since(begun) >= requestPickUp:
+			return fmt.Errorf("no agent took the request up within %s (are the agents running, and as new as this command? etcdkeeper status): withdrawn, nothing changed", requestPickUp)
+		case time.Since(begun) >= timeout:
+			return fmt.Errorf("the request is not done after %s (--timeout): withdrawn; what was done stays done", timeout)
 		}
-		if err := takeStep(ctx, out, cli, lock, obs, step); err != nil {
-			return err
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("interrupted: the request is withdrawn: %w", ctx.Err())
+		case <-time.After(requestPoll):
 		}
-		did(step)
 	}
-	return fmt.Errorf("stopped after %d steps", maxSteps)
 }
 
 // nameOfID is the name of member id as obs knows it, else its ID.
@@ -240,41 +318,4 @@ func observeAgain(ctx context.Context, cli *cluster.Client) (model.Cluster, erro
 		case <-time.After(time.Second):
 		}
 	}
-}
-
-// takeStep makes the one call the step asks for, fenced by the lock.
-func takeStep(ctx context.Context, out io.Writer, cli *cluster.Client, lock *cluster.Lock, obs model.Cluster, step reconcile.Step) error {
-	m, ok := obs.Member(step.MemberID)
-	if !ok || len(m.ClientURLs) == 0 {
-		return fmt.Errorf("member %x has no client URL", step.MemberID)
-	}
-	switch step.Kind {
-	case reconcile.StepMoveLeader:
-		fenced, cancel, err := lock.Fence(ctx)
-		defer cancel()
-		if err != nil {
-			return err
-		}
-		if err := cli.MoveLeader(fenced, m.ClientURLs[0], step.To); err != nil {
-			return err
-		}
-		fmt.Fprintf(out, "moved leadership: %s\n", step.Reason)
-	case reconcile.StepDefrag:
-		if err := lock.Check(ctx); err != nil {
-			return err
-		}
-		fmt.Fprintf(out, "defragmenting %s: %s, %s free\n", step.Name, reconcile.FmtBytes(m.DBSize), reconcile.FmtBytes(m.FreeBytes()))
-		start := time.Now()
-		if err := cli.Defragment(ctx, m.ClientURLs[0], cluster.DefragDeadline(m.DBSize)); err != nil {
-			return err
-		}
-		after := "?"
-		if st, err := cli.Status(ctx, m.ClientURLs[0]); err == nil {
-			after = reconcile.FmtBytes(st.DbSize)
-		}
-		fmt.Fprintf(out, "defragmented %s: %s -> %s in %s\n", step.Name, reconcile.FmtBytes(m.DBSize), after, time.Since(start).Round(time.Millisecond))
-	default:
-		return fmt.Errorf("unexpected step %s", step.Kind)
-	}
-	return nil
 }

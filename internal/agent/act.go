@@ -103,7 +103,11 @@ func (a *Agent) step(ctx context.Context, act reconcile.Action, in reconcile.Inp
 	case reconcile.DoCompact:
 		return a.compact(ctx, act)
 	case reconcile.DoDefrag:
-		return a.defrag(ctx, act.Step, in)
+		said, again, err := a.defrag(ctx, act.Step, in)
+		if err == nil && act.Request != nil {
+			a.requestDone = append(a.requestDone, act.Step.MemberID)
+		}
+		return said, again, err
 	case reconcile.DoStopForRecovery, reconcile.DoForceNewCluster, reconcile.DoRestoreSnapshot, reconcile.DoFinishRecovery, reconcile.DoRefuseRecovery, reconcile.DoAcceptFence, reconcile.DoEndFence:
 		return a.recoverStep(ctx, act)
 	}

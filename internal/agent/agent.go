@@ -108,6 +108,13 @@ type Agent struct {
 	// due for a restart ("": not).
 	rolloutSnapshot string
 	restartPending  string
+	// request is where the operator's request stood after the last pass
+	// (nil: none), for the record; requestDone the members this agent
+	// defragmented for the request requestID.
+	request      *model.RequestProgress
+	requestID    string
+	requestDone  []uint64
+	requestSteps []string
 	// exe is the agent's own executable (nil: unknown, no upgrades);
 	// installedSeen what the last look at its path found, for the log;
 	// upgrading the open upgrade journal (this process is the new binary

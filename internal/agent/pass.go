@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"maps"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"go.uber.org/zap"
@@ -34,6 +35,7 @@ func (a *Agent) onePass(ctx context.Context) bool {
 		a.observePause(ctx, &in)
 		act = reconcile.Decide(in)
 		said, again, err = a.act(ctx, act, in)
+		a.noteRequest(act, said, err)
 		a.noteNoSpace(in, act)
 		a.pushHistory(ctx, in)
 	}
@@ -49,12 +51,42 @@ func (a *Agent) onePass(ctx context.Context) bool {
 	return again && err == nil
 }
 
+// noteRequest keeps where the pass left the operator's request, for the
+// record the command follows: a step taken says what it did, one that
+// failed or found the lock taken waits.
+func (a *Agent) noteRequest(act reconcile.Action, said string, err error) {
+	if act.Request == nil {
+		a.request = nil
+		return
+	}
+	p := *act.Request
+	switch {
+	case p.Phase != model.RequestActing:
+	case err != nil:
+		p.Phase, p.Text = model.RequestWaiting, said+": "+err.Error()
+	case act.Kind == reconcile.DoTakeLock && (a.lock == nil || !a.lock.Held()):
+		p.Phase, p.Text = model.RequestWaiting, said
+	case act.Kind == reconcile.DoTakeLock:
+		p.Text = said
+	default:
+		p.Text = said
+		if a.requestID == p.ID && len(a.requestSteps) < maxRequestSteps {
+			a.requestSteps = append(a.requestSteps, said)
+		}
+	}
+	p.Done, p.Steps = slices.Clone(a.requestDone), slices.Clone(a.requestSteps)
+	a.request = &p
+}
+
+// maxRequestSteps bounds what a record keeps of one request's steps.
+const maxRequestSteps = 32
+
 // steady: nothing to do, and nothing that another pass soon would change:
 // the local member and every member a healthy voter, no alarm, the
 // cluster as the spec wants it.
 func steady(act reconcile.Action, in reconcile.Input) bool {
 	c := in.Cluster
-	if act.Kind != reconcile.DoNothing || c == nil || len(c.Alarms) > 0 || in.Local.Recovery.Open() || in.Local.Journal.Open() {
+	if act.Kind != reconcile.DoNothing || act.Request != nil || c == nil || len(c.Alarms) > 0 || in.Local.Recovery.Open() || in.Local.Journal.Open() {
 		return false
 	}
 	for _, m := range c.Members {
@@ -220,6 +252,19 @@ func (a *Agent) observeRunning(ctx context.Context, in *reconcile.Input) {
 		// taken as held: the unlocked step waits a pass.
 		taken, err := a.client.LockTaken(ctx, s.Cluster.Name)
 		l.LockHeldElsewhere = taken || err != nil
+	}
+	if r, err := a.client.GetRequest(ctx, s.Cluster.Name); err != nil {
+		a.lg.Debug("reading the operator's request", zap.Error(err))
+	} else if in.Request = r; r != nil {
+		if a.requestID != r.ID {
+			a.requestID, a.requestDone, a.requestSteps = r.ID, nil, nil
+		}
+		in.RequestDone = slices.Clone(a.requestDone)
+		if in.Agents == nil {
+			if recs, err := a.client.Agents(ctx, s.Cluster.Name); err == nil {
+				in.Agents = recs
+			}
+		}
 	}
 	a.pending.Stamp(in.Cluster, progressOf(in.Agents))
 	rollout := ""

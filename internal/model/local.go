@@ -74,6 +74,11 @@ type AgentRecord struct {
 	// agent took the verified snapshot a rollout begins with: the other
 	// members of the rollout need not take another.
 	RolloutSnapshot string `json:"rolloutSnapshot,omitempty"`
+	// Request is where the operator's request stands in this agent's
+	// last pass (nil: none).
+	Request *RequestProgress `json:"request,omitempty"`
+	// Paused: an operator's pause held this agent's last pass.
+	Paused bool `json:"paused,omitempty"`
 }
 
 // Phase is what the agent is doing with its member, for STATUS, /status

@@ -69,6 +69,10 @@ type Action struct {
 	// QuotaRaise: the step (a restart, or the leader's hand-off before
 	// it) applies a quota-backend-bytes the spec raised under NOSPACE.
 	QuotaRaise bool
+	// Request is where this pass leaves the operator's request (nil:
+	// none is pending); Decide fills it in for every decision while one
+	// is.
+	Request *model.RequestProgress
 	// ReleaseLock: give the cluster lock back (if held) after this step.
 	// The lock stays with a member that is starting, rejoining or
 	// restarting until it is a healthy voter again.

@@ -67,7 +67,12 @@ type Input struct {
 	NoSpace NoSpacePolicy
 	// Pause is the operator's pause (nil: none), as of Now.
 	Pause *model.Pause
-	Now   time.Time
+	// Request is the operator's request (etcdkeeper defrag --yes, leader
+	// move) the loop carries out (nil: none); RequestDone the members this
+	// agent defragmented for it (its memory: the others' are in Agents).
+	Request     *model.Request
+	RequestDone []uint64
+	Now         time.Time
 
 	// view is Cluster's model.View, derived once by Decide.
 	view *model.View
@@ -93,10 +98,11 @@ func Decide(in Input) Action {
 		v := model.NewView(*in.Cluster, in.Agents)
 		in.view = &v
 	}
+	act := decide(in)
 	if in.Pause.InForce(in.Now) {
-		return Paused(*in.Pause, in.Now, decide(in))
+		act = Paused(*in.Pause, in.Now, act)
 	}
-	return decide(in)
+	return withRequest(in, act)
 }
 
 func decide(in Input) Action {
@@ -417,7 +423,11 @@ func converge(in Input) Action {
 	step := Plan(in.Desired, *in.Cluster, Options{LearnerTimeout: in.LearnerTimeout})
 	switch step.Kind {
 	case StepNone:
-		// Maintenance only once the membership is as the spec wants it.
+		// An operator's request, then maintenance, only once the
+		// membership is as the spec wants it.
+		if act, ok := request(in, self); ok {
+			return act
+		}
 		return maintain(in, self)
 	case StepWait:
 		// Plan's waits say "waiting: ..." themselves.

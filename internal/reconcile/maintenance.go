@@ -11,7 +11,7 @@ import (
 )
 
 // DefragPolicy is maintenance.defrag as the decision reads it, or what
-// `etcdkeeper defrag` asks for.
+// the operator's request (`etcdkeeper defrag --yes`) asks for.
 type DefragPolicy struct {
 	Enabled      bool
 	MinFreeRatio float64
@@ -22,8 +22,8 @@ type DefragPolicy struct {
 	// Member: `etcdkeeper defrag --member NAME`: only that member, the
 	// thresholds do not apply either. Every safety rule still does.
 	Member string
-	// Done are the members `etcdkeeper defrag` defragmented already: not
-	// picked again by the same command.
+	// Done are the members the operator's request (etcdkeeper defrag
+	// --yes) had defragmented already (requestDone): not picked again by it.
 	Done map[uint64]bool
 	// noSpace: the NOSPACE procedure's defragmentation (PlanNoSpace):
 	// writes are refused already, so the others need only be a quorum of

@@ -367,7 +367,7 @@ func TestDefragAndLeaderMoveCommands(t *testing.T) {
 	}
 	out, code := etcdkeeperExit(t, "leader", "move", "--config", c.Spec, "--to", to)
 	t.Logf("leader move --to %s, exit %d:\n%s", to, code, out)
-	if code != 0 || !strings.Contains(out, "moved leadership") || !strings.Contains(out, "done: "+to+" leads already") {
+	if code != 0 || !strings.Contains(out, "changed membership: move-leader") || !strings.Contains(out, "done: "+to+" leads already") {
 		t.Errorf("leader move: exit %d, output:\n%s", code, out)
 	}
 	if l := leaderNow(t, c.Client()); l != ids[to] {
@@ -380,7 +380,7 @@ func TestDefragAndLeaderMoveCommands(t *testing.T) {
 
 	out, code = etcdkeeperExit(t, "defrag", "--config", c.Spec, "--member", to, "--yes")
 	t.Logf("defrag --member %s --yes, exit %d:\n%s", to, code, out)
-	if code != 0 || !strings.Contains(out, "moved leadership") || !strings.Contains(out, "defragmented "+to) || !strings.Contains(out, "done: "+to+" is defragmented") {
+	if code != 0 || !strings.Contains(out, "changed membership: move-leader") || !strings.Contains(out, "defragmented "+to) || !strings.Contains(out, "done: "+to+" is defragmented") {
 		t.Errorf("defrag --member: exit %d, output:\n%s", code, out)
 	}
 	after := allAnswered(t, c)
@@ -444,9 +444,9 @@ func checkNoDefragTemps(t *testing.T, c *testbed.Cluster) {
 }
 
 // TestCommandsSayTheLockIsHeld: while someone else holds the cluster
-// lock, `defrag --yes` and `leader move` exit non-zero, say that the lock
-// is held, and change nothing. (They used to exit 1 and print nothing:
-// main prints no exitError's message.)
+// lock, `defrag --yes` and `leader move` (requests the agents carry out
+// under the lock) wait, say that the lock is held, exit 2 (a step that
+// waits, as documented) and change nothing.
 func TestCommandsSayTheLockIsHeld(t *testing.T) {
 	t.Parallel()
 	c, ids := runningCluster(t, 3, "")
@@ -480,8 +480,8 @@ func TestCommandsSayTheLockIsHeld(t *testing.T) {
 		{"leader", "move", "--config", c.Spec, "--to", to},
 	} {
 		out, code := etcdkeeperExit(t, args...)
-		if code == 0 || !strings.Contains(out, "lock") {
-			t.Errorf("etcdkeeper %s with the lock held elsewhere: exit %d, output %q; want a non-zero exit that says the lock is held",
+		if code != 2 || !strings.Contains(out, "another agent holds the cluster lock") {
+			t.Errorf("etcdkeeper %s with the lock held elsewhere: exit %d, output %q; want exit 2 saying the lock is held",
 				strings.Join(args, " "), code, out)
 		}
 	}
