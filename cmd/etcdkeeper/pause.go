@@ -161,7 +161,7 @@ func heldMissed(ctx context.Context, cli *cluster.Client, s *spec.Spec, as []age
 			quorum = false
 		}
 		for _, r := range recs {
-			held[r.Name] = strings.HasPrefix(r.Decision, reconcile.LocalPaused)
+			held[r.Name] = r.PausedLocal
 		}
 	}
 	var out []string
@@ -199,7 +199,7 @@ func pausedLine(p model.Pause, now time.Time) string {
 // the pause and what it would do.
 func printPaused(w io.Writer, rows []statusRow) {
 	for _, r := range rows {
-		if strings.HasPrefix(r.Decision, "paused ") {
+		if r.Paused {
 			fmt.Fprintf(w, "%s: %s\n", r.Name, r.Decision)
 		}
 	}

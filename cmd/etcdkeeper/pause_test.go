@@ -70,14 +70,14 @@ func TestPauseResume(t *testing.T) {
 // agent's account, and nothing for the others.
 func TestStatusShowsPaused(t *testing.T) {
 	rows := []statusRow{
-		{Name: "node1", Decision: "paused by root@node1 for 1h12m more: replacing a disk; no action: node1 is a healthy voter"},
-		{Name: "node2", Decision: "paused by root@node1 for 1h12m more: replacing a disk; would now: take the cluster lock to rejoin: data is corrupt"},
+		{Name: "node1", Paused: true, Decision: "paused by root@node1 for 1h12m more: replacing a disk; no action: node1 is a healthy voter"},
+		{Name: "node2", Paused: true, Decision: "paused by root@node1 for 1h12m more: replacing a disk; would now: taking the cluster lock to rejoin: data is corrupt"},
 		{Name: "node3", Decision: "no action: node3 is a healthy voter"},
 	}
 	var out bytes.Buffer
 	printPaused(&out, rows)
 	want := "node1: paused by root@node1 for 1h12m more: replacing a disk; no action: node1 is a healthy voter\n" +
-		"node2: paused by root@node1 for 1h12m more: replacing a disk; would now: take the cluster lock to rejoin: data is corrupt\n"
+		"node2: paused by root@node1 for 1h12m more: replacing a disk; would now: taking the cluster lock to rejoin: data is corrupt\n"
 	if out.String() != want {
 		t.Errorf("status printed\n%s\nwant\n%s", out.String(), want)
 	}

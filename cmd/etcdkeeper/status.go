@@ -99,6 +99,7 @@ type statusRow struct {
 	Endpoint  string `json:"endpoint,omitempty"`
 	Agent     string `json:"agent,omitempty"`
 	Decision  string `json:"decision,omitempty"`
+	Paused    bool   `json:"paused,omitempty"`
 	Note      string `json:"note,omitempty"`
 	// Recovery is the member's part in a recovery from quorum loss under
 	// way: "<id> <role> <step>".
@@ -245,7 +246,7 @@ func addAgents(rows []statusRow, recs []model.AgentRecord) {
 	}
 	for i := range rows {
 		if r, ok := by[rows[i].Name]; ok {
-			rows[i].Agent, rows[i].Decision = r.Phase, r.Decision
+			rows[i].Agent, rows[i].Decision, rows[i].Paused = r.Phase, r.Decision, r.Paused
 		} else if rows[i].Name != "" {
 			rows[i].Agent = "no agent"
 		}

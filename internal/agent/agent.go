@@ -108,9 +108,11 @@ type Agent struct {
 	// due for a restart ("": not).
 	rolloutSnapshot string
 	restartPending  string
+	restartAgent    bool
 	// request is where the operator's request stood after the last pass
 	// (nil: none), for the record; requestDone the members this agent
 	// defragmented for the request requestID.
+	rollout      *model.RolloutNote
 	request      *model.RequestProgress
 	requestID    string
 	requestDone  []uint64

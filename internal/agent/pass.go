@@ -36,6 +36,7 @@ func (a *Agent) onePass(ctx context.Context) bool {
 		act = reconcile.Decide(in)
 		said, again, err = a.act(ctx, act, in)
 		a.noteRequest(act, said, err)
+		a.rollout = act.Rollout
 		a.noteNoSpace(in, act)
 		a.pushHistory(ctx, in)
 	}
@@ -224,7 +225,7 @@ func (a *Agent) observeRunning(ctx context.Context, in *reconcile.Input) {
 	l.Restart, l.WantEtcd = a.restartDue(s, self)
 	l.Restart = binaryRestart(l.Restart, l.Binary)
 	l.Restarted, l.RolloutSnapshot = a.restarted, a.rolloutSnapshot
-	a.restartPending = l.Restart.Why
+	a.restartPending, a.restartAgent = l.Restart.Why, l.Restart.Agent
 	a.noteAnswer(*l.Answer)
 	l.LeaderlessFor = a.leaderlessFor(l.Answer)
 	if st.Leader == 0 && l.LeaderlessFor >= reconcile.NoLeaderLook && !l.Journal.Open() && !l.Recovery.Open() {

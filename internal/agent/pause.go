@@ -42,6 +42,8 @@ func (a *Agent) observePause(ctx context.Context, in *reconcile.Input) {
 	if !in.Pause.InForce(in.Now) {
 		in.Pause = a.loadLocalPause()
 	}
+	local := in.Pause.InForce(in.Now) && in.Pause.Local
+	a.updateStatus(func(s *Status) { s.Paused, s.PausedLocal = in.Pause.InForce(in.Now), local })
 	if on := in.Pause.InForce(in.Now); on != a.paused {
 		a.paused = on
 		if on {

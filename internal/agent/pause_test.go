@@ -14,13 +14,13 @@ import (
 // TestStatusLinePaused: a paused agent's STATUS line leads with the pause
 // and what it would do, even while its member is a healthy voter.
 func TestStatusLinePaused(t *testing.T) {
-	st := Status{Member: "node2", Phase: model.PhaseRunning, Role: "voter", Healthy: true, Voters: 3, HealthyVoters: 3,
+	st := Status{Member: "node2", Phase: model.PhaseRunning, Role: "voter", Healthy: true, Voters: 3, HealthyVoters: 3, Paused: true,
 		Decision: "paused by root@node1 for 1h12m more: replacing a disk; would now: take-lock (taking the cluster lock to move leader from node3 to node1)"}
 	line := statusLineOf(st)
 	if !strings.HasPrefix(line, "node2: paused by root@node1 for 1h12m more: replacing a disk; would now: take-lock") {
 		t.Errorf("STATUS line %q", line)
 	}
-	st.Decision = "no action: node2 is a healthy voter"
+	st.Decision, st.Paused = "no action: node2 is a healthy voter", false
 	if line := statusLineOf(st); strings.Contains(line, "paused") || !strings.Contains(line, "3/3 healthy") {
 		t.Errorf("STATUS line unpaused %q", line)
 	}

@@ -36,7 +36,11 @@ type Status struct {
 	Voters        int         `json:"voters"`
 	HealthyVoters int         `json:"healthyVoters"`
 	// Quorum: a quorum of every voter was healthy (model.View.HasQuorum).
-	Quorum         bool            `json:"quorum"`
+	Quorum bool `json:"quorum"`
+	// Paused: an operator's pause holds the agent; PausedLocal: one kept
+	// on this host (taken without quorum).
+	Paused         bool            `json:"paused,omitempty"`
+	PausedLocal    bool            `json:"pausedLocal,omitempty"`
 	Members        []MemberSummary `json:"members,omitempty"`
 	Alarms         []string        `json:"alarms,omitempty"`
 	SpecGeneration string          `json:"specGeneration"`
@@ -217,7 +221,7 @@ func statusLineOf(st Status) string {
 	case (model.Journal{Step: st.RejoinStep}).Open() && (st.Phase == model.PhaseRepairing || st.Phase == model.PhaseJoining || st.Phase == model.PhasePromoting):
 		step := repair.Step(st.RejoinStep)
 		return fmt.Sprintf("%s: %s: step %d/%d %s", st.Member, st.Phase, step.Number(), len(repair.Steps), st.RejoinStep)
-	case strings.HasPrefix(st.Decision, "paused "):
+	case st.Paused:
 		// What a paused agent would do is the news, even on a healthy voter.
 		return truncate(fmt.Sprintf("%s: %s", st.Member, st.Decision), 200)
 	case st.Phase == model.PhaseRunning && st.Voters > 0:

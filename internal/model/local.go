@@ -66,6 +66,8 @@ type AgentRecord struct {
 	// restart ("etcd 3.6.16 → 3.7.3"; "": none): the leader restarts
 	// last, once no other agent has one pending.
 	RestartPending string `json:"restartPending,omitempty"`
+	// RestartAgent: the pending restart is onto a new agent binary.
+	RestartAgent bool `json:"restartAgent,omitempty"`
 	// Version is the agent's version; EtcdVersion the version of the etcd
 	// it runs ("" when not known).
 	Version     string `json:"version,omitempty"`
@@ -74,11 +76,15 @@ type AgentRecord struct {
 	// agent took the verified snapshot a rollout begins with: the other
 	// members of the rollout need not take another.
 	RolloutSnapshot string `json:"rolloutSnapshot,omitempty"`
+	// Rollout is what its last decision said of a rollout (nil: nothing).
+	Rollout *RolloutNote `json:"rollout,omitempty"`
 	// Request is where the operator's request stands in this agent's
 	// last pass (nil: none).
 	Request *RequestProgress `json:"request,omitempty"`
-	// Paused: an operator's pause held this agent's last pass.
-	Paused bool `json:"paused,omitempty"`
+	// Paused: an operator's pause held this agent's last pass; PausedLocal,
+	// one kept on its own host (taken without quorum).
+	Paused      bool `json:"paused,omitempty"`
+	PausedLocal bool `json:"pausedLocal,omitempty"`
 }
 
 // Phase is what the agent is doing with its member, for STATUS, /status

@@ -20,6 +20,18 @@ type Restart struct {
 	EtcdFrom, EtcdTo string
 }
 
+// RolloutNote is what a rollout's decision says of this member, typed,
+// for the rollout line other agents and the commands print (nil: nothing
+// to say).
+type RolloutNote struct {
+	// Held: the budget holds this member's restart on another member;
+	// HeldOn says on which, and why (for people).
+	Held   bool   `json:"held,omitempty"`
+	HeldOn string `json:"heldOn,omitempty"`
+	// CatchingUp: restarted onto a new agent binary, not caught up yet.
+	CatchingUp bool `json:"catchingUp,omitempty"`
+}
+
 // Due: a restart is due.
 func (r Restart) Due() bool { return r.Why != "" }
 

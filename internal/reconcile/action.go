@@ -69,6 +69,9 @@ type Action struct {
 	// QuotaRaise: the step (a restart, or the leader's hand-off before
 	// it) applies a quota-backend-bytes the spec raised under NOSPACE.
 	QuotaRaise bool
+	// Rollout is what the decision says of this member's rollout, typed
+	// for the rollout line (RolloutText); nil: nothing.
+	Rollout *model.RolloutNote
 	// Request is where this pass leaves the operator's request (nil:
 	// none is pending); Decide fills it in for every decision while one
 	// is.

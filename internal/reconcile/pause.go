@@ -37,8 +37,8 @@ func Paused(p model.Pause, now time.Time, would Action) Action {
 // its reason; the first pass toward a change takes the cluster lock, and
 // its reason names the change ("taking the cluster lock to rejoin: ...").
 func wouldDo(a Action) string {
-	if rest, ok := strings.CutPrefix(a.Reason, "taking the cluster lock to "); ok && a.Kind == DoTakeLock {
-		return "take the cluster lock to " + rest
+	if a.Kind == DoTakeLock {
+		return a.Reason
 	}
 	return fmt.Sprintf("%s (%s)", a.Kind, a.Reason)
 }

@@ -40,7 +40,7 @@ func TestPaused(t *testing.T) {
 		{"no rejoin", Action{Kind: DoRejoin, Reason: "rejoining: data is corrupt", Key: "start/rejoin/x"},
 			DoWait, "would now: rejoin (rejoining: data is corrupt)"},
 		{"no lock for a change", Action{Kind: DoTakeLock, Reason: "taking the cluster lock to rejoin: data is corrupt", Key: "lock/rejoin"},
-			DoWait, "would now: take the cluster lock to rejoin: data is corrupt"},
+			DoWait, "would now: taking the cluster lock to rejoin: data is corrupt"},
 		{"no membership change", Action{Kind: DoChangeMembership, Reason: "changed membership: remove node3 (not in the spec)"},
 			DoWait, "would now: change-membership"},
 		{"no promotion", Action{Kind: DoPromote, Reason: "promoting learner 2"}, DoWait, "would now: promote"},
@@ -93,7 +93,7 @@ func TestDecidePaused(t *testing.T) {
 	}{
 		{"corrupt data is not repaired", pauseFor(time.Hour), corrupt, DoWait, "paused by root@node1 for 1h more: replacing a disk; would now: rejoin (rejoining: "},
 		{"nor is the lock taken for it", pauseFor(time.Hour), model.Local{Data: corrupt.Data, Marker: corrupt.Marker}, DoWait,
-			"paused by root@node1 for 1h more: replacing a disk; would now: take the cluster lock to rejoin: "},
+			"paused by root@node1 for 1h more: replacing a disk; would now: taking the cluster lock to rejoin: "},
 		{"until resume", &model.Pause{By: "ops@laptop"}, corrupt, DoWait, "paused by ops@laptop until etcdkeeper resume; would now: rejoin"},
 		{"a local pause says so", &model.Pause{By: "root@node2", Local: true}, corrupt, DoWait, "paused on this host by root@node2 until etcdkeeper resume; would now"},
 		{"an expired pause holds nothing", pauseFor(-time.Second), corrupt, DoRejoin, "rejoining: "},

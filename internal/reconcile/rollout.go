@@ -88,7 +88,7 @@ func rolloutGrant(in Input, id uint64, what string) (Grant, Action) {
 	case g.Granted():
 		return g, Action{}
 	case len(v.DisruptedExcept(id)) > 0:
-		return g, giveBack(Action{Kind: DoWait, Key: "rollout-held/" + numberless(g.Wait), Topic: TopicRollout,
+		return g, giveBack(Action{Kind: DoWait, Key: "rollout-held/" + numberless(g.Wait), Topic: TopicRollout, Rollout: &model.RolloutNote{Held: true, HeldOn: g.Wait},
 			Reason: fmt.Sprintf("waiting: rollout held: %s; %s", g.Wait, why)})
 	case g.LeaderLast:
 		return g, giveBack(Action{Kind: DoWait, Key: "wait/restart-leader-last", Topic: TopicRollout,

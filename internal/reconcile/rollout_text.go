@@ -16,10 +16,10 @@ import (
 func RolloutText(c model.Cluster, recs []model.AgentRecord) string {
 	recs = slices.Clone(recs)
 	slices.SortFunc(recs, func(a, b model.AgentRecord) int { return strings.Compare(a.Name, b.Name) })
-	why := ""
+	why, agent := "", false
 	for _, r := range recs {
 		if r.RestartPending != "" {
-			why = r.RestartPending
+			why, agent = r.RestartPending, r.RestartAgent
 			break
 		}
 	}
@@ -42,7 +42,7 @@ func RolloutText(c model.Cluster, recs []model.AgentRecord) string {
 		switch {
 		case model.Phase(r.Phase) == model.PhaseStarting:
 			state = "restarting"
-		case strings.HasPrefix(r.Decision, "waiting: restarted onto etcdkeeper "):
+		case r.Rollout != nil && r.Rollout.CatchingUp:
 			// The new binary's process (finishUpgrade), not caught up yet.
 			state = "restarted onto " + r.Version
 			if r.EtcdVersion != "" {
@@ -51,14 +51,14 @@ func RolloutText(c model.Cluster, recs []model.AgentRecord) string {
 			state += ", catching up"
 		case r.RestartPending != "" && leads:
 			state = "(leader) last"
-		case r.RestartPending != "" && strings.HasPrefix(r.Decision, "waiting: rollout held"):
-			state = "held: " + strings.TrimPrefix(r.Decision, "waiting: rollout held: ")
+		case r.RestartPending != "" && r.Rollout != nil && r.Rollout.Held:
+			state = "held: " + r.Rollout.HeldOn
 		case r.RestartPending != "":
 			state = "pending"
 		default:
 			state = "done"
 			switch {
-			case strings.HasPrefix(why, "etcdkeeper ") && r.Version != "":
+			case agent && r.Version != "":
 				// An agent binary's rollout: the version it runs now.
 				state = "on " + r.Version
 				if r.EtcdVersion != "" {

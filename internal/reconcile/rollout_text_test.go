@@ -25,14 +25,18 @@ func TestRolloutText(t *testing.T) {
 		}, "rolling etcd 3.6.16 → 3.7.3: node1 (leader) last, node2 done (etcd 3.7.3), node3 restarting"},
 		{"held on a member that did not come back", c, []model.AgentRecord{
 			{Name: "node1", MemberID: 1, RestartPending: up},
-			{Name: "node2", MemberID: 2, RestartPending: up, Decision: "waiting: rollout held: node3 is not a healthy voter; restart due (" + up + ")"},
+			{Name: "node2", MemberID: 2, RestartPending: up, Rollout: &model.RolloutNote{Held: true, HeldOn: "node3 is not a healthy voter"}},
 			{Name: "node3", MemberID: 3, Phase: "waiting"},
-		}, "rolling etcd 3.6.16 → 3.7.3: node1 (leader) last, node2 held: node3 is not a healthy voter; restart due (etcd 3.6.16 → 3.7.3), node3 done"},
+		}, "rolling etcd 3.6.16 → 3.7.3: node1 (leader) last, node2 held: node3 is not a healthy voter, node3 done"},
+		{"a decision's wording says nothing: only the typed note does", c, []model.AgentRecord{
+			{Name: "node1", MemberID: 1, RestartPending: up},
+			{Name: "node2", MemberID: 2, RestartPending: up, Decision: "waiting: rollout held: node3 is not a healthy voter"},
+			{Name: "node3", MemberID: 3, Decision: "waiting: restarted onto etcdkeeper 0.5.0 (etcd 3.7.3), catching up"},
+		}, "rolling etcd 3.6.16 → 3.7.3: node1 (leader) last, node2 pending, node3 done"},
 		{"a new agent binary: one on it, one restarted onto it and catching up, the leader last", c, []model.AgentRecord{
-			{Name: "node1", MemberID: 1, RestartPending: "etcdkeeper 0.4.0 (etcd 3.7.3) → 0.5.0 (etcd 3.7.3)", Version: "0.4.0"},
+			{Name: "node1", MemberID: 1, RestartPending: "etcdkeeper 0.4.0 (etcd 3.7.3) → 0.5.0 (etcd 3.7.3)", RestartAgent: true, Version: "0.4.0"},
 			{Name: "node2", MemberID: 2, Version: "0.5.0", EtcdVersion: "3.7.3", Phase: "running"},
-			{Name: "node3", MemberID: 3, Version: "0.5.0", EtcdVersion: "3.7.3", Phase: "running",
-				Decision: "waiting: restarted onto etcdkeeper 0.5.0 (etcd 3.7.3), catching up (keeping the cluster lock until it has caught up): node3 is catching up"},
+			{Name: "node3", MemberID: 3, Version: "0.5.0", EtcdVersion: "3.7.3", Phase: "running", Rollout: &model.RolloutNote{CatchingUp: true}},
 		}, "rolling etcdkeeper 0.4.0 (etcd 3.7.3) → 0.5.0 (etcd 3.7.3): node1 (leader) last, node2 on 0.5.0 (etcd 3.7.3), node3 restarted onto 0.5.0 (etcd 3.7.3), catching up"},
 		{"a downgrade enabled", model.Cluster{LeaderID: 1, Version: "3.6.0", DowngradeTarget: "3.6"}, []model.AgentRecord{
 			{Name: "node1", MemberID: 1, RestartPending: "etcd 3.7.3 → 3.6.16"},

@@ -124,7 +124,9 @@ func finishUpgrade(in Input) (Action, bool) {
 		if !u.Lock {
 			held = "the next member waits until it has"
 		}
-		return wait("upgrade-catching-up", "%s, catching up (%s caught up): %s", what, held, lag), true
+		act := wait("upgrade-catching-up", "%s, catching up (%s caught up): %s", what, held, lag)
+		act.Rollout = &model.RolloutNote{CatchingUp: true}
+		return act, true
 	}
 	return Action{Kind: DoFinishUpgrade, Key: "finish-upgrade", ReleaseLock: true,
 		Reason: fmt.Sprintf("%s: %s is a caught-up healthy voter again (was %s)", what, in.Self.Name, u.From)}, true
