@@ -2,18 +2,15 @@ package agent
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"os"
 	"time"
 
 	"go.uber.org/zap"
 
-	"github.com/etcdkeeper/etcdkeeper/internal/atomicfile"
 	"github.com/etcdkeeper/etcdkeeper/internal/history"
 	"github.com/etcdkeeper/etcdkeeper/internal/model"
 	"github.com/etcdkeeper/etcdkeeper/internal/reconcile"
+	"github.com/etcdkeeper/etcdkeeper/internal/statefile"
 )
 
 // observePause reads the operator's pause (etcdkeeper pause) for the
@@ -62,11 +59,7 @@ const pauseFile = "pause.json"
 
 // PauseLocal keeps p in the state dir (POST /pause) and wakes the loop.
 func (a *Agent) PauseLocal(p model.Pause) error {
-	b, err := json.Marshal(p)
-	if err != nil {
-		return fmt.Errorf("encode %s: %w", pauseFile, err)
-	}
-	if err := a.noteWrite(pauseFile, atomicfile.WriteFile(a.statePath(pauseFile), append(b, '\n'), 0o600)); err != nil {
+	if err := a.noteWrite(pauseFile, statefile.Save(a.statePath(pauseFile), p)); err != nil {
 		return fmt.Errorf("keeping the pause: %w", err)
 	}
 	a.lg.Info("paused on this host", zap.String("by", p.By), zap.String("reason", p.Reason), zap.Time("until", p.Until))
@@ -88,16 +81,12 @@ func (a *Agent) ResumeLocal() (*model.Pause, error) {
 		mark = *m
 	}
 	if mark != (model.ResumeMark{}) && mark != a.resumedMark() {
-		b, err := json.Marshal(mark)
-		if err != nil {
-			return nil, fmt.Errorf("encode %s: %w", resumedFile, err)
-		}
-		if err := a.noteWrite(resumedFile, atomicfile.WriteFile(a.statePath(resumedFile), append(b, '\n'), 0o600)); err != nil {
+		if err := a.noteWrite(resumedFile, statefile.Save(a.statePath(resumedFile), mark)); err != nil {
 			return nil, fmt.Errorf("keeping the resume: %w", err)
 		}
 	}
 	p := a.loadLocalPause()
-	if err := os.Remove(a.statePath(pauseFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
+	if err := statefile.Remove(a.statePath(pauseFile)); err != nil {
 		return nil, fmt.Errorf("ending the local pause: %w", err)
 	}
 	a.lg.Info("resumed on this host", zap.String("cluster-pause", mark.ID), zap.Int64("cluster-pause-revision", mark.Revision), zap.Bool("local-pause-ended", p != nil))
@@ -109,8 +98,9 @@ func (a *Agent) ResumeLocal() (*model.Pause, error) {
 // (zero: none).
 func (a *Agent) resumedMark() model.ResumeMark {
 	var m model.ResumeMark
-	if b, err := os.ReadFile(a.statePath(resumedFile)); err == nil {
-		_ = json.Unmarshal(b, &m)
+	if _, err := statefile.Load(a.statePath(resumedFile), &m); err != nil {
+		a.lg.Warn("the resume mark is not read: no pause counts as resumed", zap.Error(err))
+		return model.ResumeMark{}
 	}
 	return m
 }
@@ -118,13 +108,13 @@ func (a *Agent) resumedMark() model.ResumeMark {
 // loadLocalPause is the pause kept in the state dir, or nil. One that
 // does not parse holds the agent too: it was written to stop it.
 func (a *Agent) loadLocalPause() *model.Pause {
-	b, err := os.ReadFile(a.statePath(pauseFile))
-	if err != nil {
+	var p model.Pause
+	found, err := statefile.Load(a.statePath(pauseFile), &p)
+	if !found {
 		return nil
 	}
-	var p model.Pause
-	if err := json.Unmarshal(b, &p); err != nil {
-		p = model.Pause{Reason: fmt.Sprintf("%s does not parse (%v): etcdkeeper resume ends it", a.statePath(pauseFile), err)}
+	if err != nil {
+		p = model.Pause{Reason: fmt.Sprintf("%v: etcdkeeper resume ends it", err)}
 	}
 	p.Local = true
 	return &p

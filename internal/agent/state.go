@@ -1,16 +1,14 @@
 package agent
 
 import (
-	"encoding/json"
-	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 
-	"github.com/etcdkeeper/etcdkeeper/internal/atomicfile"
+	"go.uber.org/zap"
+
 	"github.com/etcdkeeper/etcdkeeper/internal/model"
 	"github.com/etcdkeeper/etcdkeeper/internal/repair"
-	"go.uber.org/zap"
+	"github.com/etcdkeeper/etcdkeeper/internal/statefile"
 )
 
 // The files in agent.stateDir.
@@ -30,21 +28,13 @@ type suspect struct {
 }
 
 func (a *Agent) saveSuspect(s suspect) error {
-	b, err := json.Marshal(s)
-	if err != nil {
-		return fmt.Errorf("encode %s: %w", suspectFile, err)
-	}
-	return a.noteWrite(suspectFile, atomicfile.WriteFile(a.statePath(suspectFile), append(b, '\n'), 0o600))
+	return a.noteWrite(suspectFile, statefile.Save(a.statePath(suspectFile), s))
 }
 
 // loadSuspect is the verdict on the data of member id, or nil.
 func (a *Agent) loadSuspect(id uint64) *suspect {
-	b, err := os.ReadFile(a.statePath(suspectFile))
-	if err != nil {
-		return nil
-	}
 	var s suspect
-	if json.Unmarshal(b, &s) != nil || s.MemberID != id || id == 0 {
+	if found, err := statefile.Load(a.statePath(suspectFile), &s); !found || err != nil || s.MemberID != id || id == 0 {
 		return nil
 	}
 	return &s
@@ -53,7 +43,7 @@ func (a *Agent) loadSuspect(id uint64) *suspect {
 // clearSuspect forgets the verdict once the data it was about is moved
 // aside.
 func (a *Agent) clearSuspect() {
-	if err := os.Remove(a.statePath(suspectFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
+	if err := statefile.Remove(a.statePath(suspectFile)); err != nil {
 		a.lg.Warn("clear "+suspectFile, zap.Error(err))
 		return
 	}
@@ -67,26 +57,19 @@ func (a *Agent) statePath(name string) string {
 }
 
 func (a *Agent) loadMarker() (*model.Marker, error) {
-	b, err := os.ReadFile(a.statePath(markerFile))
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("read marker: %w", err)
-	}
 	var m model.Marker
-	if err := json.Unmarshal(b, &m); err != nil {
-		return nil, fmt.Errorf("parse marker %s: %w", a.statePath(markerFile), err)
+	found, err := statefile.Load(a.statePath(markerFile), &m)
+	if err != nil {
+		return nil, fmt.Errorf("marker: %w", err)
+	}
+	if !found {
+		return nil, nil
 	}
 	return &m, nil
 }
 
 func (a *Agent) saveMarker(m model.Marker) error {
-	b, err := json.MarshalIndent(m, "", "  ")
-	if err != nil {
-		return fmt.Errorf("encode marker: %w", err)
-	}
-	return a.noteWrite(markerFile, atomicfile.WriteFile(a.statePath(markerFile), append(b, '\n'), 0o600))
+	return a.noteWrite(markerFile, statefile.Save(a.statePath(markerFile), m))
 }
 
 func (a *Agent) loadJournal() (repair.Journal, error) {

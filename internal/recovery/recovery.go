@@ -21,16 +21,13 @@
 package recovery
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
 	"regexp"
 	"time"
 
-	"github.com/etcdkeeper/etcdkeeper/internal/atomicfile"
 	"github.com/etcdkeeper/etcdkeeper/internal/model"
+	"github.com/etcdkeeper/etcdkeeper/internal/statefile"
 )
 
 // Role is a host's part in a recovery.
@@ -145,16 +142,9 @@ func (j Journal) Open() bool { return model.Recovery{Step: string(j.Step)}.Open(
 
 // Load reads the journal at path; a missing file is a zero Journal.
 func Load(path string) (Journal, error) {
-	b, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return Journal{}, nil
-	}
-	if err != nil {
-		return Journal{}, fmt.Errorf("recovery journal: %w", err)
-	}
 	var j Journal
-	if err := json.Unmarshal(b, &j); err != nil {
-		return Journal{}, fmt.Errorf("recovery journal %s does not parse: %w", path, err)
+	if _, err := statefile.Load(path, &j); err != nil {
+		return Journal{}, fmt.Errorf("recovery journal: %w", err)
 	}
 	return j, nil
 }
@@ -162,11 +152,7 @@ func Load(path string) (Journal, error) {
 // Save writes j to path atomically.
 func Save(path string, j Journal) error {
 	j.UpdatedAt = time.Now().UTC()
-	b, err := json.MarshalIndent(j, "", "  ")
-	if err != nil {
-		return fmt.Errorf("encode recovery journal: %w", err)
-	}
-	if err := atomicfile.WriteFile(path, append(b, '\n'), 0o600); err != nil {
+	if err := statefile.Save(path, j); err != nil {
 		return fmt.Errorf("recovery journal: %w", err)
 	}
 	return nil

@@ -1,15 +1,10 @@
 package repair
 
 import (
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io/fs"
-	"os"
-	"path/filepath"
 	"time"
 
-	"github.com/etcdkeeper/etcdkeeper/internal/atomicfile"
+	"github.com/etcdkeeper/etcdkeeper/internal/statefile"
 )
 
 // Journal is the persisted state of one repair, so that an agent that
@@ -38,28 +33,13 @@ func (j Journal) Open() bool { return j.Step != "" && j.Step != StepDone }
 // there is none. A journal that does not parse is reported with exists
 // true: a repair may be under way, so the caller must not start another.
 func LoadJournal(path string) (j Journal, exists bool, err error) {
-	data, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return Journal{}, false, nil
-	}
+	exists, err = statefile.Load(path, &j)
 	if err != nil {
-		return Journal{}, false, fmt.Errorf("read journal: %w", err)
+		return Journal{}, exists, fmt.Errorf("journal: %w", err)
 	}
-	if err := json.Unmarshal(data, &j); err != nil {
-		return Journal{}, true, fmt.Errorf("journal %s does not parse: %w", path, err)
-	}
-	return j, true, nil
+	return j, exists, nil
 }
 
-// SaveJournal writes j to path atomically (see package atomicfile), creating
+// SaveJournal writes j to path atomically (package statefile), creating
 // the directory if needed.
-func SaveJournal(path string, j Journal) error {
-	data, err := json.MarshalIndent(j, "", "  ")
-	if err != nil {
-		return fmt.Errorf("encode journal: %w", err)
-	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return fmt.Errorf("journal dir: %w", err)
-	}
-	return atomicfile.WriteFile(path, append(data, '\n'), 0o600)
-}
+func SaveJournal(path string, j Journal) error { return statefile.Save(path, j) }

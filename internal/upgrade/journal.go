@@ -1,14 +1,11 @@
 package upgrade
 
 import (
-	"encoding/json"
-	"errors"
 	"fmt"
-	"os"
 	"time"
 
-	"github.com/etcdkeeper/etcdkeeper/internal/atomicfile"
 	"github.com/etcdkeeper/etcdkeeper/internal/model"
+	"github.com/etcdkeeper/etcdkeeper/internal/statefile"
 )
 
 // FileName is the journal's file in the state dir.
@@ -45,11 +42,7 @@ func (j *Journal) Open() bool { return j != nil && !j.At.IsZero() && j.Done.IsZe
 
 // Save writes j durably (temp file, fsync, rename, fsync of the dir).
 func Save(path string, j Journal) error {
-	b, err := json.MarshalIndent(j, "", "  ")
-	if err != nil {
-		return fmt.Errorf("encode %s: %w", path, err)
-	}
-	if err := atomicfile.WriteFile(path, append(b, '\n'), 0o600); err != nil {
+	if err := statefile.Save(path, j); err != nil {
 		return fmt.Errorf("write the upgrade journal: %w", err)
 	}
 	return nil
@@ -57,16 +50,13 @@ func Save(path string, j Journal) error {
 
 // Load reads the journal; nil when there is none.
 func Load(path string) (*Journal, error) {
-	b, err := os.ReadFile(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
+	var j Journal
+	found, err := statefile.Load(path, &j)
 	if err != nil {
 		return nil, fmt.Errorf("read the upgrade journal: %w", err)
 	}
-	var j Journal
-	if err := json.Unmarshal(b, &j); err != nil {
-		return nil, fmt.Errorf("read the upgrade journal %s: %w", path, err)
+	if !found {
+		return nil, nil
 	}
 	return &j, nil
 }
