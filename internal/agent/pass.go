@@ -141,16 +141,17 @@ func (a *Agent) observe(ctx context.Context) (reconcile.Input, error) {
 	l.Binary = a.observeBinary(ctx)
 	l.Upgraded = a.upgraded()
 	l.LockHeld = a.lock != nil && a.lock.Held()
-	l.Compacted = a.compacted
+	m := &in.Memory
+	m.Compacted = a.compacted
 	if a.defragmented == nil {
 		a.defragmented = map[uint64]model.DefragMark{}
 	}
-	l.Defragmented = maps.Clone(a.defragmented)
+	m.Defragmented = maps.Clone(a.defragmented)
 	if a.noSpace.raised {
-		l.NoSpaceFor = time.Since(a.noSpace.since)
+		m.NoSpaceFor = time.Since(a.noSpace.since)
 	}
 	if !a.lockReturned.IsZero() {
-		l.LockReturned = time.Since(a.lockReturned)
+		m.LockReturned = time.Since(a.lockReturned)
 	}
 	l.LastExit = a.lastExit
 	j, jerr := a.loadJournal()
@@ -224,7 +225,7 @@ func (a *Agent) observeRunning(ctx context.Context, in *reconcile.Input) {
 	}
 	l.Restart, l.WantEtcd = a.restartDue(s, self)
 	l.Restart = binaryRestart(l.Restart, l.Binary)
-	l.Restarted, l.RolloutSnapshot = a.restarted, a.rolloutSnapshot
+	in.Memory.Restarted, in.Memory.RolloutSnapshot = a.restarted, a.rolloutSnapshot
 	a.restartPending, a.restartAgent = l.Restart.Why, l.Restart.Agent
 	a.noteAnswer(*l.Answer)
 	l.LeaderlessFor = a.leaderlessFor(l.Answer)
@@ -260,7 +261,7 @@ func (a *Agent) observeRunning(ctx context.Context, in *reconcile.Input) {
 		if a.requestID != r.ID {
 			a.requestID, a.requestDone, a.requestSteps = r.ID, nil, nil
 		}
-		in.RequestDone = slices.Clone(a.requestDone)
+		in.Memory.RequestDone = slices.Clone(a.requestDone)
 		if in.Agents == nil {
 			if recs, err := a.client.Agents(ctx, s.Cluster.Name); err == nil {
 				in.Agents = recs

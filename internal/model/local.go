@@ -124,18 +124,6 @@ type Local struct {
 	// Answer is what the local etcd's client port answered; nil when it
 	// did not (starting, stuck, or stopped).
 	Answer *Answer
-	// Compacted is the revision this agent last compacted the cluster to
-	// (or found compacted) in the NOSPACE procedure; 0 since it started.
-	// It is the agent's memory, not etcd's: forgotten, the procedure
-	// compacts again, which etcd answers at once (ErrCompacted).
-	Compacted int64
-	// Defragmented is what this agent measured when it last defragmented
-	// each member (by ID), its memory too: forgotten, a member is
-	// defragmented again.
-	Defragmented map[uint64]DefragMark
-	// NoSpaceFor is how long this agent has seen NOSPACE raised, without
-	// a pass that saw it cleared; 0 while it is not.
-	NoSpaceFor time.Duration
 	// SilentFor is how long the running etcd has not answered.
 	SilentFor time.Duration
 	// LeaderlessFor is how long the running etcd has not answered with a
@@ -187,21 +175,12 @@ type Local struct {
 	// under NOSPACE, where the unlocked single actor must not act beside
 	// a holder that took it before the alarm).
 	LockHeldElsewhere bool
-	// LockReturned is how long ago this agent gave the lock back as a
-	// learner that did not catch up in time (0: it did not).
-	LockReturned time.Duration
 	// Restart is why the running etcd must restart (changed settings,
 	// another etcd binary, another agent binary); zero when none is due.
 	Restart Restart
 	// WantEtcd is the version of the etcd the spec names now (its
 	// etcd.binary's, or the built-in one's); "" when not known.
 	WantEtcd string
-	// Restarted: this agent restarted its member for a rollout and holds
-	// the cluster lock since (it passes the lock on once caught up).
-	Restarted bool
-	// RolloutSnapshot is the rollout (reconcile.RolloutKey) for which this agent
-	// took the verified snapshot a rollout begins with ("": none yet).
-	RolloutSnapshot string
 	// LostPublishRace: the running etcd applied a snapshot from the leader
 	// and has not published itself since: etcd's publish stall, 7 s before
 	// it serves (docs/etcd-publish-stall.md). Set only while

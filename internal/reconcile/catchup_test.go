@@ -62,7 +62,7 @@ func TestDecideWaitsForCatchUp(t *testing.T) {
 			in:   Input{Local: model.Local{Running: true, Answer: voter, Restart: model.Restart{Why: "changed settings"}, LockHeld: true}, Cluster: clusterWith(three, map[uint64]memberMod{3: frozen})},
 			want: DoWait, reason: "node3 is not catching up"},
 		{name: "settings changed, 5 members, one behind: the other three suffice",
-			in:   Input{Local: model.Local{Running: true, Answer: voter, Restart: model.Restart{Why: "changed settings"}, RolloutSnapshot: "g2: changed settings", LockHeld: true}, Cluster: clusterWith(five, map[uint64]memberMod{3: lagging}), Generation: "g2"},
+			in:   Input{Local: model.Local{Running: true, Answer: voter, Restart: model.Restart{Why: "changed settings"}, LockHeld: true}, Memory: model.Memory{RolloutSnapshot: "g2: changed settings"}, Cluster: clusterWith(five, map[uint64]memberMod{3: lagging}), Generation: "g2"},
 			want: DoRestart, reason: "spec g2"},
 		{name: "settings changed, 5 members, two behind",
 			in:   Input{Local: model.Local{Running: true, Answer: voter, Restart: model.Restart{Why: "changed settings"}, LockHeld: true}, Cluster: clusterWith(five, map[uint64]memberMod{3: lagging, 4: frozen})},

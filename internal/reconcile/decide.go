@@ -68,11 +68,12 @@ type Input struct {
 	// Pause is the operator's pause (nil: none), as of Now.
 	Pause *model.Pause
 	// Request is the operator's request (etcdkeeper defrag --yes, leader
-	// move) the loop carries out (nil: none); RequestDone the members this
-	// agent defragmented for it (its memory: the others' are in Agents).
-	Request     *model.Request
-	RequestDone []uint64
-	Now         time.Time
+	// move) the loop carries out (nil: none).
+	Request *model.Request
+	// Memory is what this agent remembers of its own past steps: the
+	// second input beside the observation.
+	Memory model.Memory
+	Now    time.Time
 
 	// view is Cluster's model.View, derived once by Decide.
 	view *model.View
@@ -311,7 +312,7 @@ func promote(in Input) Action {
 	if in.Local.LockHeld {
 		return Action{Kind: DoPromote, Reason: fmt.Sprintf("promoting learner %x", id), Key: "promote"}
 	}
-	if r := in.Local.LockReturned; r > 0 && r < in.LearnerTimeout/2 {
+	if r := in.Memory.LockReturned; r > 0 && r < in.LearnerTimeout/2 {
 		return wait("learner-gave-lock-back", "learner %x gave the cluster lock back after agent.learnerTimeout; asking again in %s",
 			id, (in.LearnerTimeout/2 - r).Round(time.Second))
 	}

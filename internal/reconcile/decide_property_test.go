@@ -67,10 +67,7 @@ func genRunning(t *rapid.T) Input {
 		}
 	}
 	in.Local = model.Local{Running: true, LockHeld: rapid.Bool().Draw(t, "lock held"),
-		Answer:       &model.Answer{MemberID: selfID, ClusterID: 0xc1, Leader: c.LeaderID, Revision: 50, Alarms: c.Alarms},
-		Compacted:    50,
-		Defragmented: map[uint64]model.DefragMark{},
-	}
+		Answer: &model.Answer{MemberID: selfID, ClusterID: 0xc1, Leader: c.LeaderID, Revision: 50, Alarms: c.Alarms}}
 	switch rapid.IntRange(0, 3).Draw(t, "restart") {
 	case 1:
 		in.Local.Restart = model.Restart{Why: "changed settings"}
@@ -79,7 +76,7 @@ func genRunning(t *rapid.T) Input {
 	case 3:
 		in.Local.Restart = model.Restart{Why: "etcdkeeper 0.9 → 1.0", Agent: true}
 	}
-	in.Local.RolloutSnapshot = RolloutKey(in.Generation, in.Local.Restart)
+	in.Memory = model.Memory{Compacted: 50, Defragmented: map[uint64]model.DefragMark{}, RolloutSnapshot: RolloutKey(in.Generation, in.Local.Restart)}
 	if rapid.IntRange(0, 3).Draw(t, "records") > 0 {
 		for _, m := range c.Members {
 			r := model.AgentRecord{Name: m.Name, Generation: "g1", MemberID: m.ID}

@@ -158,7 +158,7 @@ func TestDecide(t *testing.T) {
 			in:   Input{Local: model.Local{Running: true, Answer: voter, Restart: model.Restart{Why: "changed settings"}}, Cluster: healthyCluster("node1", "node2", "node3")},
 			want: DoTakeLock, reason: "to restart: changed settings"},
 		{name: "settings changed, lock held: restart",
-			in:   Input{Local: model.Local{Running: true, Answer: voter, Restart: model.Restart{Why: "changed settings"}, RolloutSnapshot: "g2: changed settings", LockHeld: true}, Cluster: healthyCluster("node1", "node2", "node3"), Generation: "g2"},
+			in:   Input{Local: model.Local{Running: true, Answer: voter, Restart: model.Restart{Why: "changed settings"}, LockHeld: true}, Memory: model.Memory{RolloutSnapshot: "g2: changed settings"}, Cluster: healthyCluster("node1", "node2", "node3"), Generation: "g2"},
 			want: DoRestart, reason: "spec g2"},
 		{name: "settings changed, the others have no quorum",
 			in:   Input{Local: model.Local{Running: true, Answer: voter, Restart: model.Restart{Why: "changed settings"}}, Cluster: downCluster()},

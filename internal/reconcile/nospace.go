@@ -326,13 +326,13 @@ func noSpace(in Input) (Action, bool) {
 	var defragged map[uint64]model.DefragMark
 	compacted := in.Local.Answer.Revision
 	if actor == in.Local.Answer.MemberID {
-		compacted, defragged = in.Local.Compacted, in.Local.Defragmented
+		compacted, defragged = in.Memory.Compacted, in.Memory.Defragmented
 		if defragged == nil {
 			defragged = map[uint64]model.DefragMark{}
 		}
 	}
 	pol := in.NoSpace
-	pol.RaisedFor = in.Local.NoSpaceFor
+	pol.RaisedFor = in.Memory.NoSpaceFor
 	step := planNoSpace(budgetOf(in), in.Local.Answer.Revision, compacted, defragged, pol, in.Now)
 	key := fmt.Sprintf("nospace/%s/%x", step.Kind, step.MemberID)
 	switch step.Kind {

@@ -147,9 +147,13 @@ func TestDecideNoSpace(t *testing.T) {
 	freed, fits, full := quota(16, 2, 16), quota(3, 2, 16), quota(16, 16, 16)
 	all := func(m memberMod) map[int][]memberMod { return map[int][]memberMod{1: {m}, 2: {m}, 3: {m}} }
 	pol := NoSpacePolicy{Compact: true}
-	local := func(self uint64, compacted int64) model.Local {
-		return model.Local{Running: true, Compacted: compacted, Answer: &model.Answer{MemberID: self, Leader: 1, Revision: 50,
-			Alarms: []model.Alarm{{MemberID: 1, Type: model.AlarmNoSpace}}}}
+	type agentPass struct {
+		l model.Local
+		m model.Memory
+	}
+	local := func(self uint64, compacted int64) agentPass {
+		return agentPass{l: model.Local{Running: true, Answer: &model.Answer{MemberID: self, Leader: 1, Revision: 50,
+			Alarms: []model.Alarm{{MemberID: 1, Type: model.AlarmNoSpace}}}}, m: model.Memory{Compacted: compacted}}
 	}
 	records := func(ids ...uint64) []model.AgentRecord {
 		var out []model.AgentRecord
@@ -162,7 +166,7 @@ func TestDecideNoSpace(t *testing.T) {
 		name     string
 		desired  []spec.Member
 		obs      model.Cluster
-		local    model.Local
+		local    agentPass
 		agents   []model.AgentRecord
 		kind     ActionKind
 		key      string
@@ -182,7 +186,7 @@ func TestDecideNoSpace(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			obs := tt.obs
-			in := Input{Self: tt.desired[tt.local.Answer.MemberID-1], InSpec: true, Desired: tt.desired, Local: tt.local, Cluster: &obs, NoSpace: pol, Agents: tt.agents}
+			in := Input{Self: tt.desired[tt.local.l.Answer.MemberID-1], InSpec: true, Desired: tt.desired, Local: tt.local.l, Memory: tt.local.m, Cluster: &obs, NoSpace: pol, Agents: tt.agents}
 			got := Decide(in)
 			if got.Kind != tt.kind || got.Key != tt.key || !strings.Contains(got.Reason, tt.contains) {
 				t.Errorf("got %s %q (%s)\nwant %s %q containing %q", got.Kind, got.Key, got.Reason, tt.kind, tt.key, tt.contains)
@@ -205,7 +209,7 @@ func TestNoSpaceIsNoRepair(t *testing.T) {
 		obs := noSpaceOn(observed(1, nodes(3, map[int][]memberMod{1: {size}, 2: {size}, 3: {size}})...), 1, 2, 3)
 		for self := uint64(1); self <= 3; self++ {
 			in := Input{Self: specNodes(3)[self-1], InSpec: true, Desired: specNodes(3), Cluster: &obs, NoSpace: NoSpacePolicy{Compact: true},
-				Local: model.Local{Running: true, Compacted: 50, Answer: &model.Answer{MemberID: self, Leader: 1, Revision: 50, Alarms: obs.Alarms}}}
+				Local: model.Local{Running: true, Answer: &model.Answer{MemberID: self, Leader: 1, Revision: 50, Alarms: obs.Alarms}}, Memory: model.Memory{Compacted: 50}}
 			if got := Decide(in); got.Kind == DoStopForRepair || got.Kind == DoStopStuck || got.Kind == DoRejoin {
 				t.Errorf("member %d under NOSPACE: %s (%s)", self, got.Kind, got.Reason)
 			}
@@ -260,7 +264,7 @@ func TestQuotaRaiseTurn(t *testing.T) {
 	// Through Decide: the member whose turn it is restarts, unlocked.
 	obs := noSpaceOn(observed(1, nodes(3, map[int][]memberMod{1: {old}, 2: {old}, 3: {old}})...), 1)
 	in := Input{Self: specNodes(3)[1], InSpec: true, Desired: specNodes(3), Cluster: &obs, NoSpace: raised,
-		Local: model.Local{Running: true, Restart: model.Restart{Why: "changed settings"}, Compacted: 50, Answer: &model.Answer{MemberID: 2, Leader: 1, Revision: 50}}}
+		Local: model.Local{Running: true, Restart: model.Restart{Why: "changed settings"}, Answer: &model.Answer{MemberID: 2, Leader: 1, Revision: 50}}, Memory: model.Memory{Compacted: 50}}
 	if got := Decide(in); got.Kind != DoRestart || !got.Unlocked {
 		t.Errorf("node2 with a raised quota under NOSPACE: %s %v (%s), want an unlocked restart", got.Kind, got.Unlocked, got.Reason)
 	}
@@ -273,7 +277,7 @@ func TestQuotaRaiseTurn(t *testing.T) {
 	// election by restarting in place; with no one to take over, in place.
 	last := noSpaceOn(observed(1, nodes(3, map[int][]memberMod{1: {old}, 2: {applied}, 3: {applied}})...), 1)
 	in = Input{Self: specNodes(3)[0], InSpec: true, Desired: specNodes(3), Cluster: &last, NoSpace: raised,
-		Local: model.Local{Running: true, Restart: model.Restart{Why: "changed settings"}, Compacted: 50, Answer: &model.Answer{MemberID: 1, Leader: 1, Revision: 50}}}
+		Local: model.Local{Running: true, Restart: model.Restart{Why: "changed settings"}, Answer: &model.Answer{MemberID: 1, Leader: 1, Revision: 50}}, Memory: model.Memory{Compacted: 50}}
 	if got := Decide(in); got.Kind != DoChangeMembership || got.Step.Kind != StepMoveLeader || !got.Unlocked {
 		t.Errorf("the leader's turn under NOSPACE: %s %s %v (%s), want an unlocked leader move first", got.Kind, got.Step.Kind, got.Unlocked, got.Reason)
 	}
@@ -287,7 +291,7 @@ func TestQuotaRaiseTurn(t *testing.T) {
 		{Why: "changed settings; etcdkeeper 1.4.0 → 1.5.0", Agent: true},
 	} {
 		up := Input{Self: specNodes(3)[1], InSpec: true, Desired: specNodes(3), Cluster: &first, NoSpace: raised,
-			Local: model.Local{Running: true, Restart: r, Compacted: 50, Answer: &model.Answer{MemberID: 2, Leader: 1, Revision: 50}}}
+			Local: model.Local{Running: true, Restart: r, Answer: &model.Answer{MemberID: 2, Leader: 1, Revision: 50}}, Memory: model.Memory{Compacted: 50}}
 		if got := Decide(up); got.Kind == DoRestart || got.Kind == DoChangeMembership {
 			t.Errorf("a raised quota with %q under NOSPACE: %s (%s), want a wait (no unlocked upgrade)", r.Why, got.Kind, got.Reason)
 		}
@@ -312,7 +316,7 @@ func TestFollowerSaysDataFillsQuota(t *testing.T) {
 	full := quota(16, 16, 16)
 	obs := noSpaceOn(observed(1, nodes(3, map[int][]memberMod{1: {full}, 2: {full}, 3: {full}})...), 1)
 	desired := specNodes(3)
-	local := model.Local{Running: true, Compacted: 0, Answer: &model.Answer{MemberID: 2, Leader: 1, Revision: 50,
+	local := model.Local{Running: true, Answer: &model.Answer{MemberID: 2, Leader: 1, Revision: 50,
 		Alarms: []model.Alarm{{MemberID: 1, Type: model.AlarmNoSpace}}}}
 	in := Input{Self: desired[1], InSpec: true, Desired: desired, Local: local, Cluster: &obs, NoSpace: NoSpacePolicy{Compact: true}}
 	got := Decide(in)
@@ -345,23 +349,23 @@ func TestNoSpaceRestartsNeverOverlap(t *testing.T) {
 	old := quota(16, 16, 16)
 	obs := noSpaceOn(observed(1, nodes(3, map[int][]memberMod{1: {old}, 2: {old}, 3: {old}})...), 1)
 	pass := func(self uint64, local model.Local, pol NoSpacePolicy) Action {
-		local.Running, local.Compacted = true, 50
+		local.Running = true
 		local.Answer = &model.Answer{MemberID: self, Leader: 1, Revision: 50}
 		return Decide(Input{Self: specNodes(3)[self-1], InSpec: true, Desired: specNodes(3), Cluster: &obs, NoSpace: pol, Generation: "g1",
-			Local: local, Agents: []model.AgentRecord{{Name: "node1", Generation: "g1", MemberID: 1}, {Name: "node2", Generation: "g1", MemberID: 2}, {Name: "node3", Generation: "g1", MemberID: 3}}})
+			Local: local, Memory: model.Memory{Compacted: 50, RolloutSnapshot: "g1: changed settings"}, Agents: []model.AgentRecord{{Name: "node1", Generation: "g1", MemberID: 1}, {Name: "node2", Generation: "g1", MemberID: 2}, {Name: "node3", Generation: "g1", MemberID: 3}}})
 	}
 	// node2's turn for the quota raise, while node3 holds the lock.
 	if got := pass(2, model.Local{Restart: model.Restart{Why: "changed settings"}, LockHeldElsewhere: true}, raised); got.Kind == DoRestart || got.Kind == DoChangeMembership {
 		t.Errorf("node2's unlocked quota-raise restart beside a lock holder: %s (%s)", got.Kind, got.Reason)
 	}
 	// node3 holds the lock for a restart that is not the quota raise.
-	settings := pass(3, model.Local{Restart: model.Restart{Why: "changed settings"}, LockHeld: true, RolloutSnapshot: "g1: changed settings"}, NoSpacePolicy{Compact: true})
+	settings := pass(3, model.Local{Restart: model.Restart{Why: "changed settings"}, LockHeld: true}, NoSpacePolicy{Compact: true})
 	if settings.Kind == DoRestart || !settings.ReleaseLock {
 		t.Errorf("the lock holder's rolling restart under NOSPACE: %s (%s), release %v; want it to give the lock back", settings.Kind, settings.Reason, settings.ReleaseLock)
 	}
 	// The holder's own quota raise goes on under its lock, and the
 	// unlocked node2 waits for it: one restart at a time.
-	if got := pass(3, model.Local{Restart: model.Restart{Why: "changed settings"}, LockHeld: true, RolloutSnapshot: "g1: changed settings"}, raised); got.Kind != DoRestart || got.Unlocked {
+	if got := pass(3, model.Local{Restart: model.Restart{Why: "changed settings"}, LockHeld: true}, raised); got.Kind != DoRestart || got.Unlocked {
 		t.Errorf("the lock holder's quota-raise restart: %s unlocked %v (%s), want a restart under its lock", got.Kind, got.Unlocked, got.Reason)
 	}
 	// Once the lock is free, node2 restarts, unlocked.

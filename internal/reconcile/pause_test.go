@@ -99,7 +99,7 @@ func TestDecidePaused(t *testing.T) {
 		{"an expired pause holds nothing", pauseFor(-time.Second), corrupt, DoRejoin, "rejoining: "},
 		{"healthy data is started as it is", pauseFor(time.Hour), model.Local{Data: model.Data{Kind: model.DataHealthy, ClusterID: 0xc1, MemberID: 2}}, DoStart, "starting it as it is"},
 		{"changed settings wait", pauseFor(3 * time.Second),
-			model.Local{Running: true, Answer: &model.Answer{MemberID: 2, ClusterID: 0xc1, Leader: 1}, Restart: model.Restart{Why: "changed settings"}, RolloutSnapshot: ": changed settings", LockHeld: true},
+			model.Local{Running: true, Answer: &model.Answer{MemberID: 2, ClusterID: 0xc1, Leader: 1}, Restart: model.Restart{Why: "changed settings"}, LockHeld: true},
 			DoWait, "paused by root@node1 for 3s more: replacing a disk; would now: restart ("},
 	}
 	for _, tt := range tests {
@@ -109,7 +109,7 @@ func TestDecidePaused(t *testing.T) {
 				c.Members[1].Healthy, c.Members[1].Err = false, "connection refused"
 			}
 			in := Input{Self: desired[1], InSpec: true, Desired: desired, Cluster: c,
-				Local: tt.local, Pause: tt.pause, Now: pauseNow}
+				Local: tt.local, Memory: model.Memory{RolloutSnapshot: ": changed settings"}, Pause: tt.pause, Now: pauseNow}
 			got := Decide(in)
 			if got.Kind != tt.want || !strings.Contains(got.Reason, tt.reason) {
 				t.Fatalf("Decide = %s %q, want %s containing %q", got.Kind, got.Reason, tt.want, tt.reason)

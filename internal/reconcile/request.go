@@ -72,7 +72,7 @@ func requestWhat(r *model.Request) string {
 // requestDone is every member some agent defragmented for the request.
 func requestDone(in Input) map[uint64]bool {
 	done := map[uint64]bool{}
-	for _, id := range in.RequestDone {
+	for _, id := range in.Memory.RequestDone {
 		done[id] = true
 	}
 	for _, rec := range in.Agents {
@@ -96,6 +96,6 @@ func withRequest(in Input, act Action) Action {
 	if act.Request == nil || act.Request.ID != in.Request.ID || (act.Request.Phase == model.RequestActing && act.Kind == DoWait) {
 		act.Request = &model.RequestProgress{ID: in.Request.ID, Phase: model.RequestWaiting, Text: act.Reason}
 	}
-	act.Request.Done = slices.Clone(in.RequestDone)
+	act.Request.Done = slices.Clone(in.Memory.RequestDone)
 	return act
 }

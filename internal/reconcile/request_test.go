@@ -51,9 +51,9 @@ func TestRequest(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			obs := tt.obs
-			in := Input{Self: specNodes(3)[0], InSpec: true, Desired: specNodes(3), Cluster: &obs, Now: planNow, Request: tt.req, RequestDone: tt.done,
+			in := Input{Self: specNodes(3)[0], InSpec: true, Desired: specNodes(3), Cluster: &obs, Now: planNow, Request: tt.req, Memory: model.Memory{Compacted: 50, RequestDone: tt.done},
 				Agents: tt.agents, Pause: tt.pause, NoSpace: NoSpacePolicy{Compact: true},
-				Local: model.Local{Running: true, LockHeld: tt.lock, Compacted: 50, Answer: &model.Answer{MemberID: 1, ClusterID: obs.ClusterID, Leader: obs.LeaderID, Revision: 50}}}
+				Local: model.Local{Running: true, LockHeld: tt.lock, Answer: &model.Answer{MemberID: 1, ClusterID: obs.ClusterID, Leader: obs.LeaderID, Revision: 50}}}
 			got := Decide(in)
 			if got.Kind != tt.kind || got.Request == nil || got.Request.ID != tt.req.ID || got.Request.Phase != tt.phase || !strings.Contains(got.Request.Text, tt.contains) {
 				t.Errorf("got %s %+v (%s), want %s, %s containing %q", got.Kind, got.Request, got.Reason, tt.kind, tt.phase, tt.contains)

@@ -140,7 +140,7 @@ func restartStep(in Input, id uint64) Action {
 // longest hold (agent.learnerTimeout) bounds it.
 func restartedCatchingUp(in Input) (Action, bool) {
 	l := in.Local
-	if !l.Restarted || !l.LockHeld || in.Cluster == nil {
+	if !in.Memory.Restarted || !l.LockHeld || in.Cluster == nil {
 		return Action{}, false
 	}
 	m, ok := in.Cluster.Member(l.Answer.MemberID)
@@ -158,7 +158,7 @@ func restartedCatchingUp(in Input) (Action, bool) {
 // the verified snapshot the rollout begins with.
 func snapshotTaken(in Input) bool {
 	key := RolloutKey(in.Generation, in.Local.Restart)
-	if in.Local.RolloutSnapshot == key {
+	if in.Memory.RolloutSnapshot == key {
 		return true
 	}
 	for _, r := range in.Agents {

@@ -29,6 +29,7 @@ func TestRollingRestart(t *testing.T) {
 		name    string
 		self    string
 		local   model.Local
+		mem     model.Memory
 		cluster *model.Cluster
 		agents  []model.AgentRecord
 		paused  bool
@@ -46,7 +47,7 @@ func TestRollingRestart(t *testing.T) {
 			agents:  []model.AgentRecord{rec("node1", up), {Name: "node3", Generation: "g2", Decision: "waiting: restart backoff after exit status 1 (unknown)"}},
 			want:    DoWait, reason: "rollout held: node3 is not a healthy voter (connection refused); its agent: waiting: restart backoff after exit status 1", release: true},
 		{name: "a five-member cluster holds on a member down too (the others keep their version)",
-			local:   model.Local{Running: true, Answer: follower, Restart: due, LockHeld: true, RolloutSnapshot: key},
+			local: model.Local{Running: true, Answer: follower, Restart: due, LockHeld: true}, mem: model.Memory{RolloutSnapshot: key},
 			cluster: clusterWith([]string{"node1", "node2", "node3", "node4", "node5"}, map[uint64]memberMod{4: crashed}),
 			want:    DoWait, reason: "rollout held: node4 is not a healthy voter", release: true},
 		{name: "a learner (a join under way) holds it",
@@ -82,7 +83,7 @@ func TestRollingRestart(t *testing.T) {
 			agents:  []model.AgentRecord{{Name: "node3", Generation: "g1", RolloutSnapshot: "g1: changed settings"}},
 			want:    DoRolloutSnapshot, reason: "verified snapshot"},
 		{name: "the agent's own binary: the agent restarts, through the same rule",
-			local:   model.Local{Running: true, Answer: follower, Restart: model.Restart{Why: "etcdkeeper 0.4.0 → 0.5.0", Agent: true}, LockHeld: true, RolloutSnapshot: "g2: etcdkeeper 0.4.0 → 0.5.0"},
+			local: model.Local{Running: true, Answer: follower, Restart: model.Restart{Why: "etcdkeeper 0.4.0 → 0.5.0", Agent: true}, LockHeld: true}, mem: model.Memory{RolloutSnapshot: "g2: etcdkeeper 0.4.0 → 0.5.0"},
 			cluster: healthyCluster(three...),
 			want:    DoRestart, reason: "restarting the agent and its etcd of member 2: etcdkeeper 0.4.0 → 0.5.0",
 			check: func(t *testing.T, a Action) {
@@ -91,7 +92,7 @@ func TestRollingRestart(t *testing.T) {
 				}
 			}},
 		{name: "the leader waits while the others have restarts pending",
-			self: "node1", local: model.Local{Running: true, Answer: leader, Restart: due, LockHeld: true, RolloutSnapshot: key},
+			self: "node1", local: model.Local{Running: true, Answer: leader, Restart: due, LockHeld: true}, mem: model.Memory{RolloutSnapshot: key},
 			cluster: healthyCluster(three...),
 			agents:  []model.AgentRecord{rec("node3", up), rec("node1", up), rec("node2", up)},
 			want:    DoWait, reason: "the leader restarts last: node2, node3 restart first", release: true},
@@ -110,7 +111,7 @@ func TestRollingRestart(t *testing.T) {
 			agents:  []model.AgentRecord{rec("node1", up), rec("node2", ""), rec("node3", "")},
 			want:    DoTakeLock, reason: "to restart: " + up},
 		{name: "the leader moves its leadership to the caught-up voter furthest ahead first, keeping the lock",
-			self: "node1", local: model.Local{Running: true, Answer: leader, Restart: due, LockHeld: true, RolloutSnapshot: key},
+			self: "node1", local: model.Local{Running: true, Answer: leader, Restart: due, LockHeld: true}, mem: model.Memory{RolloutSnapshot: key},
 			cluster: clusterWith(three, map[uint64]memberMod{3: func(m *model.Member) { m.RaftIndex = 90 }}),
 			agents:  []model.AgentRecord{rec("node1", up), rec("node2", ""), rec("node3", "")},
 			want:    DoChangeMembership, reason: "move leader from node1 to node3 (applied index 90): node1 is due for a restart (" + up + ")",
@@ -120,11 +121,11 @@ func TestRollingRestart(t *testing.T) {
 				}
 			}},
 		{name: "restarted and behind: keep the lock until caught up",
-			local:   model.Local{Running: true, Answer: follower, Restarted: true, LockHeld: true},
+			local: model.Local{Running: true, Answer: follower, LockHeld: true}, mem: model.Memory{Restarted: true},
 			cluster: clusterWith(three, map[uint64]memberMod{2: lagging}),
 			want:    DoWait, reason: "keeping the cluster lock until it has caught up: node2 is catching up"},
 		{name: "restarted and caught up: the lock passes on",
-			local:   model.Local{Running: true, Answer: follower, Restarted: true, LockHeld: true},
+			local: model.Local{Running: true, Answer: follower, LockHeld: true}, mem: model.Memory{Restarted: true},
 			cluster: healthyCluster(three...),
 			want:    DoNothing, reason: "node2 is a healthy voter", release: true},
 		{name: "the spec changed back: no restart due, the hold is gone",
@@ -141,11 +142,11 @@ func TestRollingRestart(t *testing.T) {
 			cluster: versioned(healthyCluster(three...), "3.5.0", "3.5.21", ""),
 			want:    DoWait, reason: "below 3.5.26: upgrade every member to 3.5.26 or later first", release: true},
 		{name: "one minor up: the rollout goes on",
-			local:   model.Local{Running: true, Answer: follower, Restart: due, LockHeld: true, RolloutSnapshot: key},
+			local: model.Local{Running: true, Answer: follower, Restart: due, LockHeld: true}, mem: model.Memory{RolloutSnapshot: key},
 			cluster: versioned(healthyCluster(three...), "3.6.0", "3.6.16", ""),
 			want:    DoRestart, reason: "restarting etcd of member 2: " + up},
 		{name: "a just-formed cluster's placeholder version 3.0.0: judged by what its members run",
-			local:   model.Local{Running: true, Answer: follower, Restart: model.Restart{Why: up, EtcdFrom: "3.6.16", EtcdTo: "3.7.3"}, LockHeld: true, RolloutSnapshot: key},
+			local: model.Local{Running: true, Answer: follower, Restart: model.Restart{Why: up, EtcdFrom: "3.6.16", EtcdTo: "3.7.3"}, LockHeld: true}, mem: model.Memory{RolloutSnapshot: key},
 			cluster: versioned(healthyCluster(three...), "3.0.0", "3.6.16", ""),
 			want:    DoRestart, reason: "restarting etcd of member 2: " + up},
 		{name: "one minor down: etcd's downgrade is enabled first, under the lock",
@@ -158,7 +159,7 @@ func TestRollingRestart(t *testing.T) {
 				}
 			}},
 		{name: "downgrade enabled: the members roll back",
-			local:   model.Local{Running: true, Answer: follower, Restart: model.Restart{Why: "etcd 3.7.3 → 3.6.16", EtcdFrom: "3.7.3", EtcdTo: "3.6.16"}, LockHeld: true, RolloutSnapshot: "g2: etcd 3.7.3 → 3.6.16"},
+			local: model.Local{Running: true, Answer: follower, Restart: model.Restart{Why: "etcd 3.7.3 → 3.6.16", EtcdFrom: "3.7.3", EtcdTo: "3.6.16"}, LockHeld: true}, mem: model.Memory{RolloutSnapshot: "g2: etcd 3.7.3 → 3.6.16"},
 			cluster: versioned(healthyCluster(three...), "3.6.0", "3.7.3", "3.6"),
 			want:    DoRestart, reason: "etcd 3.7.3 → 3.6.16"},
 		{name: "the spec went back to 3.7 during the downgrade: cancel it",
@@ -178,7 +179,7 @@ func TestRollingRestart(t *testing.T) {
 			cluster: healthyCluster("node1"),
 			want:    DoRestart, reason: "restarting etcd of member 1"},
 		{name: "paused: the restart waits and says so",
-			local:   model.Local{Running: true, Answer: follower, Restart: due, LockHeld: true, RolloutSnapshot: key},
+			local: model.Local{Running: true, Answer: follower, Restart: due, LockHeld: true}, mem: model.Memory{RolloutSnapshot: key},
 			cluster: healthyCluster(three...), paused: true,
 			want: DoWait, reason: "would now: restart (restarting etcd of member 2", release: true},
 	}
@@ -190,7 +191,7 @@ func TestRollingRestart(t *testing.T) {
 			}
 			now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 			in := Input{Self: specMembers(self)[0], InSpec: true, Desired: specMembers(three...), Generation: "g2",
-				Local: tt.local, Cluster: tt.cluster, Agents: tt.agents, Now: now}
+				Local: tt.local, Memory: tt.mem, Cluster: tt.cluster, Agents: tt.agents, Now: now}
 			if tt.cluster != nil && len(tt.cluster.Members) == 1 {
 				in.Desired = specMembers("node1")
 			}

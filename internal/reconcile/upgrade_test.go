@@ -33,16 +33,17 @@ func TestUpgradeRules(t *testing.T) {
 	tests := []struct {
 		name    string
 		local   model.Local
+		mem     model.Memory
 		cluster *model.Cluster
 		want    ActionKind
 		reason  string
 		release bool
 	}{
 		{name: "a new binary with the same etcd minor: the rolling restart proceeds",
-			local:   model.Local{Running: true, Answer: follower, Restart: due, LockHeld: true, RolloutSnapshot: "g2: " + why, Binary: model.Binary{Running: old, Installed: newer("3.7.4")}},
+			local: model.Local{Running: true, Answer: follower, Restart: due, LockHeld: true, Binary: model.Binary{Running: old, Installed: newer("3.7.4")}}, mem: model.Memory{RolloutSnapshot: "g2: " + why},
 			cluster: cluster37, want: DoRestart, reason: "restarting the agent and its etcd of member 2"},
 		{name: "one minor up: proceeds",
-			local:   model.Local{Running: true, Answer: follower, Restart: due, LockHeld: true, RolloutSnapshot: "g2: " + why, Binary: model.Binary{Running: old, Installed: newer("3.8.0")}},
+			local: model.Local{Running: true, Answer: follower, Restart: due, LockHeld: true, Binary: model.Binary{Running: old, Installed: newer("3.8.0")}}, mem: model.Memory{RolloutSnapshot: "g2: " + why},
 			cluster: cluster37, want: DoRestart, reason: "restarting the agent"},
 		{name: "two minors up: refused before anything stops, the old binary keeps running",
 			local:   model.Local{Running: true, Answer: follower, Restart: due, LockHeld: true, Binary: model.Binary{Running: old, Installed: newer("3.9.0")}},
@@ -59,7 +60,7 @@ func TestUpgradeRules(t *testing.T) {
 			local:   model.Local{Running: true, Answer: follower, Restart: model.Restart{Why: why, Agent: true, EtcdFrom: "3.7.3", EtcdTo: "3.6.16"}, Binary: model.Binary{Running: old, Installed: newer("3.6.16")}},
 			cluster: cluster37, want: DoTakeLock, reason: "enable etcd's downgrade to 3.6"},
 		{name: "etcd.binary in the spec: the embedded etcd is not what runs, not judged",
-			local:   model.Local{Running: true, Answer: follower, Restart: due, LockHeld: true, RolloutSnapshot: "g2: " + why, Binary: model.Binary{Running: old, Installed: newer("3.9.0"), External: true}},
+			local: model.Local{Running: true, Answer: follower, Restart: due, LockHeld: true, Binary: model.Binary{Running: old, Installed: newer("3.9.0"), External: true}}, mem: model.Memory{RolloutSnapshot: "g2: " + why},
 			cluster: cluster37, want: DoRestart, reason: "restarting the agent"},
 		{name: "a stopped member whose start would run an etcd the cluster refuses: not started",
 			local:   model.Local{Data: healthyData, Binary: model.Binary{Running: *newer("3.9.0")}, LockHeld: true},
@@ -77,7 +78,7 @@ func TestUpgradeRules(t *testing.T) {
 			local:   model.Local{Data: healthyData, Binary: model.Binary{Running: *newer("3.8.0")}},
 			cluster: stopped3, want: DoStart, reason: "starting it as it is"},
 		{name: "the new process, its member behind: waits, keeping the lock",
-			local:   model.Local{Running: true, Answer: follower, Restarted: true, LockHeld: true, Upgraded: upgraded},
+			local: model.Local{Running: true, Answer: follower, LockHeld: true, Upgraded: upgraded}, mem: model.Memory{Restarted: true},
 			cluster: clusterWith(three, map[uint64]memberMod{2: lagging}),
 			want:    DoWait, reason: "restarted onto etcdkeeper 0.5.0 (etcd 3.7.3), catching up (keeping the cluster lock until it has caught up): node2 is catching up"},
 		{name: "the new process without the lock (its lease ran out): still waits, and says the next member waits",
@@ -85,17 +86,17 @@ func TestUpgradeRules(t *testing.T) {
 			cluster: clusterWith(three, map[uint64]memberMod{2: lagging}),
 			want:    DoWait, reason: "the next member waits until it has caught up"},
 		{name: "the new process, no view: waits",
-			local: model.Local{Running: true, Answer: follower, Restarted: true, LockHeld: true, Upgraded: upgraded},
-			want:  DoWait, reason: "cannot observe the cluster"},
+			local: model.Local{Running: true, Answer: follower, LockHeld: true, Upgraded: upgraded}, mem: model.Memory{Restarted: true},
+			want: DoWait, reason: "cannot observe the cluster"},
 		{name: "the new process, caught up: the journal closes, the lock passes on",
-			local:   model.Local{Running: true, Answer: follower, Restarted: true, LockHeld: true, Upgraded: upgraded},
+			local: model.Local{Running: true, Answer: follower, LockHeld: true, Upgraded: upgraded}, mem: model.Memory{Restarted: true},
 			cluster: healthyCluster(three...),
 			want:    DoFinishUpgrade, reason: "restarted onto etcdkeeper 0.5.0 (etcd 3.7.3): node2 is a caught-up healthy voter again (was 0.4.0 (etcd 3.7.3))", release: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			in := Input{Self: specMembers("node2")[0], InSpec: true, Desired: specMembers(three...), Generation: "g2",
-				Local: tt.local, Cluster: tt.cluster, Now: time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)}
+				Local: tt.local, Memory: tt.mem, Cluster: tt.cluster, Now: time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)}
 			got := Decide(in)
 			if got.Kind != tt.want || !strings.Contains(got.Reason, tt.reason) || got.ReleaseLock != tt.release {
 				t.Fatalf("Decide = %s %q (release lock %v), want %s containing %q (release lock %v)",
