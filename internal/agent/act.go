@@ -48,70 +48,120 @@ func (a *Agent) step(ctx context.Context, act reconcile.Action, in reconcile.Inp
 		defer a.lockKept(ctx, act)
 		ctx = fenced
 	}
-	switch act.Kind {
-	case reconcile.DoStart:
-		b := etcdproc.AsIs()
-		if act.Start.Action == reconcile.ActStartNew {
-			s, _ := a.Spec()
-			b = etcdproc.NewCluster(s)
-		}
-		if err := a.launch(b); err != nil {
-			return "starting etcd failed", false, err
-		}
-		return act.Reason, true, nil
-	case reconcile.DoIdle:
-		return a.idle(act)
-	case reconcile.DoTakeLock:
-		return a.takeLockFor(ctx, act)
-	case reconcile.DoRejoin:
-		return a.rejoin(ctx, act, in)
-	case reconcile.DoPromote:
-		return a.promote(ctx, in.Local.Answer.MemberID)
-	case reconcile.DoFinishRejoin:
-		return a.finishRejoin(in.Local.Answer.MemberID)
-	case reconcile.DoStopForRepair:
-		if err := a.saveSuspect(suspect{MemberID: in.Local.Answer.MemberID, Reason: act.Reason}); err != nil {
-			return "recording the corruption before stopping etcd", false, err
-		}
-		return a.stop(act.Reason, &repair.Verdict{Class: repair.ClassCorrupt, Reason: act.Reason, Evidence: act.Reason})
-	case reconcile.DoStopStuck:
-		a.silentSince = time.Time{}
-		if act.Kill {
-			return a.kill(act.Reason)
-		}
-		return a.stop(act.Reason, nil)
-	case reconcile.DoRestart:
-		if act.Restart.Agent {
-			return a.restartOntoBinary(act, in)
-		}
-		return a.restartForRollout(act)
-	case reconcile.DoFinishUpgrade:
-		return a.finishUpgrade(act)
-	case reconcile.DoRolloutSnapshot:
-		return a.takeRolloutSnapshot(ctx, act, in)
-	case reconcile.DoDowngrade:
-		return a.downgrade(ctx, act)
-	case reconcile.DoRestartStalled:
-		return a.restartStalled(act.Reason)
-	case reconcile.DoChangeMembership:
-		return a.changeMembership(ctx, act.Step, in)
-	case reconcile.DoDisarm:
-		if act.Step.Kind == reconcile.StepDisarm {
-			return a.disarmNoSpace(ctx, act)
-		}
-		return a.disarm(ctx, act)
-	case reconcile.DoCompact:
-		return a.compact(ctx, act)
-	case reconcile.DoDefrag:
-		said, again, err := a.defrag(ctx, act.Step, in)
-		if err == nil && act.Request != nil {
-			a.requestDone = append(a.requestDone, act.Step.MemberID)
-		}
-		return said, again, err
-	case reconcile.DoStopForRecovery, reconcile.DoForceNewCluster, reconcile.DoRestoreSnapshot, reconcile.DoFinishRecovery, reconcile.DoRefuseRecovery, reconcile.DoAcceptFence, reconcile.DoEndFence:
-		return a.recoverStep(ctx, act)
+	if do, ok := a.steps()[act.Kind]; ok {
+		return do(ctx, act, in)
 	}
 	return act.Reason, false, nil
+}
+
+// stepFunc takes one kind of step: what it did, whether the next pass
+// should follow at once, and an error.
+type stepFunc func(context.Context, reconcile.Action, reconcile.Input) (string, bool, error)
+
+// steps is the one step of each kind of action (DoNothing and DoWait
+// have none).
+func (a *Agent) steps() map[reconcile.ActionKind]stepFunc {
+	recovery := func(ctx context.Context, act reconcile.Action, _ reconcile.Input) (string, bool, error) {
+		return a.recoverStep(ctx, act)
+	}
+	return map[reconcile.ActionKind]stepFunc{
+		reconcile.DoStart: a.startStep,
+		reconcile.DoIdle: func(_ context.Context, act reconcile.Action, _ reconcile.Input) (string, bool, error) {
+			return a.idle(act)
+		},
+		reconcile.DoTakeLock: func(ctx context.Context, act reconcile.Action, _ reconcile.Input) (string, bool, error) {
+			return a.takeLockFor(ctx, act)
+		},
+		reconcile.DoRejoin: a.rejoin,
+		reconcile.DoPromote: func(ctx context.Context, _ reconcile.Action, in reconcile.Input) (string, bool, error) {
+			return a.promote(ctx, in.Local.Answer.MemberID)
+		},
+		reconcile.DoFinishRejoin: func(_ context.Context, _ reconcile.Action, in reconcile.Input) (string, bool, error) {
+			return a.finishRejoin(in.Local.Answer.MemberID)
+		},
+		reconcile.DoStopForRepair: a.stopForRepair,
+		reconcile.DoStopStuck:     a.stopStuck,
+		reconcile.DoRestart:       a.restart,
+		reconcile.DoFinishUpgrade: func(_ context.Context, act reconcile.Action, _ reconcile.Input) (string, bool, error) {
+			return a.finishUpgrade(act)
+		},
+		reconcile.DoRolloutSnapshot: a.takeRolloutSnapshot,
+		reconcile.DoDowngrade: func(ctx context.Context, act reconcile.Action, _ reconcile.Input) (string, bool, error) {
+			return a.downgrade(ctx, act)
+		},
+		reconcile.DoRestartStalled: func(_ context.Context, act reconcile.Action, _ reconcile.Input) (string, bool, error) {
+			return a.restartStalled(act.Reason)
+		},
+		reconcile.DoChangeMembership: func(ctx context.Context, act reconcile.Action, in reconcile.Input) (string, bool, error) {
+			return a.changeMembership(ctx, act.Step, in)
+		},
+		reconcile.DoDisarm: a.disarmStep,
+		reconcile.DoCompact: func(ctx context.Context, act reconcile.Action, _ reconcile.Input) (string, bool, error) {
+			return a.compact(ctx, act)
+		},
+		reconcile.DoDefrag:          a.defragStep,
+		reconcile.DoStopForRecovery: recovery, reconcile.DoForceNewCluster: recovery, reconcile.DoRestoreSnapshot: recovery,
+		reconcile.DoFinishRecovery: recovery, reconcile.DoRefuseRecovery: recovery, reconcile.DoAcceptFence: recovery, reconcile.DoEndFence: recovery,
+	}
+}
+
+// startStep starts etcd: as it is, or forming a new cluster.
+func (a *Agent) startStep(_ context.Context, act reconcile.Action, _ reconcile.Input) (string, bool, error) {
+	b := etcdproc.AsIs()
+	if act.Start.Action == reconcile.ActStartNew {
+		s, _ := a.Spec()
+		b = etcdproc.NewCluster(s)
+	}
+	if err := a.launch(b); err != nil {
+		return "starting etcd failed", false, err
+	}
+	return act.Reason, true, nil
+}
+
+// stopForRepair records etcd's verdict, then stops etcd: the start path
+// repairs the member.
+func (a *Agent) stopForRepair(_ context.Context, act reconcile.Action, in reconcile.Input) (string, bool, error) {
+	if err := a.saveSuspect(suspect{MemberID: in.Local.Answer.MemberID, Reason: act.Reason}); err != nil {
+		return "recording the corruption before stopping etcd", false, err
+	}
+	return a.stop(act.Reason, &repair.Verdict{Class: repair.ClassCorrupt, Reason: act.Reason, Evidence: act.Reason})
+}
+
+// stopStuck stops a stuck etcd: a stopped process by SIGKILL at once.
+func (a *Agent) stopStuck(_ context.Context, act reconcile.Action, _ reconcile.Input) (string, bool, error) {
+	a.silentSince = time.Time{}
+	if act.Kill {
+		return a.kill(act.Reason)
+	}
+	return a.stop(act.Reason, nil)
+}
+
+// restart is the rolling restart's step: etcd alone, or the agent onto a
+// new binary with it.
+func (a *Agent) restart(_ context.Context, act reconcile.Action, in reconcile.Input) (string, bool, error) {
+	if act.Restart.Agent {
+		return a.restartOntoBinary(act, in)
+	}
+	return a.restartForRollout(act)
+}
+
+// disarmStep is the NOSPACE procedure's disarm (with its put), or the
+// disarm of alarms that serve no purpose.
+func (a *Agent) disarmStep(ctx context.Context, act reconcile.Action, _ reconcile.Input) (string, bool, error) {
+	if act.Step.Kind == reconcile.StepDisarm {
+		return a.disarmNoSpace(ctx, act)
+	}
+	return a.disarm(ctx, act)
+}
+
+// defragStep defragments the member the step names, remembering it for
+// the operator's request it serves, if any.
+func (a *Agent) defragStep(ctx context.Context, act reconcile.Action, in reconcile.Input) (string, bool, error) {
+	said, again, err := a.defrag(ctx, act.Step, in)
+	if err == nil && act.Request != nil {
+		a.requestDone = append(a.requestDone, act.Step.MemberID)
+	}
+	return said, again, err
 }
 
 // maxLockHold is how long the lock may stay with this agent while its
