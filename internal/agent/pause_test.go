@@ -26,10 +26,10 @@ func TestStatusLinePaused(t *testing.T) {
 	}
 }
 
-// TestLocalPauseKept: a pause taken without quorum is kept in the state
-// dir, read back as local, and gone after resume, which also ends here
-// the cluster's pause the agent last read.
-func TestLocalPauseKept(t *testing.T) {
+// stateAgent is an agent of a one-member spec whose state dir is a new
+// temporary one.
+func stateAgent(t *testing.T) *Agent {
+	t.Helper()
 	s, err := spec.Parse([]byte(fmt.Sprintf(`cluster: {name: c}
 members:
   - {name: a, peerURLs: [http://127.0.0.1:2380], clientURLs: [http://127.0.0.1:2379]}
@@ -42,6 +42,14 @@ agent: {stateDir: %q}
 	if err != nil {
 		t.Fatal(err)
 	}
+	return a
+}
+
+// TestLocalPauseKept: a pause taken without quorum is kept in the state
+// dir, read back as local, and gone after resume, which also ends here
+// the cluster's pause the agent last read.
+func TestLocalPauseKept(t *testing.T) {
+	a := stateAgent(t)
 	if p := a.loadLocalPause(); p != nil {
 		t.Fatalf("a fresh state dir holds a pause: %+v", p)
 	}
@@ -74,18 +82,7 @@ agent: {stateDir: %q}
 // --bump-revision 0, a rebuilt cluster), a new pause has a lower revision
 // than the one resumed; it must hold all the same. 7595587 dropped it.
 func TestPauseAfterRevisionWentBack(t *testing.T) {
-	s, err := spec.Parse([]byte(fmt.Sprintf(`cluster: {name: c}
-members:
-  - {name: a, peerURLs: [http://127.0.0.1:2380], clientURLs: [http://127.0.0.1:2379]}
-agent: {stateDir: %q}
-`, t.TempDir())), "spec.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := New(Config{Spec: s, Name: "a"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := stateAgent(t)
 	first := &model.Pause{By: "root@node1", Reason: "first", Revision: 900}
 	a.pause = first
 	var in reconcile.Input

@@ -3,7 +3,6 @@ package cluster
 import (
 	"context"
 	"errors"
-	"strings"
 	"testing"
 	"time"
 
@@ -33,18 +32,7 @@ func TestLockTakenUnderNoSpace(t *testing.T) {
 		t.Fatal(err)
 	}
 	cli, _ := c.conn()
-	big := strings.Repeat("x", 256<<10)
-	for i := 0; ; i++ {
-		if _, err := cli.Put(ctx, "/fill/"+time.Now().Format("150405.000000"), big); err != nil {
-			if !strings.Contains(err.Error(), "database space exceeded") {
-				t.Fatalf("fill: %v", err)
-			}
-			break
-		}
-		if i > 1000 {
-			t.Fatal("no NOSPACE after 1000 puts of 256 KiB")
-		}
-	}
+	fillToNoSpace(ctx, t, cli)
 	if taken, err := c.LockTaken(ctx, "g3"); err != nil || !taken {
 		t.Fatalf("the lock taken before NOSPACE, read under it: taken %v, %v; want taken", taken, err)
 	}

@@ -61,24 +61,13 @@ func (c *Client) PutPause(ctx context.Context, clusterName string, p model.Pause
 
 // GetPause reads the pause (a linearizable read); nil when there is none.
 func (c *Client) GetPause(ctx context.Context, clusterName string) (*model.Pause, error) {
-	ctx, cancel := c.ctx(ctx)
-	defer cancel()
-	cli, err := c.conn()
-	if err != nil {
+	var p model.Pause
+	kv, clusterID, err := c.getJSON(ctx, PauseKey(clusterName), "pause", &p)
+	if kv == nil || err != nil {
 		return nil, err
 	}
-	resp, err := cli.Get(ctx, PauseKey(clusterName))
-	if err != nil {
-		return nil, fmt.Errorf("read the pause: %w", err)
-	}
-	if len(resp.Kvs) == 0 {
-		return nil, nil
-	}
-	p, err := decodePause(clusterName, resp.Kvs[0].Value)
-	if p != nil {
-		p.Revision, p.ClusterID = resp.Kvs[0].ModRevision, resp.Header.ClusterId
-	}
-	return p, err
+	p.Revision, p.ClusterID = kv.ModRevision, clusterID
+	return &p, nil
 }
 
 // DeletePause ends the pause: it returns the pause it removed (nil: none

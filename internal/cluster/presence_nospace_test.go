@@ -6,11 +6,30 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
 
 	"github.com/etcdkeeper/etcdkeeper/internal/model"
 	"github.com/etcdkeeper/etcdkeeper/internal/testetcd"
 )
+
+// fillToNoSpace puts 256 KiB values until etcd raises NOSPACE (a member
+// started with a small quota-backend-bytes).
+func fillToNoSpace(ctx context.Context, t *testing.T, cli *clientv3.Client) {
+	t.Helper()
+	big := strings.Repeat("x", 256<<10)
+	for i := 0; ; i++ {
+		if _, err := cli.Put(ctx, "/fill/"+string(rune('a'+i%26))+time.Now().Format("150405.000000"), big); err != nil {
+			if !strings.Contains(err.Error(), "database space exceeded") {
+				t.Fatalf("fill: %v", err)
+			}
+			break
+		}
+		if i > 1000 {
+			t.Fatal("no NOSPACE after 1000 puts of 256 KiB")
+		}
+	}
+}
 
 // TestPresenceHoldsOffUnderNoSpace: under NOSPACE etcd refuses the
 // agent's record, and each refused put is still a raft entry and a
@@ -30,18 +49,7 @@ func TestPresenceHoldsOffUnderNoSpace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	big := strings.Repeat("x", 256<<10)
-	for i := 0; ; i++ {
-		if _, err := cli.Put(ctx, "/fill/"+string(rune('a'+i%26))+time.Now().Format("150405.000000"), big); err != nil {
-			if !strings.Contains(err.Error(), "database space exceeded") {
-				t.Fatalf("fill: %v", err)
-			}
-			break
-		}
-		if i > 1000 {
-			t.Fatal("no NOSPACE after 1000 puts of 256 KiB")
-		}
-	}
+	fillToNoSpace(ctx, t, cli)
 	rec := func(n int) model.AgentRecord { return model.AgentRecord{Name: "a", Decision: strings.Repeat("d", n)} }
 	if err := p.Publish(ctx, "t", rec(1)); err == nil {
 		t.Fatal("a record published under NOSPACE")

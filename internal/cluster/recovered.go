@@ -34,22 +34,10 @@ func (c *Client) PutRecovered(ctx context.Context, clusterName string, r model.R
 
 // GetRecovered reads the recovery record; nil when there is none.
 func (c *Client) GetRecovered(ctx context.Context, clusterName string) (*model.Recovered, error) {
-	ctx, cancel := c.ctx(ctx)
-	defer cancel()
-	cli, err := c.conn()
-	if err != nil {
-		return nil, err
-	}
-	resp, err := cli.Get(ctx, RecoveredKey(clusterName))
-	if err != nil {
-		return nil, fmt.Errorf("read the recovery record: %w", err)
-	}
-	if len(resp.Kvs) == 0 {
-		return nil, nil
-	}
 	var r model.Recovered
-	if err := json.Unmarshal(resp.Kvs[0].Value, &r); err != nil {
-		return nil, fmt.Errorf("the recovery record %s does not parse: %w", RecoveredKey(clusterName), err)
+	kv, _, err := c.getJSON(ctx, RecoveredKey(clusterName), "recovery record", &r)
+	if kv == nil || err != nil {
+		return nil, err
 	}
 	return &r, nil
 }

@@ -83,22 +83,10 @@ func (q *Requested) Close() error {
 
 // GetRequest reads the operator's request; nil when there is none.
 func (c *Client) GetRequest(ctx context.Context, clusterName string) (*model.Request, error) {
-	ctx, cancel := c.ctx(ctx)
-	defer cancel()
-	cli, err := c.conn()
-	if err != nil {
-		return nil, err
-	}
-	resp, err := cli.Get(ctx, RequestKey(clusterName))
-	if err != nil {
-		return nil, fmt.Errorf("read the request: %w", err)
-	}
-	if len(resp.Kvs) == 0 {
-		return nil, nil
-	}
 	var r model.Request
-	if err := json.Unmarshal(resp.Kvs[0].Value, &r); err != nil {
-		return nil, fmt.Errorf("the request %s does not parse: %w", RequestKey(clusterName), err)
+	kv, _, err := c.getJSON(ctx, RequestKey(clusterName), "request", &r)
+	if kv == nil || err != nil {
+		return nil, err
 	}
 	return &r, nil
 }

@@ -2,11 +2,8 @@ package integration
 
 import (
 	"context"
-	"path/filepath"
 	"testing"
 	"time"
-
-	"github.com/etcdkeeper/etcdkeeper/internal/testpki"
 )
 
 // TestAgentLogsInAfterAuthEnable: agents with a credentials file run
@@ -19,21 +16,10 @@ import (
 func TestAgentLogsInAfterAuthEnable(t *testing.T) {
 	t.Parallel()
 	const password = "pw-after-enable"
-	credentials := filepath.Join(t.TempDir(), "credentials")
-	testpki.WriteFile(t, credentials, []byte("root:"+password+"\n"))
-	c, _, _ := startTLSCluster(t, "auth:\n  credentialsFile: "+credentials+"\n")
+	c, _, _ := startAuthCluster(t, password)
 	cli := c.Client()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, err := cli.UserAdd(ctx, "root", password); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := cli.UserGrantRole(ctx, "root", "root"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := cli.AuthEnable(ctx); err != nil {
-		t.Fatal(err)
-	}
 	const record = "/etcdkeeper/itest/agents/node3"
 	if resp, err := cli.Get(ctx, record); err != nil || len(resp.Kvs) != 1 {
 		t.Fatalf("node3's agent record before the stop: %v, %v", resp, err)

@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/etcdkeeper/etcdkeeper/test/testbed"
 )
@@ -59,22 +58,7 @@ func TestRecoverSourceRefusesAfterFence(t *testing.T) {
 	t.Parallel()
 	c, _ := runningCluster(t, 3, repairSpec)
 	putKeys(t, c, "/k", 30)
-	for _, name := range []string{"node2", "node3"} {
-		if err := c.Stop(name); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// node2's agent runs (it can be fenced), its etcd cannot start;
-	// node3's host is off; node1's etcd runs without a leader.
-	c.CorruptWAL("node2")
-	c.Start("node2")
-	c.WaitPasses(converge, 2, "node2")
-	testbed.Eventually(t, converge, "node2 reports that quorum is lost", func() string {
-		if !c.LogContains("node2", "quorum lost: manual recovery needed") {
-			return "not yet"
-		}
-		return ""
-	})
+	loseQuorum(t, c)
 	// Damaged under the running etcd, which reads its WAL only at start.
 	c.CorruptWAL("node1")
 
@@ -141,21 +125,7 @@ func TestRecoverSpecBehindCluster(t *testing.T) {
 	if err := os.WriteFile(view, []byte(c.SpecText("node1", "node2", "node3")), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	for _, n := range []string{"node1", "node2"} {
-		testbed.Eventually(t, converge, n+" without a leader", func() string {
-			cli := c.Client(n)
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			defer cancel()
-			st, err := cli.Status(ctx, c.Member(n).ClientURL())
-			if err != nil {
-				return err.Error()
-			}
-			if st.Leader != 0 {
-				return fmt.Sprintf("leader %x", st.Leader)
-			}
-			return ""
-		})
-	}
+	waitLeaderless(t, c, "node1", "node2")
 	ctx, cancel := context.WithTimeout(context.Background(), converge)
 	defer cancel()
 	out, err := exec.CommandContext(ctx, testbed.Binary, "recover", "--config", view, "--name", "node1", "--from", "node1", "--yes", "--wait", "0").CombinedOutput()

@@ -124,21 +124,7 @@ func TestRecoverSplitTwoTwo(t *testing.T) {
 		}
 	}()
 	// Both sides lose their leader; the writes stop being acknowledged.
-	for _, n := range c.AllNames() {
-		testbed.Eventually(t, converge, n+" without a leader", func() string {
-			cli := c.Client(n)
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			defer cancel()
-			st, err := cli.Status(ctx, c.Member(n).ClientURL())
-			if err != nil {
-				return err.Error()
-			}
-			if st.Leader != 0 {
-				return fmt.Sprintf("leader %x", st.Leader)
-			}
-			return ""
-		})
-	}
+	waitLeaderless(t, c, c.AllNames()...)
 
 	went := 0
 	for _, from := range []string{"node1", "node3"} {

@@ -78,20 +78,7 @@ func TestRecoverFromMember(t *testing.T) {
 		t.Fatalf("members changed after a refused recovery: %v, were %v", after, ids)
 	}
 
-	for _, name := range []string{"node2", "node3"} {
-		if err := c.Stop(name); err != nil {
-			t.Fatal(err)
-		}
-	}
-	c.CorruptWAL("node2")
-	c.Start("node2")
-	c.WaitPasses(converge, 2, "node2")
-	testbed.Eventually(t, converge, "node2 reports that quorum is lost", func() string {
-		if !c.LogContains("node2", "quorum lost: manual recovery needed") {
-			return "not yet"
-		}
-		return ""
-	})
+	loseQuorum(t, c)
 
 	out, err = recoverCLI(t, c)
 	if err != nil {
@@ -332,19 +319,7 @@ func TestRecoverHostByHost(t *testing.T) {
 				text = strings.Replace(text, fmt.Sprintf("agentAddr: %s:%d", m.IP, m.AgentPort), fmt.Sprintf("agentAddr: %s:1", m.IP), 1)
 			}
 		}
-		host := filepath.Join(c.Dir, "host-"+name)
-		if err := os.MkdirAll(filepath.Join(host, name), 0o700); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Symlink(c.StateDir(name), filepath.Join(host, name, "state")); err != nil && !os.IsExist(err) {
-			t.Fatal(err)
-		}
-		text = strings.Replace(text, "stateDir: "+c.Dir+"/{name}/state", "stateDir: "+host+"/{name}/state", 1)
-		p := filepath.Join(c.Dir, "view-"+name+".yaml")
-		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return p
+		return hostView(t, c, name, text)
 	}
 	run := func(name string, args ...string) (string, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), converge)

@@ -217,18 +217,16 @@ func TestTLS(t *testing.T) {
 	})
 }
 
-// TestTLSWithAuth: with etcd auth enabled, the agents log in with the
-// credentials file (their certificate names no etcd user) and still join
-// and repair members; the password appears in no log.
-func TestTLSWithAuth(t *testing.T) {
-	t.Parallel()
-	const password = "pw-7f3c9e1d-never-logged"
+// startAuthCluster is the tests' one etcd auth set-up: a TLS cluster
+// whose agents have a credentials file for root, then root made with
+// password and auth enabled (the agents logged in while it was off).
+func startAuthCluster(t *testing.T, password string) (*testbed.Cluster, *clusterPKI, map[string]uint64) {
+	t.Helper()
 	credentials := filepath.Join(t.TempDir(), "credentials")
 	testpki.WriteFile(t, credentials, []byte("root:"+password+"\n"))
 	c, pki, ids := startTLSCluster(t, "auth:\n  credentialsFile: "+credentials+"\n")
-
 	cli := c.Client()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if _, err := cli.UserAdd(ctx, "root", password); err != nil {
 		t.Fatal(err)
@@ -239,6 +237,16 @@ func TestTLSWithAuth(t *testing.T) {
 	if _, err := cli.AuthEnable(ctx); err != nil {
 		t.Fatal(err)
 	}
+	return c, pki, ids
+}
+
+// TestTLSWithAuth: with etcd auth enabled, the agents log in with the
+// credentials file (their certificate names no etcd user) and still join
+// and repair members; the password appears in no log.
+func TestTLSWithAuth(t *testing.T) {
+	t.Parallel()
+	const password = "pw-7f3c9e1d-never-logged"
+	c, pki, ids := startAuthCluster(t, password)
 	// The agents logged in while auth was off and hold no token; a spec
 	// change makes them dial, and log in, again.
 	c.Extra += "# auth enabled\n"
@@ -251,7 +259,7 @@ func TestTLSWithAuth(t *testing.T) {
 			return ""
 		})
 	}
-	testbed.Put(t, cli, "/auth/a", "1")
+	testbed.Put(t, c.Client(), "/auth/a", "1")
 
 	ids = joinFourth(t, c, pki, ids)
 	repairNode2(t, c, ids)
