@@ -322,7 +322,7 @@ func timeDefrag(r testbed.TB, c *testbed.Cluster, cli *clientv3.Client, w [kinds
 	run.D = end.Sub(t0)
 	for _, s := range steps {
 		run.Steps = append(run.Steps, fmt.Sprintf("+%s %s", ms(s.at.Sub(t0)), s.what))
-		if strings.HasPrefix(s.what, "moved leadership") {
+		if strings.Contains(s.what, "changed membership: move-leader") {
 			run.handoffs = append(run.handoffs, s.at)
 		}
 	}
@@ -371,9 +371,9 @@ type step struct {
 	what string
 }
 
-// defragOurs runs `etcdkeeper defrag --yes`, the agents' procedure, and
-// stamps each line it prints ("defragmenting node2: ...", "moved
-// leadership: ...").
+// defragOurs runs `etcdkeeper defrag --yes` (a request the agents carry
+// out) and stamps each line it prints ("node1: changed membership:
+// move-leader ...", "node2: defragmented node3: ...").
 func defragOurs(r testbed.TB, c *testbed.Cluster) []step {
 	cmd := exec.Command(testbed.Binary, "defrag", "--config", c.Spec, "--yes")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
