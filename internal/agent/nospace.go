@@ -3,14 +3,12 @@ package agent
 import (
 	"context"
 	"fmt"
-	"slices"
 	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/etcdkeeper/etcdkeeper/internal/cluster"
 	"github.com/etcdkeeper/etcdkeeper/internal/history"
-	"github.com/etcdkeeper/etcdkeeper/internal/model"
 	"github.com/etcdkeeper/etcdkeeper/internal/reconcile"
 )
 
@@ -75,17 +73,9 @@ type noSpaceState struct {
 // /status, the metric and the history, and one log line per change (the
 // decision says the rest, also once per change).
 func (a *Agent) noteNoSpace(in reconcile.Input, act reconcile.Action) {
-	// Only a member's status lists the alarms: an observation in which
-	// none answered (all busy, a partition) says nothing of NOSPACE.
-	answered := in.Cluster != nil && slices.ContainsFunc(in.Cluster.Members, func(m model.Member) bool { return m.Err == "" })
-	if !answered && in.Local.Answer == nil {
-		// Nothing observed (the local etcd starts or restarts, e.g. for
-		// a raised quota): NOSPACE is what it was, not cleared.
+	raised, known := reconcile.NoSpaceSeen(in.Cluster, in.Local.Answer, a.noSpace.raised)
+	if !known {
 		return
-	}
-	raised := answered && reconcile.NoSpaceRaised(*in.Cluster)
-	if !answered {
-		raised = model.Alarmed(in.Local.Answer.Alarms, in.Local.Answer.MemberID, model.AlarmNoSpace) || a.noSpace.raised
 	}
 	full := ""
 	if act.Step.Kind == reconcile.StepFull {

@@ -48,6 +48,24 @@ func NoSpaceRaised(obs model.Cluster) bool {
 	return false
 }
 
+// NoSpaceSeen is whether NOSPACE is raised as far as one pass can tell,
+// given whether it was at the last pass that could (was). Only a
+// member's status lists the alarms: an observation in which none answered
+// (all busy, a partition) says nothing of the cluster, and the local
+// member's own alarms, or what was, stand for it; a pass that observed
+// nothing at all (the local etcd starts or restarts, e.g. for a raised
+// quota) knows nothing: NOSPACE is what it was, not cleared.
+func NoSpaceSeen(c *model.Cluster, local *model.Answer, was bool) (raised, known bool) {
+	answered := c != nil && slices.ContainsFunc(c.Members, func(m model.Member) bool { return m.Err == "" })
+	switch {
+	case answered:
+		return NoSpaceRaised(*c), true
+	case local == nil:
+		return was, false
+	}
+	return model.Alarmed(local.Alarms, local.MemberID, model.AlarmNoSpace) || was, true
+}
+
 // overLine: m's db file is at DisarmBelow of its quota or more.
 func overLine(size, quota int64) bool {
 	return quota > 0 && float64(size) >= DisarmBelow*float64(quota)

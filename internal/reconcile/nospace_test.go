@@ -373,3 +373,31 @@ func TestNoSpaceRestartsNeverOverlap(t *testing.T) {
 		t.Errorf("node2's turn with the lock free: %s (%s), want the unlocked restart", got.Kind, got.Reason)
 	}
 }
+
+// TestNoSpaceSeen: NOSPACE is cleared only by an observation that could
+// have seen it.
+func TestNoSpaceSeen(t *testing.T) {
+	alarm := []model.Alarm{{MemberID: 1, Type: model.AlarmNoSpace}}
+	raised := model.Cluster{LeaderID: 1, Alarms: alarm, Members: []model.Member{{ID: 1, Name: "a"}}}
+	clear := model.Cluster{LeaderID: 1, Members: []model.Member{{ID: 1, Name: "a"}}}
+	silent := model.Cluster{Members: []model.Member{{ID: 1, Name: "a", Err: "deadline"}}}
+	tests := []struct {
+		name          string
+		c             *model.Cluster
+		local         *model.Answer
+		was           bool
+		raised, known bool
+	}{
+		{"a member answers with it", &raised, nil, false, true, true},
+		{"a member answers without it", &clear, nil, true, false, true},
+		{"nobody answered, the local member lists it", &silent, &model.Answer{MemberID: 1, Alarms: alarm}, false, true, true},
+		{"nobody answered, it was raised", &silent, &model.Answer{MemberID: 1}, true, true, true},
+		{"nobody answered, it was not", &silent, &model.Answer{MemberID: 1}, false, false, true},
+		{"nothing observed: what it was", nil, nil, true, true, false},
+	}
+	for _, tt := range tests {
+		if raised, known := NoSpaceSeen(tt.c, tt.local, tt.was); raised != tt.raised || known != tt.known {
+			t.Errorf("%s: NoSpaceSeen = %v %v, want %v %v", tt.name, raised, known, tt.raised, tt.known)
+		}
+	}
+}
