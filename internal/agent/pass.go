@@ -129,7 +129,7 @@ func (a *Agent) report(act reconcile.Action, said string, err error) {
 func (a *Agent) observe(ctx context.Context) (reconcile.Input, error) {
 	s, self := a.Spec()
 	in := reconcile.Input{Self: self, InSpec: a.inSpecNow(), Desired: s.Members, Generation: s.Generation,
-		LearnerTimeout: s.Agent.LearnerTimeout.Duration, Defrag: reconcile.DefragPolicyOf(s.Maintenance.Defrag), NoSpace: reconcile.NoSpacePolicyOf(s)}
+		LearnerTimeout: s.Agent.LearnerTimeout.Duration, MaxDisrupted: s.Maintenance.MaxDisrupted, Defrag: reconcile.DefragPolicyOf(s.Maintenance.Defrag), NoSpace: reconcile.NoSpacePolicyOf(s)}
 	// Reap first: an exited etcd must be noted even when the client
 	// cannot be made (its Done channel would wake the loop at once).
 	a.reapExit()

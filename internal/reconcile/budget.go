@@ -76,6 +76,7 @@ func (g Grant) Granted() bool { return g.Wait == "" }
 // matched to it, the agents' records (nil: not read), and whether another
 // agent holds the cluster lock.
 type budget struct {
+	max           int
 	view          model.View
 	plan          *planView
 	agents        []model.AgentRecord
@@ -84,12 +85,18 @@ type budget struct {
 
 // budgetOf is the pass's budget.
 func budgetOf(in Input) budget {
-	return budget{view: in.View(), plan: newPlanView(in.Desired, *in.Cluster), agents: in.Agents, lockElsewhere: in.Local.LockHeldElsewhere}
+	return budget{max: in.MaxDisrupted, view: in.View(), plan: newPlanView(in.Desired, *in.Cluster), agents: in.Agents, lockElsewhere: in.Local.LockHeldElsewhere}
 }
 
-// MaxDisrupted is how many members may be out of service at once for a
-// voluntary disruption, the one granted included.
-const MaxDisrupted = 1
+// maxOut is how many members may be out of service at once for a
+// voluntary disruption, the one granted included: maintenance.maxDisrupted,
+// 1 below 5 voters (rule 5 keeps a caught-up quorum whatever it says).
+func (b budget) maxOut() int {
+	if b.max <= 1 || b.view.Voters < 5 {
+		return 1
+	}
+	return b.max
+}
 
 // grant is the one disruption rule. The rules, in order (the order is the
 // point):
@@ -102,7 +109,8 @@ const MaxDisrupted = 1
 //     and upgrades must reach it some time; nothing could serve meanwhile,
 //     and nothing could take over); a defragmentation only under NOSPACE,
 //     where its writes are refused already.
-//  3. One member out of service at a time (MaxDisrupted): while another
+//  3. One member out of service at a time (maintenance.maxDisrupted may
+//     allow more with 5 voters or more): while another
 //     member is not a healthy started voter (down, restarting,
 //     defragmented, joining, being repaired) the request waits, naming
 //     it and what its agent says. A repair stop does not wait for this.
@@ -128,7 +136,7 @@ func (b budget) grant(req Request, pending Queue, unlocked bool) Grant {
 	m, _ := v.Member(req.Member)
 	label := labelIn(pv, req.Member)
 	if req.Kind != DisruptRepairStop {
-		if held := disruptedOthers(b.agents, v, req.Member); held != "" {
+		if held := disruptedOthers(b.agents, v, req.Member, b.maxOut()); held != "" {
 			return Grant{Wait: held}
 		}
 	}
@@ -161,9 +169,9 @@ func (b budget) grant(req Request, pending Queue, unlocked bool) Grant {
 
 // disruptedOthers is rule 3: the members other than id out of service,
 // with what their agents say; "" when fewer than MaxDisrupted are.
-func disruptedOthers(agents []model.AgentRecord, v model.View, id uint64) string {
+func disruptedOthers(agents []model.AgentRecord, v model.View, id uint64, maxOut int) string {
 	others := v.DisruptedExcept(id)
-	if len(others)+1 <= MaxDisrupted {
+	if len(others)+1 <= maxOut {
 		return ""
 	}
 	var held []string

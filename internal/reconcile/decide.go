@@ -65,6 +65,8 @@ type Input struct {
 	Defrag DefragPolicy
 	// NoSpace is the maintenance.nospace policy, with the spec's quotas.
 	NoSpace NoSpacePolicy
+	// MaxDisrupted is maintenance.maxDisrupted (0: 1).
+	MaxDisrupted int
 	// Pause is the operator's pause (nil: none), as of Now.
 	Pause *model.Pause
 	// Request is the operator's request (etcdkeeper defrag --yes, leader

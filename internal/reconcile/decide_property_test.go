@@ -16,7 +16,7 @@ import (
 // defragmentation, the NOSPACE procedure, the quota raise, the repair
 // stop.
 func genRunning(t *rapid.T) Input {
-	n := rapid.IntRange(1, 5).Draw(t, "members")
+	n := rapid.IntRange(1, 7).Draw(t, "members")
 	desired := specNodes(n)
 	noSpace := rapid.IntRange(0, 2).Draw(t, "nospace") == 0
 	c := model.Cluster{ClusterID: 0xc1, Now: planNow}
@@ -66,6 +66,7 @@ func genRunning(t *rapid.T) Input {
 			in.NoSpace.Quotas[s.Name] = 64 * mib
 		}
 	}
+	in.MaxDisrupted = rapid.IntRange(1, 3).Draw(t, "maintenance.maxDisrupted")
 	in.Local = model.Local{Running: true, LockHeld: rapid.Bool().Draw(t, "lock held"),
 		Answer: &model.Answer{MemberID: selfID, ClusterID: 0xc1, Leader: c.LeaderID, Revision: 50, Alarms: c.Alarms}}
 	switch rapid.IntRange(0, 3).Draw(t, "restart") {

@@ -92,7 +92,7 @@ repair:
 		},
 		Repair:      Repair{Enabled: &off, Snapshot: &on, MaxPerHour: 3, KeepBackups: 5, MinFreeMB: 0, SnapshotMaxAge: Duration{2 * time.Hour}},
 		Backup:      Backup{Interval: Duration{time.Hour}, Keep: 24},
-		Maintenance: Maintenance{Defrag: Defrag{Enabled: &on, MinFreeRatio: 0.5, MinFreeBytes: 256 << 20}},
+		Maintenance: Maintenance{Defrag: Defrag{Enabled: &on, MinFreeRatio: 0.5, MinFreeBytes: 256 << 20}, MaxDisrupted: 1},
 		Path:        path,
 	}
 	got, err := Load(path)
@@ -160,6 +160,7 @@ members: [{name: solo, peerURLs: ["http://[::1]:2380"], clientURLs: [http://db.e
 		{"agent.stopTimeout", s.Agent.StopTimeout.Duration, 10 * time.Second},
 		{"repair.enabled", *s.Repair.Enabled, true},
 		{"repair.maxPerHour", s.Repair.MaxPerHour, 3},
+		{"maintenance.maxDisrupted", s.Maintenance.MaxDisrupted, 1},
 		{"repair.keepBackups", s.Repair.KeepBackups, 5},
 		{"repair.minFreeMB", s.Repair.MinFreeMB, int64(256)},
 		{"repair.snapshotMaxAge", s.Repair.SnapshotMaxAge.Duration, 2 * time.Hour},

@@ -16,6 +16,12 @@ import (
 type Maintenance struct {
 	Defrag  Defrag  `yaml:"defrag"`
 	NoSpace NoSpace `yaml:"nospace"`
+	// MaxDisrupted is how many members the agents may take out of
+	// service at once for a voluntary disruption (a rolling restart, a
+	// defragmentation): 1, or more in a cluster of 5 or more, never more
+	// than its failure tolerance ((members-1)/2); the caught-up others
+	// must still be a quorum of every voter (reconcile's budget).
+	MaxDisrupted int `yaml:"maxDisrupted"`
 }
 
 // NoSpace is the NOSPACE procedure (maintenance.nospace): what the agents
@@ -187,6 +193,23 @@ func (d *doc) defaultMaintenance(m *Maintenance) {
 	}
 	if !d.given["maintenance.defrag.minFreeBytes"] {
 		m.Defrag.MinFreeBytes = defaultMinFreeBytes
+	}
+	if !d.given["maintenance.maxDisrupted"] {
+		m.MaxDisrupted = 1
+	}
+}
+
+// checkMaintenance: maintenance.maxDisrupted is at least 1 and at most
+// the failure tolerance of the spec's members.
+func (d *doc) checkMaintenance(s *Spec) {
+	const p = "maintenance.maxDisrupted"
+	if !d.given[p] || d.broken[p] {
+		return
+	}
+	v := s.Maintenance.MaxDisrupted
+	if tolerance := (len(s.Members) - 1) / 2; v < 1 || (v > 1 && v > tolerance) {
+		d.errorf(d.line(p), "%s: %d: must be 1, or at most the failure tolerance of the spec's %d members (%d): more members out of service at once would leave no quorum to fail over to",
+			p, v, len(s.Members), max(1, tolerance))
 	}
 }
 

@@ -27,6 +27,7 @@ func (d *doc) checkFields(s *Spec) {
 	d.checkRecoveryAddr(s)
 	d.checkRepair(s.Repair)
 	d.checkBackup(s.Backup)
+	d.checkMaintenance(s)
 	d.checkSecurityFields(s)
 }
 
