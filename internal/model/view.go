@@ -1,6 +1,7 @@
 package model
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strings"
@@ -52,7 +53,7 @@ type Disruption struct {
 // records (nil: not read), which say what an agent does to its member.
 func NewView(c Cluster, recs []AgentRecord) View {
 	v := View{Now: c.Now, Leader: c.LeaderID, Alarms: slices.Clone(c.Alarms), members: slices.Clone(c.Members)}
-	slices.SortFunc(v.members, func(a, b Member) int { return cmpID(a.ID, b.ID) })
+	slices.SortFunc(v.members, func(a, b Member) int { return cmp.Compare(a.ID, b.ID) })
 	defragmenting := map[uint64]string{}
 	for _, r := range recs {
 		if r.Defragmenting != 0 {
@@ -113,16 +114,6 @@ func labelOf(m Member) string {
 		return m.Name
 	}
 	return fmt.Sprintf("unstarted member %x", m.ID)
-}
-
-func cmpID(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // Members are the observed members, by ID.

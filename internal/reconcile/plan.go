@@ -1,6 +1,7 @@
 package reconcile
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strings"
@@ -605,15 +606,7 @@ func memberLabel(m model.Member, s *spec.Member) string {
 	return fmt.Sprintf("unstarted member %x", m.ID)
 }
 
-func compareIDs(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}
+func compareIDs(a, b uint64) int { return cmp.Compare(a, b) }
 
 // DiffKind is the kind of one difference between the spec and the cluster.
 type DiffKind int

@@ -147,14 +147,7 @@ func TestRecoverSpecBehindCluster(t *testing.T) {
 func TestRecoverAbortSourceUnreachable(t *testing.T) {
 	t.Parallel()
 	c, _ := runningCluster(t, 3, repairSpec)
-	for _, name := range []string{"node2", "node3"} {
-		if err := c.Stop(name); err != nil {
-			t.Fatal(err)
-		}
-	}
-	c.CorruptWAL("node2")
-	c.Start("node2")
-	c.WaitPasses(converge, 2, "node2")
+	loseQuorum(t, c)
 	// node2's view of the spec: no other agent can be reached.
 	text := c.SpecText()
 	for _, m := range c.Members {
