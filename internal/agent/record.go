@@ -41,7 +41,7 @@ func (a *Agent) record(ctx context.Context, ans *model.Answer) error {
 		// only wait out its deadline (and delay a recovery's first step).
 		a.publish(ctx)
 	}
-	if ans.Leader != 0 && !ans.IsLearner {
+	if ans.ServingVoter() {
 		a.etcd.Stable()
 		a.lastExit = nil
 		a.settling = false
@@ -161,7 +161,7 @@ func (a *Agent) memberID() uint64 {
 // progress is the evidence that the local member catches up: its data
 // dir's size (a snapshot arriving) and its applied raft index.
 func (a *Agent) progress(st Status) string {
-	if st.Healthy && !st.IsLearner {
+	if st.Healthy {
 		return "" // a voter is not catching up: nothing to report, nothing to rewrite every pass
 	}
 	_, self := a.Spec()

@@ -197,11 +197,11 @@ func (a *Agent) Inspect() recovery.Inspection {
 		// for a healthy voter.
 		in.Data, in.ClusterID, in.MemberID = "serving", fmt.Sprintf("%x", ans.Header.ClusterId), fmt.Sprintf("%x", ans.Header.MemberId)
 		in.Term, in.Index, in.Revision = ans.RaftTerm, ans.RaftIndex, ans.Header.Revision
-		in.HealthyVoter = ans.Leader != 0 && !ans.IsLearner
+		in.HealthyVoter = (&model.Answer{Leader: ans.Leader, IsLearner: ans.IsLearner}).ServingVoter()
 	} else if in.EtcdRunning && st.MemberID != "" && !st.LastPass.IsZero() {
 		in.Data, in.ClusterID, in.MemberID = "serving", st.ClusterID, st.MemberID
 		in.Term, in.Index, in.Revision = st.RaftTerm, st.RaftIndex, st.Revision
-		in.HealthyVoter = st.Healthy && !st.IsLearner
+		in.HealthyVoter = st.Healthy
 	} else {
 		// The loop's last full check when etcd is stopped; else (an etcd
 		// started after the quorum was lost never serves, and keeps the db

@@ -127,7 +127,7 @@ func (a *Agent) updateStatus(f func(*Status)) {
 
 // noteAnswer records what the local member's status said.
 func (a *Agent) noteAnswer(ans model.Answer) {
-	healthy := ans.Leader != 0 && !ans.IsLearner
+	healthy := ans.ServingVoter()
 	role := "voter"
 	switch {
 	case ans.IsLearner:
@@ -274,7 +274,7 @@ func (a *Agent) Ready() (bool, string) {
 	if st.StateDirError != "" {
 		return false, "not ready: the state dir cannot be written: " + st.StateDirError
 	}
-	if st.Healthy && !st.IsLearner {
+	if st.Healthy {
 		return true, "ok: healthy voter"
 	}
 	return false, "not ready: " + st.Decision

@@ -261,6 +261,12 @@ type Answer struct {
 	Alarms    []Alarm
 }
 
+// ServingVoter: the local member answered as a voter that knows a
+// leader (nil: it did not answer). The one spelling of "a healthy local
+// voter" from the local answer; model.Healthy is the cluster's rule, which
+// also leaves out a member a CORRUPT alarm names.
+func (a *Answer) ServingVoter() bool { return a != nil && a.Leader != 0 && !a.IsLearner }
+
 // The alarm types etcd raises (etcdserverpb.AlarmType's names).
 const (
 	AlarmNoSpace = "NOSPACE"

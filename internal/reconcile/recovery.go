@@ -43,7 +43,7 @@ func decideSource(in Input) Action {
 	forced := r.Step == recoveryForced || r.Step == recoveryLed
 	if forced {
 		switch {
-		case l.Running && l.Answer != nil && l.Answer.Leader != 0 && !l.Answer.IsLearner:
+		case l.Running && l.Answer.ServingVoter():
 			return Action{Kind: DoFinishRecovery, Reason: fmt.Sprintf("%s: done, member %x serves the recovered cluster; the other members rejoin it", what, l.Answer.MemberID),
 				Key: "recovery/finish", ReleaseLock: true}
 		case l.Running:
@@ -161,7 +161,7 @@ func decideFenced(in Input) (Action, bool) {
 	if runsOldMember(l, r) {
 		return fenceRunning(in), true
 	}
-	if a := l.Answer; a != nil && a.Leader != 0 && !a.IsLearner && !l.Journal.Open() {
+	if a := l.Answer; a.ServingVoter() && !l.Journal.Open() {
 		return Action{Kind: DoFinishRecovery, Reason: fmt.Sprintf("recovery %s: done here, member %x is a voter of the recovered cluster", r.ID, a.MemberID),
 			Key: "recovery/finish", ReleaseLock: true}, true
 	}
