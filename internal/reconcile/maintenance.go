@@ -293,11 +293,7 @@ func LeaderMove(desired []spec.Member, obs model.Cluster, to string) Step {
 	case !target.serving():
 		return waitStep(fmt.Sprintf("not moving leadership to %s: it does not answer", to))
 	case !target.CaughtUp:
-		lag := target.Lag
-		if lag == "" {
-			lag = to + " is not caught up with the leader"
-		}
-		return waitStep(fmt.Sprintf("not moving leadership to %s: %s", to, lag))
+		return waitStep(fmt.Sprintf("not moving leadership to %s: %s", to, v.view.LagOf(target.ID)))
 	}
 	return Step{Kind: StepMoveLeader, MemberID: v.leader.ID, Name: v.leader.name(), To: target.ID,
 		Reason: fmt.Sprintf("move leader from %s to %s (applied index %d): asked for", v.leader.label, target.label, target.RaftIndex)}

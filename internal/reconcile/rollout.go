@@ -147,11 +147,7 @@ func restartedCatchingUp(in Input) (Action, bool) {
 	if !ok || m.CaughtUp {
 		return Action{}, false
 	}
-	lag := m.Lag
-	if lag == "" {
-		lag = in.Self.Name + " is not caught up with the leader"
-	}
-	return wait("restarted-catching-up", "restarted for a rollout; keeping the cluster lock until it has caught up: %s", lag), true
+	return wait("restarted-catching-up", "restarted for a rollout; keeping the cluster lock until it has caught up: %s", in.View().LagOf(m.ID)), true
 }
 
 // snapshotTaken: this agent, or another agent of the same rollout, took
