@@ -239,12 +239,12 @@ func followRequest(ctx context.Context, out io.Writer, s *spec.Spec, cli *cluste
 	phases := map[string]model.RequestPhase{}
 	steps := map[string]int{}
 	for {
-		recs, err := cli.Agents(ctx, s.Cluster.Name)
+		recs, _ := cli.Agents(ctx, s.Cluster.Name) // unread: looked at again next poll
 		waits := map[string]string{}
 		acting, paused := false, false
 		for _, r := range recs {
 			p := r.Request
-			if err != nil || p == nil || p.ID != req.ID {
+			if p == nil || p.ID != req.ID {
 				continue
 			}
 			for _, st := range p.Steps[min(steps[r.Name], len(p.Steps)):] {

@@ -72,12 +72,11 @@ type Grant struct {
 // Granted: the member may be disrupted now (after HandOff, if any).
 func (g Grant) Granted() bool { return g.Wait == "" }
 
-// budget is what the disruption rule reads: the pass's view, the spec
-// matched to it, the agents' records (nil: not read), and whether another
+// budget is what the disruption rule reads: the pass's view with the spec
+// matched to it (plan.view), the agents' records (nil: not read), and whether another
 // agent holds the cluster lock.
 type budget struct {
 	max           int
-	view          model.View
 	plan          *planView
 	agents        []model.AgentRecord
 	lockElsewhere bool
@@ -85,14 +84,14 @@ type budget struct {
 
 // budgetOf is the pass's budget.
 func budgetOf(in Input) budget {
-	return budget{max: in.MaxDisrupted, view: in.View(), plan: newPlanView(in.Desired, *in.Cluster), agents: in.Agents, lockElsewhere: in.Local.LockHeldElsewhere}
+	return budget{max: in.MaxDisrupted, plan: planViewOf(in.Desired, *in.Cluster, in.View()), agents: in.Agents, lockElsewhere: in.Local.LockHeldElsewhere}
 }
 
 // maxOut is how many members may be out of service at once for a
 // voluntary disruption, the one granted included: maintenance.maxDisrupted,
 // 1 below 5 voters (rule 5 keeps a caught-up quorum whatever it says).
 func (b budget) maxOut() int {
-	if b.max <= 1 || b.view.Voters < 5 {
+	if b.max <= 1 || b.plan.view.Voters < 5 {
 		return 1
 	}
 	return b.max
@@ -126,7 +125,7 @@ func (b budget) maxOut() int {
 //  7. The leader hands its leadership to a caught-up voter of the spec
 //     first (a repair stop does not: the member has failed).
 func (b budget) grant(req Request, pending Queue, unlocked bool) Grant {
-	v, pv := b.view, b.plan
+	v, pv := b.plan.view, b.plan
 	if unlocked && b.lockElsewhere {
 		return Grant{Wait: "another agent holds the cluster lock (taken before NOSPACE): its step goes first"}
 	}

@@ -67,7 +67,7 @@ func DefragPolicyOf(d spec.Defrag) DefragPolicy {
 //     passes is the step; when none does, the first one's wait.
 func PlanMaintenance(desired []spec.Member, obs model.Cluster, pol DefragPolicy) Step {
 	v := newPlanView(desired, obs)
-	return planMaintenance(budget{view: v.view, plan: v}, pol)
+	return planMaintenance(budget{plan: v}, pol)
 }
 
 func planMaintenance(b budget, pol DefragPolicy) Step {

@@ -111,7 +111,7 @@ func overLine(size, quota int64) bool {
 //     writes are refused already, and nobody could take over.
 func PlanNoSpace(desired []spec.Member, obs model.Cluster, rev, compacted int64, defragged map[uint64]model.DefragMark, pol NoSpacePolicy, now time.Time) Step {
 	v := newPlanView(desired, obs)
-	return planNoSpace(budget{view: v.view, plan: v}, rev, compacted, defragged, pol, now)
+	return planNoSpace(budget{plan: v}, rev, compacted, defragged, pol, now)
 }
 
 func planNoSpace(b budget, rev, compacted int64, defragged map[uint64]model.DefragMark, pol NoSpacePolicy, now time.Time) Step {

@@ -525,6 +525,11 @@ func (v *planView) unhealthyVoters(except uint64) []string {
 // newPlanView matches live members to spec members. The result does not
 // depend on the order of either input.
 func newPlanView(desired []spec.Member, obs model.Cluster) *planView {
+	return planViewOf(desired, obs, model.NewView(obs, nil))
+}
+
+// planViewOf is newPlanView on the pass's view, derived already.
+func planViewOf(desired []spec.Member, obs model.Cluster, view model.View) *planView {
 	specs := slices.Clone(desired)
 	slices.SortStableFunc(specs, func(a, b spec.Member) int { return strings.Compare(a.Name, b.Name) })
 	live := slices.Clone(obs.Members)
@@ -547,7 +552,7 @@ func newPlanView(desired []spec.Member, obs model.Cluster) *planView {
 		}
 	}
 
-	v := &planView{missing: missing, now: obs.Now, cluster: obs, view: model.NewView(obs, nil)}
+	v := &planView{missing: missing, now: obs.Now, cluster: obs, view: view}
 	for i, m := range live {
 		v.members = append(v.members, planMember{Member: m, spec: matched[i], label: memberLabel(m, matched[i])})
 	}

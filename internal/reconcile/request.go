@@ -2,7 +2,6 @@ package reconcile
 
 import (
 	"fmt"
-	"slices"
 
 	"github.com/etcdkeeper/etcdkeeper/internal/model"
 )
@@ -96,6 +95,5 @@ func withRequest(in Input, act Action) Action {
 	if act.Request == nil || act.Request.ID != in.Request.ID || (act.Request.Phase == model.RequestActing && act.Kind == DoWait) {
 		act.Request = &model.RequestProgress{ID: in.Request.ID, Phase: model.RequestWaiting, Text: act.Reason}
 	}
-	act.Request.Done = slices.Clone(in.Memory.RequestDone)
 	return act
 }
