@@ -32,7 +32,7 @@ func (c *Client) Observe(ctx context.Context) (model.Cluster, error) {
 		return model.Cluster{}, err
 	}
 	v := model.Cluster{ClusterID: clusterID, Members: fromPBs(members), Now: time.Now()}
-	alarmed := make([]bool, len(members))
+	answers := make([]statusAnswer, len(members))
 	var wg sync.WaitGroup
 	for i, m := range members {
 		if len(m.ClientURLs) == 0 {
@@ -40,18 +40,20 @@ func (c *Client) Observe(ctx context.Context) (model.Cluster, error) {
 			continue
 		}
 		wg.Add(1)
-		go func(mv *model.Member, endpoint string, alarmed *bool) {
+		go func(mv *model.Member, endpoint string, a *statusAnswer) {
 			defer wg.Done()
-			c.fillStatus(ctx, mv, clusterID, endpoint, alarmed)
-		}(&v.Members[i], m.ClientURLs[0], &alarmed[i])
+			c.fillStatus(ctx, mv, clusterID, endpoint, a)
+		}(&v.Members[i], m.ClientURLs[0], &answers[i])
 	}
 	wg.Wait()
-	for _, m := range v.Members {
-		if strings.Contains(m.Err, "answers for cluster") {
-			v.Foreign = append(v.Foreign, m.Err)
+	alarmed := false
+	for i, a := range answers {
+		if a.foreign {
+			v.Foreign = append(v.Foreign, v.Members[i].Err)
 		}
+		alarmed = alarmed || a.alarmed
 	}
-	if err := c.fillAlarms(ctx, &v, slices.Contains(alarmed, true)); err != nil {
+	if err := c.fillAlarms(ctx, &v, alarmed); err != nil {
 		return model.Cluster{}, err
 	}
 	v.LeaderID = model.LeaderOf(v.Members)
@@ -126,7 +128,11 @@ func (c *Client) Disarm(ctx context.Context, a model.Alarm) error {
 	return nil
 }
 
-func (c *Client) fillStatus(ctx context.Context, mv *model.Member, clusterID uint64, endpoint string, alarmed *bool) {
+// statusAnswer is what a member's status said beyond its model.Member:
+// it answers for another cluster (foreign), it reports errors (alarmed).
+type statusAnswer struct{ foreign, alarmed bool }
+
+func (c *Client) fillStatus(ctx context.Context, mv *model.Member, clusterID uint64, endpoint string, a *statusAnswer) {
 	// A member that is down refuses the connection at once, but the
 	// client's retries would wait out the whole deadline: ask TCP first.
 	if !AnyListening(ctx, []string{endpoint}) {
@@ -147,6 +153,7 @@ func (c *Client) fillStatus(ctx context.Context, mv *model.Member, clusterID uin
 	}
 	if st.Header.ClusterId != clusterID {
 		mv.Err = fmt.Sprintf("%s answers for cluster %x, not %x", endpoint, st.Header.ClusterId, clusterID)
+		a.foreign = true
 		return
 	}
 	mv.Leader = st.Leader
@@ -160,7 +167,7 @@ func (c *Client) fillStatus(ctx context.Context, mv *model.Member, clusterID uin
 		mv.DowngradeTarget = d.TargetVersion
 	}
 	// Health is judged once the alarms are known (fillAlarms).
-	*alarmed = len(st.Errors) > 0
+	a.alarmed = len(st.Errors) > 0
 }
 
 // fillVersion reads the cluster version from the leader (or any member
