@@ -156,7 +156,7 @@ func (r *renderer) etcd(d Document) {
 }
 
 func (r *renderer) tls(t spec.TLS, agentNote string) {
-	if t == (spec.TLS{}) {
+	if t.Client == (spec.TLSServer{}) && t.Peer == (spec.TLSServer{}) && t.Agent == (spec.TLSClient{}) && t.CA == (spec.TLSCA{}) {
 		return
 	}
 	r.line(0, "tls:")
@@ -168,6 +168,24 @@ func (r *renderer) tls(t spec.TLS, agentNote string) {
 		r.field("certFile", t.Agent.CertFile)
 		r.field("keyFile", t.Agent.KeyFile)
 		r.field("trustedCAFile", t.Agent.TrustedCAFile)
+	}
+	if t.CA != (spec.TLSCA{}) {
+		r.comment(2, "The etcd CA: with its key on a host, that host's agent renews the certificates "+
+			"above and under renew: before they expire, as kubeadm did while etcd was its own "+
+			"(docs/certificates.md). kube-apiserver picks up its renewed client certificate at "+
+			"its next connection to etcd, without a restart.")
+		r.line(2, "ca:")
+		r.field("certFile", t.CA.CertFile)
+		r.field("keyFile", t.CA.KeyFile)
+	}
+	if len(t.Renew.Others) > 0 {
+		r.line(2, "renew:")
+		r.line(4, "others:")
+		for _, o := range t.Renew.Others {
+			r.line(6, "- name: "+scalar(o.Name))
+			r.line(8, "certFile: "+scalar(o.CertFile))
+			r.line(8, "keyFile: "+scalar(o.KeyFile))
+		}
 	}
 }
 

@@ -70,6 +70,11 @@ type NotedFlag struct {
 // trusts.
 type PKI struct {
 	CertFile, KeyFile, TrustedCAFile string
+	// CA is the etcd CA, whose key lets the agents renew the certificates
+	// kubeadm stops renewing once etcd is external; Others are those of
+	// them that are not etcd's own (kube-apiserver's client certificate).
+	CA     spec.TLSCA
+	Others []spec.TLSOther
 }
 
 // KubeadmPKI is kubeadm's layout of the etcd PKI in dir
@@ -80,6 +85,12 @@ func KubeadmPKI(dir string) PKI {
 		CertFile:      path.Join(dir, "healthcheck-client.crt"),
 		KeyFile:       path.Join(dir, "healthcheck-client.key"),
 		TrustedCAFile: path.Join(dir, "ca.crt"),
+		CA:            spec.TLSCA{CertFile: path.Join(dir, "ca.crt"), KeyFile: path.Join(dir, "ca.key")},
+		Others: []spec.TLSOther{{
+			Name:     "apiserver-etcd-client",
+			CertFile: path.Join(path.Dir(dir), "apiserver-etcd-client.crt"),
+			KeyFile:  path.Join(path.Dir(dir), "apiserver-etcd-client.key"),
+		}},
 	}
 }
 
@@ -332,7 +343,9 @@ func (b *builder) tls(pki PKI) {
 			TrustedCAFile:  file("peer-trusted-ca-file", "tls.peer.trustedCAFile"),
 			ClientCertAuth: on("peer-client-cert-auth", "tls.peer.clientCertAuth"),
 		},
-		Agent: spec.TLSClient(pki),
+		Agent: spec.TLSClient{CertFile: pki.CertFile, KeyFile: pki.KeyFile, TrustedCAFile: pki.TrustedCAFile},
+		CA:    pki.CA,
+		Renew: spec.TLSRenew{Others: pki.Others},
 	}
 	if pki.CertFile != "" {
 		b.doc.AgentNote = "kubeadm's client certificate for etcd's health checks (healthcheck-client), " +

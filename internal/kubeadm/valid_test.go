@@ -54,6 +54,10 @@ func checkValid(t *testing.T, d Document, cert, key string) {
 	d.TLS.Client.CertFile, d.TLS.Client.KeyFile, d.TLS.Client.TrustedCAFile = cert, key, cert
 	d.TLS.Peer.CertFile, d.TLS.Peer.KeyFile, d.TLS.Peer.TrustedCAFile = cert, key, cert
 	d.TLS.Agent.CertFile, d.TLS.Agent.KeyFile, d.TLS.Agent.TrustedCAFile = cert, key, cert
+	d.TLS.CA = spec.TLSCA{} // the CA's own checks: internal/spec's TestRenewSpec
+	for i := range d.TLS.Renew.Others {
+		d.TLS.Renew.Others[i].CertFile, d.TLS.Renew.Others[i].KeyFile = cert, key
+	}
 	s, err := spec.Parse(render(t, d), filepath.Join(t.TempDir(), "cluster.yaml"))
 	if err != nil {
 		t.Fatalf("spec.Parse:\n%v", err)

@@ -62,6 +62,8 @@ func (d *doc) fieldOf(ptr any) field {
 		return d.flags(p)
 	case *[]Member:
 		return d.members(p)
+	case *[]TLSOther:
+		return d.others(p)
 	case *Ratio:
 		return d.ratio(p)
 	case *Size:
@@ -161,6 +163,31 @@ func (d *doc) member(path string, item *yaml.Node) Member {
 	}
 	d.mapping(item, path, d.fields(&m))
 	return m
+}
+
+// others reads tls.renew.others, a list of mappings like members.
+func (d *doc) others(dst *[]TLSOther) field {
+	return func(path string, n *yaml.Node) {
+		n = resolve(n)
+		if isNull(n) {
+			return
+		}
+		if n.Kind != yaml.SequenceNode {
+			d.wrongShape(n, path, "a list of certificates (- name: ..., certFile: ..., keyFile: ...)")
+			return
+		}
+		for i, item := range n.Content {
+			p := index(path, i)
+			d.lines[p] = item.Line
+			var o TLSOther
+			if it := resolve(item); it == nil || it.Kind != yaml.MappingNode {
+				d.wrongShape(item, p, "a mapping with name:, certFile: and keyFile:")
+			} else {
+				d.mapping(item, p, d.fields(&o))
+			}
+			*dst = append(*dst, o)
+		}
+	}
 }
 
 func (d *doc) str(dst *string) field {

@@ -1,5 +1,7 @@
 package spec
 
+import "slices"
+
 // Enabled reports whether etcd serves this side over TLS: the server
 // certificate is what turns it on (keyFile must come with it).
 func (t TLSServer) Enabled() bool { return t.CertFile != "" }
@@ -26,17 +28,35 @@ func (t *TLS) files() []tlsFile {
 	}
 }
 
+// renewFiles lists the file fields of tls.ca and tls.renew.others: paths
+// like those of files, but of certificates etcd does not use, and a CA key
+// validate never reads (it need not be on every host).
+func (t *TLS) renewFiles() []tlsFile {
+	out := []tlsFile{{"tls.ca.certFile", &t.CA.CertFile}, {"tls.ca.keyFile", &t.CA.KeyFile}}
+	for i := range t.Renew.Others {
+		o := &t.Renew.Others[i]
+		p := index("tls.renew.others", i)
+		out = append(out, tlsFile{p + ".certFile", &o.CertFile}, tlsFile{p + ".keyFile", &o.KeyFile})
+	}
+	return out
+}
+
+// allFiles is every path tls: holds.
+func (t *TLS) allFiles() []tlsFile { return append(t.files(), t.renewFiles()...) }
+
 // resolveTLS makes every path absolute against the spec file's directory;
 // {name} stays for expandTLS.
 func resolveTLS(base string, t *TLS) {
-	for _, f := range t.files() {
+	for _, f := range t.allFiles() {
 		*f.p = resolvePath(base, *f.p)
 	}
 }
 
-// expandTLS is t for member name: {name} replaced in every path.
+// expandTLS is t for member name: {name} replaced in every path (on a copy
+// of Renew.Others: t shares it with the template).
 func expandTLS(t TLS, name string) TLS {
-	for _, f := range t.files() {
+	t.Renew.Others = slices.Clone(t.Renew.Others)
+	for _, f := range t.allFiles() {
 		*f.p = expand(*f.p, name)
 	}
 	return t

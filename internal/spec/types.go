@@ -166,6 +166,39 @@ type TLS struct {
 	// Agent: the certificate the agent (and etcdkeeper status/plan)
 	// presents to etcd's client port, and the CA it trusts.
 	Agent TLSClient `yaml:"agent"`
+	// CA is the CA that issues the certificates above. On a host that has
+	// its key, the agent renews them before they expire (and those in
+	// Renew.Others); see docs/certificates.md.
+	CA TLSCA `yaml:"ca"`
+	// Renew: when the agents renew, and which other certificates of the
+	// host's they keep renewed.
+	Renew TLSRenew `yaml:"renew"`
+}
+
+// TLSCA is a CA certificate and its private key (optional: a host
+// without it renews nothing).
+type TLSCA struct {
+	CertFile string `yaml:"certFile"`
+	KeyFile  string `yaml:"keyFile"`
+}
+
+// TLSRenew says when a certificate is renewed and which other ones, beside
+// the member's own, the agent renews.
+type TLSRenew struct {
+	// Before is how long before its expiry a certificate is renewed
+	// (0: a third of its lifetime or 30 days before, whichever comes
+	// first, and never earlier than half its lifetime).
+	Before Duration `yaml:"before"`
+	// Others are certificates of other programs on the host that tls.ca
+	// issued (kubeadm's apiserver-etcd-client, healthcheck-client).
+	Others []TLSOther `yaml:"others"`
+}
+
+// TLSOther is one other certificate the agent keeps renewed.
+type TLSOther struct {
+	Name     string `yaml:"name"`
+	CertFile string `yaml:"certFile"`
+	KeyFile  string `yaml:"keyFile"`
 }
 
 // TLSServer is one of etcd's listening sides.

@@ -14,7 +14,7 @@ import (
 // checkSecurityFields checks the tls: and auth: paths as written, before
 // they are made absolute.
 func (d *doc) checkSecurityFields(s *Spec) {
-	for _, f := range s.TLS.files() {
+	for _, f := range s.TLS.allFiles() {
 		d.checkPath(f.key, *f.p)
 	}
 	d.checkPath("auth.credentialsFile", s.Auth.CredentialsFile)
@@ -33,6 +33,7 @@ func (d *doc) checkSecurity(s *Spec) {
 	d.checkAgentCert(s)
 	d.checkSchemes(s)
 	d.checkTLSFiles(s)
+	d.checkRenew(s)
 	d.checkCredentialsFile(s.Auth.CredentialsFile)
 	d.checkBackupFiles(s.Backup.S3)
 }

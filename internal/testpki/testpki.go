@@ -23,8 +23,9 @@ import (
 type CA struct {
 	cert *x509.Certificate
 	key  *ecdsa.PrivateKey
-	// CertPEM is the CA certificate, what trustedCAFile holds.
-	CertPEM []byte
+	// CertPEM is the CA certificate, what trustedCAFile holds; KeyPEM its
+	// private key (tls.ca.keyFile).
+	CertPEM, KeyPEM []byte
 }
 
 // Pair is a PEM certificate and its PEM private key.
@@ -55,7 +56,11 @@ func NewCA(t testing.TB, name string) *CA {
 	if err != nil {
 		t.Fatalf("parse CA: %v", err)
 	}
-	return &CA{cert: cert, key: key, CertPEM: pemBlock("CERTIFICATE", der)}
+	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		t.Fatalf("marshal CA key: %v", err)
+	}
+	return &CA{cert: cert, key: key, CertPEM: pemBlock("CERTIFICATE", der), KeyPEM: pemBlock("PRIVATE KEY", keyDER)}
 }
 
 // Issue signs a certificate for cn, valid for a year (kubeadm's default)
@@ -80,6 +85,14 @@ func (ca *CA) IssueValid(t testing.TB, cn string, notBefore, notAfter time.Time,
 func (ca *CA) IssueUsages(t testing.TB, cn string, ekus []x509.ExtKeyUsage, ips ...net.IP) Pair {
 	t.Helper()
 	return ca.issue(t, cn, time.Now().Add(-time.Hour), time.Now().Add(365*24*time.Hour), ekus, ips)
+}
+
+// IssueFor is Issue valid from now for life, with the extended key usages
+// ekus: a short-lived certificate for the renewal tests.
+func (ca *CA) IssueFor(t testing.TB, cn string, life time.Duration, ekus []x509.ExtKeyUsage, ips ...net.IP) Pair {
+	t.Helper()
+	now := time.Now()
+	return ca.issue(t, cn, now, now.Add(life), ekus, ips)
 }
 
 func (ca *CA) issue(t testing.TB, cn string, notBefore, notAfter time.Time, ekus []x509.ExtKeyUsage, ips []net.IP) Pair {

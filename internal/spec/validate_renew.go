@@ -1,0 +1,89 @@
+package spec
+
+import (
+	"errors"
+	"io/fs"
+	"regexp"
+	"strings"
+
+	"github.com/etcdkeeper/etcdkeeper/internal/certs"
+)
+
+var otherName = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]*[a-z0-9])?$`)
+
+// checkRenew checks tls.ca and tls.renew: the CA must be one, its key (on
+// a host that has it) secret and the CA's; each of tls.renew.others is
+// named and a pair. A CA key missing on this host is only a warning: its
+// agent renews nothing, which status and certs status say too.
+func (d *doc) checkRenew(s *Spec) {
+	ca := s.TLS.CA
+	d.checkPair("tls.ca", ca.CertFile, ca.KeyFile)
+	for _, f := range []struct{ key, p string }{{"tls.ca.certFile", ca.CertFile}, {"tls.ca.keyFile", ca.KeyFile}} {
+		if strings.Contains(f.p, "{name}") {
+			d.errorf(d.line(f.key), "%s: %s: {name} is not expanded here: the CA is the cluster's, one for every member", f.key, quote(f.p))
+		}
+	}
+	if b := s.TLS.Renew.Before; b.Duration < 0 {
+		d.errorf(d.line("tls.renew.before"), "tls.renew.before: %s: must not be negative (0, or leave it out, for the default: a third of a certificate's lifetime or 30 days before it expires)", b)
+	}
+	d.checkOthers(s.TLS.Renew.Others)
+	if ca.CertFile == "" || ca.KeyFile == "" || strings.Contains(ca.CertFile+ca.KeyFile, "{name}") {
+		return
+	}
+	cas, err := certs.Read(ca.CertFile)
+	if err != nil {
+		d.errorf(d.line("tls.ca.certFile"), "tls.ca.certFile: %s: cannot read it: %s", quote(ca.CertFile), reason(err))
+		return
+	}
+	if !cas[0].IsCA {
+		d.errorf(d.line("tls.ca.certFile"), "tls.ca.certFile: %s: %q is not a CA certificate: name the CA that issues the members' certificates", quote(ca.CertFile), cas[0].Subject.CommonName)
+		return
+	}
+	iss, err := certs.LoadIssuer(ca.CertFile, ca.KeyFile)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		d.warns = append(d.warns, Error{File: d.file, Line: d.line("tls.ca.keyFile"), Msg: "tls.ca.keyFile: " + quote(ca.KeyFile) +
+			": not on this host: its agent renews no certificate (etcdkeeper certs status says when each expires; renew by hand with etcdkeeper certs renew --ca-key FILE)"})
+		return
+	case err != nil:
+		d.errorf(d.line("tls.ca.keyFile"), "tls.ca.keyFile: %v", err)
+		return
+	}
+	d.checkIssued(s, iss)
+}
+
+// checkIssued warns of each certificate on this host the CA did not issue:
+// no agent renews it.
+func (d *doc) checkIssued(s *Spec, iss *certs.Issuer) {
+	reported := map[string]bool{}
+	for _, m := range s.Members {
+		for _, l := range m.Leaves() {
+			chain, err := certs.Read(l.CertFile)
+			if err != nil || chain[0].CheckSignatureFrom(iss.Cert) == nil {
+				continue // not on this host, or renewable
+			}
+			d.warnOnce(reported, "tls.ca.certFile", "tls.ca.certFile: the %s certificate %s was issued by %q, not by this CA (%q): no agent renews it; issue it from tls.ca, or renew it where it was issued",
+				l.Role, quote(l.CertFile), chain[0].Issuer.CommonName, iss.Cert.Subject.CommonName)
+		}
+	}
+}
+
+func (d *doc) checkOthers(others []TLSOther) {
+	seen := map[string]bool{"client": true, "peer": true, "agent": true, "ca": true}
+	for i, o := range others {
+		p := index("tls.renew.others", i)
+		switch {
+		case o.Name == "":
+			d.errorf(d.line(p+".name", p), "%s.name: missing: name the certificate (e.g. apiserver-etcd-client): status and the metrics show it by that name", p)
+		case !otherName.MatchString(o.Name):
+			d.errorf(d.line(p+".name", p), "%s.name: %s: use lower-case letters, digits and dashes", p, quote(o.Name))
+		case seen[o.Name]:
+			d.errorf(d.line(p+".name", p), "%s.name: %s: taken (by another entry, or one of client, peer, agent, ca): give each a name of its own", p, quote(o.Name))
+		}
+		seen[o.Name] = true
+		if o.CertFile == "" && o.KeyFile == "" {
+			d.errorf(d.line(p), "%s: needs certFile and keyFile: the certificate to renew and its key", p)
+		}
+		d.checkPair(p, o.CertFile, o.KeyFile)
+	}
+}
