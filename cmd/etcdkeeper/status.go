@@ -65,6 +65,9 @@ or an alarm is raised (NOSPACE: etcd refuses writes), 1 on error.`,
 					}
 					printPaused(c.OutOrStdout(), rows)
 					fmt.Fprintln(c.OutOrStdout(), certSummary(memberCerts(s), time.Now()))
+					if l := renewSummary(s); l != "" {
+						fmt.Fprintln(c.OutOrStdout(), l)
+					}
 				}
 			}
 			if !converged {
@@ -382,6 +385,25 @@ func memberCerts(s *spec.Spec) []memberCert {
 		}
 	}
 	return out
+}
+
+// renewSummary says what renews the certificates on this host ("" when the
+// spec names none).
+func renewSummary(s *spec.Spec) string {
+	if len(memberCerts(s)) == 0 {
+		return ""
+	}
+	ca := s.TLS.RenewCA()
+	switch {
+	case ca.CertFile == "":
+		return "renewal: nothing renews them: the spec names no tls.ca (docs/certificates.md)"
+	case ca.KeyFile == "":
+		return "renewal: nothing renews them: the spec names no tls.ca.keyFile (etcdkeeper certs renew --ca-key FILE renews by hand)"
+	}
+	if _, err := certs.LoadIssuer(ca.CertFile, ca.KeyFile); err != nil {
+		return "renewal: this host's agent renews nothing: " + err.Error() + " (etcdkeeper certs status)"
+	}
+	return "renewal: this host's agent renews them with tls.ca before they expire (etcdkeeper certs status)"
 }
 
 // certSummary is status's line about certificates: the nearest expiry,

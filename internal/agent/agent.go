@@ -161,6 +161,7 @@ type Agent struct {
 	notify         *notify.Notifier
 	metrics        *metrics.Metrics
 	backups        *backup.Scheduler // see startBackups
+	certs          []model.CertStatus // see startRenewal
 	// recMu orders the recovery journal's writers: the endpoint that
 	// accepts a request and the loop that carries it out.
 	recMu sync.Mutex
@@ -261,6 +262,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.metrics.SetCertificates(self.Name, self.TLS.CertFiles())
 	go a.watchSpec(ctx)
 	defer a.startBackups(ctx)()
+	defer a.startRenewal(ctx)()
 	quick := 0
 	for {
 		a.notify.Busy()

@@ -85,7 +85,7 @@ func (a *Agent) publish(ctx context.Context) {
 	rec := model.AgentRecord{Name: self.Name, Generation: s.Generation, Members: s.Names(), Phase: string(st.Phase),
 		Decision: st.Decision, Addr: self.AgentAddr, MemberID: a.memberID(), Progress: a.progress(st), Maintenance: st.Maintenance, Defragmenting: st.Defragmenting,
 		RestartPending: a.restartPending, RestartAgent: a.restartAgent, RolloutSnapshot: a.rolloutSnapshot, Version: a.build().Version, EtcdVersion: a.etcdVersion(),
-		Rollout: a.rollout, Request: a.request, Paused: st.Paused, PausedLocal: st.PausedLocal}
+		Rollout: a.rollout, Request: a.request, Paused: st.Paused, PausedLocal: st.PausedLocal, Certs: st.Certs}
 	if err := a.presence.Publish(ctx, s.Cluster.Name, rec); err != nil {
 		a.lg.Debug("publish agent record", zap.Error(err))
 	}

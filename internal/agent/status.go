@@ -51,6 +51,9 @@ type Status struct {
 	Passes int64 `json:"passes"`
 	// Backup is the scheduled snapshots' state (nil before they start).
 	Backup *backup.State `json:"backup,omitempty"`
+	// Certs is where this host's certificates stand: when each expires,
+	// when and by whom it is renewed, the last renewal's error.
+	Certs []model.CertStatus `json:"certs,omitempty"`
 	// RaftTerm, RaftIndex (committed) and Revision are what the local etcd
 	// last answered: how far its data goes, for a recovery plan.
 	RaftTerm  uint64 `json:"raftTerm,omitempty"`
@@ -102,6 +105,7 @@ func (a *Agent) Status() Status {
 		b := a.backups.State()
 		st.Backup = &b
 	}
+	st.Certs = append([]model.CertStatus(nil), a.certs...)
 	return st
 }
 

@@ -139,8 +139,10 @@ type Leaf struct {
 	Hosts                   []string
 }
 
-// Renewal is what a renewal did.
+// Renewal is what a renewal did: the leaf's role, its old certificate and
+// the new one.
 type Renewal struct {
+	Role     string
 	Old, New *x509.Certificate
 }
 
@@ -194,7 +196,7 @@ func Renew(l Leaf, iss *Issuer, now time.Time) (Renewal, error) {
 	if err := replaceKeeping(l.CertFile, out.Bytes()); err != nil {
 		return Renewal{}, err
 	}
-	return Renewal{Old: old, New: next}, nil
+	return Renewal{Role: l.Role, Old: old, New: next}, nil
 }
 
 // renewed is the template of old's successor: everything old says of

@@ -32,8 +32,15 @@ type Options struct {
 type Round struct {
 	Status  []model.CertStatus
 	Renewed []Renewal
-	Failed  []error
+	Failed  []Failure
 	Next    time.Time
+}
+
+// Failure is a renewal that failed: the leaf's role ("ca" when the CA
+// itself cannot be used) and why.
+type Failure struct {
+	Role string
+	Err  error
 }
 
 // Renewals reads each leaf and renews, with the CA, those that are due.
@@ -43,7 +50,7 @@ func Renewals(leaves []Leaf, ca CA, opt Options, now time.Time) Round {
 	iss, nothing, err := issuerOf(ca)
 	var r Round
 	if err != nil {
-		r.Failed = append(r.Failed, err)
+		r.Failed = append(r.Failed, Failure{Role: "ca", Err: err})
 	}
 	for _, l := range leaves {
 		st := model.CertStatus{Role: l.Role, Path: l.CertFile, RenewedBy: nothing}
@@ -55,8 +62,11 @@ func Renewals(leaves []Leaf, ca CA, opt Options, now time.Time) Round {
 			continue
 		}
 		describe(&st, chain[0])
-		if iss != nil {
-			if err := chain[0].CheckSignatureFrom(iss.Cert); err != nil {
+		switch {
+		case chain[0].IsCA:
+			st.RenewedBy = "nothing: a CA is not renewed but rotated, before it expires (docs/certificates.md)"
+		case iss != nil:
+			if chain[0].CheckSignatureFrom(iss.Cert) != nil {
 				st.RenewedBy = fmt.Sprintf("nothing: issued by %q, not by tls.ca %q", chain[0].Issuer.CommonName, iss.Cert.Subject.CommonName)
 			} else {
 				st.RenewedBy = "the agent, with tls.ca"
@@ -67,7 +77,7 @@ func Renewals(leaves []Leaf, ca CA, opt Options, now time.Time) Round {
 			done, err := Renew(l, iss, now)
 			if err != nil {
 				st.Error = err.Error()
-				r.Failed = append(r.Failed, fmt.Errorf("renew %s certificate: %w", l.Role, err))
+				r.Failed = append(r.Failed, Failure{Role: l.Role, Err: fmt.Errorf("renew the %s certificate: %w", l.Role, err)})
 			} else {
 				r.Renewed = append(r.Renewed, done)
 				describe(&st, done.New)

@@ -26,6 +26,11 @@ type Metrics struct {
 	PublishStalls     *prometheus.CounterVec // action: restarted, waited
 	ConfigReloads     *prometheus.CounterVec // result: ok, failed
 	AlarmsDisarmed    *prometheus.CounterVec // alarm: NOSPACE, CORRUPT
+	// CertRenewals and CertRenewalFailures count this agent's renewals of
+	// its host's certificates by role (client, peer, agent, ca for the CA
+	// key itself, or the name of one of tls.renew.others).
+	CertRenewals        *prometheus.CounterVec
+	CertRenewalFailures *prometheus.CounterVec
 	MemberHealthy     prometheus.Gauge
 	MemberRole        *prometheus.GaugeVec // role: voter, learner, leader, none
 	ClusterVoters     prometheus.Gauge
@@ -58,6 +63,8 @@ func New() *Metrics {
 	m.PublishStalls = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "etcdkeeper_etcd_publish_stalls_total", Help: "Times the local etcd lost etcd's publish race (docs/etcd-publish-stall.md), by what the agent did: restarted (a joining learner), waited (the 7 s publish timeout: a voter, or agent.restartPublishStall off)."}, []string{"action"})
 	m.ConfigReloads = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "etcdkeeper_config_reloads_total", Help: "Spec reloads by result: ok (applied) or failed (rejected, last good spec kept)."}, []string{"result"})
 	m.AlarmsDisarmed = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "etcdkeeper_alarms_disarmed_total", Help: "Alarms this agent disarmed, by type: the CORRUPT alarm of a member that was repaired (or is being repaired) under a new ID."}, []string{"alarm"})
+	m.CertRenewals = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "etcdkeeper_certificate_renewals_total", Help: "Certificates this agent renewed with tls.ca, by role (client, peer, agent, or a tls.renew.others name)."}, []string{"role"})
+	m.CertRenewalFailures = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "etcdkeeper_certificate_renewal_failures_total", Help: "Failed renewals of a certificate due for renewal, by role (ca: the CA key on the host cannot be used); retried every 30s."}, []string{"role"})
 	m.MemberHealthy = prometheus.NewGauge(prometheus.GaugeOpts{Name: "etcdkeeper_member_healthy", Help: "1 when the local member is a healthy voter."})
 	m.MemberRole = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "etcdkeeper_member_role", Help: "1 for the local member's current role (leader, voter, learner, none)."}, []string{"role"})
 	m.ClusterVoters = prometheus.NewGauge(prometheus.GaugeOpts{Name: "etcdkeeper_cluster_voters", Help: "Voting members in the cluster, as last observed."})
@@ -71,6 +78,7 @@ func New() *Metrics {
 			"read from its file at each scrape, by member, kind (client, peer, agent, ca) and path.",
 		[]string{"member", "kind", "path"}, nil)}
 	since := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "etcdkeeper_seconds_since_last_reconcile", Help: "Seconds since the last reconcile pass without error."}, m.sinceLastGood)
+	m.Registry.MustRegister(m.CertRenewals, m.CertRenewalFailures)
 	m.Registry.MustRegister(m.ReconcilePasses, m.ReconcileErrors, m.MembershipChanges, m.Repairs, m.Recoveries, m.EtcdRestarts, m.PublishStalls, m.AlarmsDisarmed,
 		m.ConfigReloads, m.MemberHealthy, m.MemberRole, m.ClusterVoters, m.ClusterHealthy, m.LastReconcile, m.StateDirWritable, m.RecoveryUnfinished, since, m.certs,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -156,6 +164,10 @@ func (m *Metrics) SetCertificates(member string, files []certs.File) {
 	m.certs.mu.Lock()
 	defer m.certs.mu.Unlock()
 	m.certs.member, m.certs.files = member, files
+	for _, f := range files {
+		m.CertRenewals.WithLabelValues(f.Kind)
+		m.CertRenewalFailures.WithLabelValues(f.Kind)
+	}
 }
 
 // certCollector reads the certificates' expiry when scraped.

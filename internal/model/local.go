@@ -85,6 +85,9 @@ type AgentRecord struct {
 	// one kept on its own host (taken without quorum).
 	Paused      bool `json:"paused,omitempty"`
 	PausedLocal bool `json:"pausedLocal,omitempty"`
+	// Certs is where the certificates of the agent's host stand (see
+	// agent.startRenewal).
+	Certs []CertStatus `json:"certs,omitempty"`
 }
 
 // Phase is what the agent is doing with its member, for STATUS, /status

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -23,21 +24,30 @@ func (t TLS) CertFiles() []certs.File {
 		{Kind: "ca", Path: t.Client.TrustedCAFile},
 		{Kind: "ca", Path: t.Peer.TrustedCAFile},
 		{Kind: "ca", Path: t.Agent.TrustedCAFile},
+		{Kind: "ca", Path: t.CA.CertFile},
 	} {
 		if f.Path != "" && !seen[f.Path] {
 			seen[f.Path] = true
 			out = append(out, f)
 		}
 	}
+	for _, o := range t.Renew.Others {
+		if o.CertFile != "" && !seen[o.CertFile] {
+			seen[o.CertFile] = true
+			out = append(out, certs.File{Kind: o.Name, Path: o.CertFile})
+		}
+	}
 	return out
 }
 
-// CAFiles lists the trusted CA files of t, each once.
+// CAFiles lists the trusted CA files of t, each once: the files etcd and
+// the agent read only when they start (tls.ca, which only the renewal
+// reads, is not one of them).
 func (t TLS) CAFiles() []string {
 	var out []string
-	for _, f := range t.CertFiles() {
-		if f.Kind == "ca" {
-			out = append(out, f.Path)
+	for _, p := range []string{t.Client.TrustedCAFile, t.Peer.TrustedCAFile, t.Agent.TrustedCAFile} {
+		if p != "" && !slices.Contains(out, p) {
+			out = append(out, p)
 		}
 	}
 	return out

@@ -1,0 +1,266 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/etcdkeeper/etcdkeeper/internal/certs"
+	"github.com/etcdkeeper/etcdkeeper/internal/model"
+	"github.com/etcdkeeper/etcdkeeper/internal/spec"
+)
+
+func certsCmd() *cobra.Command {
+	c := &cobra.Command{
+		Use:   "certs",
+		Short: "Show the certificates of every member and what renews them; renew them by hand",
+		Long: `certs shows, per member, each certificate the spec names (etcd's client and peer
+certificates, the agent's, tls.renew.others and the CA): its subject, names,
+issuer, expiry, and what renews it. With tls.ca and its key on a host, that
+host's agent renews them itself (docs/certificates.md); without the key,
+"certs renew --ca-key FILE" renews them once, by hand.`,
+	}
+	c.AddCommand(certsStatusCmd(), certsRenewCmd())
+	return c
+}
+
+func certsStatusCmd() *cobra.Command {
+	var path, output string
+	c := &cobra.Command{
+		Use: "status --config FILE [-o table|json]",
+		Example: `  etcdkeeper certs status --config /etc/etcdkeeper/cluster.yaml
+  etcdkeeper certs status --config /etc/etcdkeeper/cluster.yaml -o json`,
+		Short: "Each member's certificates: role, subject, names, issuer, expiry, what renews them",
+		Long: `status reads the certificates of every member whose files are on this host, and
+takes those of the other members from their agents' records in the cluster
+(each agent publishes where its host's certificates stand). A certificate is
+renewed by "the agent, with tls.ca" when this host has the CA's key, else by
+nothing, and the line says why.
+Exit status: 0 when every certificate is valid and either renewed by an agent
+or more than 30 days from its expiry; 2 when one is expired, expires within
+30 days with nothing to renew it, or its last renewal failed; 1 on error.`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			s, err := loadSpec(c, path)
+			if err != nil {
+				return err
+			}
+			now := time.Now()
+			rows := certRows(c.Context(), s, now)
+			if table, err := printJSON(c.OutOrStdout(), rows, output); !table {
+				if err != nil {
+					return err
+				}
+			} else {
+				printCertRows(c.OutOrStdout(), rows, now)
+			}
+			if why := certTrouble(rows, now); why != "" {
+				return &exitError{code: 2, err: errors.New(why)}
+			}
+			return nil
+		},
+	}
+	c.Flags().StringVarP(&path, "config", "c", "/etc/etcdkeeper/cluster.yaml", "the spec file")
+	c.Flags().StringVarP(&output, "output", "o", "table", "table or json")
+	return c
+}
+
+// certRows is where every member's certificates stand: read here for the
+// members whose files this host has, from the agents' records for the
+// others (none when the cluster cannot be reached).
+func certRows(ctx context.Context, s *spec.Spec, now time.Time) []model.CertStatus {
+	var rows []model.CertStatus
+	seen := map[string]bool{}
+	var missing []string
+	for _, m := range s.Members {
+		r := certs.Renewals(certLeaves(m), s.TLS.RenewCA(), certs.Options{Before: s.TLS.Renew.Before.Duration, Check: true}, now)
+		here := false
+		for _, st := range r.Status {
+			if !st.Absent {
+				here = true
+			}
+		}
+		if !here {
+			missing = append(missing, m.Name)
+			continue
+		}
+		for _, st := range r.Status {
+			if !seen[st.Path] && !st.Absent {
+				seen[st.Path] = true
+				st.Member = m.Name
+				rows = append(rows, st)
+			}
+		}
+	}
+	if len(missing) == 0 {
+		return rows
+	}
+	for _, rec := range agentRecords(ctx, s) {
+		for _, name := range missing {
+			if rec.Name == name {
+				rows = append(rows, rec.Certs...)
+			}
+		}
+	}
+	return rows
+}
+
+// certLeaves are m's certificates with the CA's at the end (role ca; no
+// agent renews a CA: it is rotated).
+func certLeaves(m spec.Member) []certs.Leaf {
+	ls := m.Leaves()
+	if m.TLS.CA.CertFile != "" {
+		ls = append(ls, certs.Leaf{Role: "ca", CertFile: m.TLS.CA.CertFile})
+	}
+	return ls
+}
+
+// agentRecords are the agents' records, or none when the cluster cannot
+// be reached within a few seconds.
+func agentRecords(ctx context.Context, s *spec.Spec) []model.AgentRecord {
+	cli, err := dialSpec(s)
+	if err != nil {
+		return nil
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	recs, _ := cli.Agents(ctx, s.Cluster.Name)
+	return recs
+}
+
+func printCertRows(w io.Writer, rows []model.CertStatus, now time.Time) {
+	if len(rows) == 0 {
+		fmt.Fprintln(w, "no certificate: the spec names no TLS files, or none is on this host and no agent could be asked")
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "MEMBER\tROLE\tSUBJECT\tNAMES\tISSUER\tEXPIRES\tRENEWS\tRENEWED BY\tPATH")
+	for _, r := range rows {
+		renews := "-"
+		if !r.RenewAt.IsZero() {
+			renews = r.RenewAt.UTC().Format(time.RFC3339)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Member, r.Role, dash(r.Subject), dash(r.Names), dash(r.Issuer),
+			expiresIn(r.NotAfter, now), renews, r.RenewedBy, r.Path)
+	}
+	_ = tw.Flush()
+	for _, r := range rows {
+		if r.Error != "" {
+			fmt.Fprintf(w, "%s %s: %s\n", r.Member, r.Role, r.Error)
+		}
+	}
+}
+
+func expiresIn(t, now time.Time) string {
+	switch {
+	case t.IsZero():
+		return "-"
+	case t.Before(now):
+		return t.UTC().Format(time.RFC3339) + " (EXPIRED)"
+	case t.Sub(now) < 48*time.Hour:
+		return t.UTC().Format(time.RFC3339) + " (in " + t.Sub(now).Round(time.Second).String() + ")"
+	}
+	return fmt.Sprintf("%s (in %d days)", t.UTC().Format(time.RFC3339), certs.Days(t, now))
+}
+
+// certTrouble is why certs status exits 2 ("": it does not).
+func certTrouble(rows []model.CertStatus, now time.Time) string {
+	var why []string
+	for _, r := range rows {
+		switch {
+		case r.Error != "":
+			why = append(why, r.Member+" "+r.Role+": "+r.Error)
+		case !r.NotAfter.IsZero() && r.NotAfter.Before(now):
+			why = append(why, r.Member+" "+r.Role+": expired")
+		case r.RenewAt.IsZero() && !r.NotAfter.IsZero() && r.NotAfter.Sub(now) < certs.WarnBefore && r.Role != "ca":
+			why = append(why, r.Member+" "+r.Role+": expires within 30 days and nothing renews it")
+		}
+	}
+	return strings.Join(why, "; ")
+}
+
+func certsRenewCmd() *cobra.Command {
+	var path, name, caCert, caKey string
+	var force bool
+	c := &cobra.Command{
+		Use: "renew --config FILE [--ca-key FILE] [--ca-cert FILE] [--force]",
+		Example: `  # on a host without the CA key: bring it for this one renewal
+  etcdkeeper certs renew --config /etc/etcdkeeper/cluster.yaml --ca-key /mnt/usb/etcd-ca.key
+
+  # renew every certificate now, due or not
+  etcdkeeper certs renew --config /etc/etcdkeeper/cluster.yaml --force`,
+		Short: "Renew this host's certificates once, with the CA's key (tls.ca, or --ca-key)",
+		Long: `renew renews the certificates of this host's member (--name, or the member this
+host runs) that are due (see tls.renew.before), or all of them with --force,
+the way the agent does: same subject, names, key usages, lifetime and key,
+only the certificate file replaced, in one rename, so that etcd and the agent
+use it from their next handshake, without a restart. The CA key is read, never
+copied or shown; it must be readable by its owner only.
+Exit status: 0 when every renewal asked for was done (or none was due), 1
+otherwise.`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			s, err := loadSpec(c, path)
+			if err != nil {
+				return err
+			}
+			m, isMember, err := backupMember(s, name)
+			if err != nil {
+				return err
+			}
+			if !isMember {
+				return fmt.Errorf("this host (%s) runs no member of the spec: pass --name", hostname())
+			}
+			ca := s.TLS.RenewCA()
+			if caCert != "" {
+				ca.CertFile = caCert
+			}
+			if caKey != "" {
+				ca.KeyFile = caKey
+			}
+			if ca.CertFile == "" {
+				return errors.New("no CA: the spec names no tls.ca.certFile: pass --ca-cert")
+			}
+			r := certs.Renewals(m.Leaves(), ca, certs.Options{Before: s.TLS.Renew.Before.Duration, Force: force}, time.Now())
+			return printRenewed(c.OutOrStdout(), m.Name, r)
+		},
+	}
+	c.Flags().StringVarP(&path, "config", "c", "/etc/etcdkeeper/cluster.yaml", "the spec file")
+	c.Flags().StringVar(&name, "name", "", "the member whose certificates to renew (default: the one this host runs)")
+	c.Flags().StringVar(&caCert, "ca-cert", "", "the CA's certificate (default: tls.ca.certFile)")
+	c.Flags().StringVar(&caKey, "ca-key", "", "the CA's private key (default: tls.ca.keyFile)")
+	c.Flags().BoolVar(&force, "force", false, "renew every certificate the CA issued, due or not")
+	return c
+}
+
+func printRenewed(w io.Writer, member string, r certs.Round) error {
+	for _, d := range r.Renewed {
+		fmt.Fprintf(w, "%s %s: renewed, expires %s (was %s)\n", member, d.Role, d.New.NotAfter.UTC().Format(time.RFC3339), d.Old.NotAfter.UTC().Format(time.RFC3339))
+	}
+	var errs []error
+	for _, f := range r.Failed {
+		errs = append(errs, fmt.Errorf("%s %s: %w", member, f.Role, f.Err))
+	}
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	if len(r.Renewed) > 0 {
+		return nil
+	}
+	for _, st := range r.Status {
+		if st.RenewAt.IsZero() && !st.Absent {
+			fmt.Fprintf(w, "%s %s: not renewed: %s\n", member, st.Role, st.RenewedBy)
+		}
+	}
+	if !r.Next.IsZero() {
+		fmt.Fprintf(w, "nothing due: the next renewal is at %s (--force renews now)\n", r.Next.UTC().Format(time.RFC3339))
+	}
+	return nil
+}
