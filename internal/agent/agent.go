@@ -160,7 +160,7 @@ type Agent struct {
 	reloadAnnounce atomic.Bool
 	notify         *notify.Notifier
 	metrics        *metrics.Metrics
-	backups        *backup.Scheduler // see startBackups
+	backups        *backup.Scheduler  // see startBackups
 	certs          []model.CertStatus // see startRenewal
 	// recMu orders the recovery journal's writers: the endpoint that
 	// accepts a request and the loop that carries it out.

@@ -31,11 +31,11 @@ type Metrics struct {
 	// key itself, or the name of one of tls.renew.others).
 	CertRenewals        *prometheus.CounterVec
 	CertRenewalFailures *prometheus.CounterVec
-	MemberHealthy     prometheus.Gauge
-	MemberRole        *prometheus.GaugeVec // role: voter, learner, leader, none
-	ClusterVoters     prometheus.Gauge
-	ClusterHealthy    prometheus.Gauge
-	LastReconcile     prometheus.Gauge
+	MemberHealthy       prometheus.Gauge
+	MemberRole          *prometheus.GaugeVec // role: voter, learner, leader, none
+	ClusterVoters       prometheus.Gauge
+	ClusterHealthy      prometheus.Gauge
+	LastReconcile       prometheus.Gauge
 	// StateDirWritable is 0 while a file of the state dir cannot be
 	// written; RecoveryUnfinished 1 while the end of a recovery cannot be
 	// recorded.
