@@ -18,7 +18,9 @@ import (
 
 func certsCmd() *cobra.Command {
 	c := &cobra.Command{
-		Use:   "certs",
+		Use: "certs",
+		Example: `  etcdkeeper certs status --config /etc/etcdkeeper/cluster.yaml
+  etcdkeeper certs renew --config /etc/etcdkeeper/cluster.yaml --ca-key /mnt/usb/etcd-ca.key`,
 		Short: "Show the certificates of every member and what renews them; renew them by hand",
 		Long: `certs shows, per member, each certificate the spec names (etcd's client and peer
 certificates, the agent's, tls.renew.others and the CA): its subject, names,

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
 
@@ -190,10 +191,16 @@ func importKubeadm(stdout, stderr io.Writer, o importOptions) error {
 // printDropIns prints each host's systemd drop-in: --name is the member's
 // name, kubeadm's node name, which on clouds is often not the host name
 // (the default of --name).
+// ReadWritePaths lets the agent renew the certificates in kubeadm's PKI
+// dirs (the unit's ProtectSystem=strict makes /etc read-only).
 func printDropIns(w io.Writer, doc kubeadm.Document) {
 	fmt.Fprintln(w, "drop-in for each host (systemctl edit etcdkeeper; docs/kubeadm.md):")
+	rw := ""
+	if doc.TLS.CA.KeyFile != "" {
+		rw = "    ReadWritePaths=" + path.Dir(path.Dir(doc.TLS.CA.KeyFile)) + "\n"
+	}
 	for _, m := range doc.Members {
-		fmt.Fprintf(w, "  on %s:\n    [Service]\n    User=root\n    Group=root\n    ExecStart=\n    ExecStart=/usr/bin/etcdkeeper run --config /etc/etcdkeeper/cluster.yaml --name %s\n", m.Name, m.Name)
+		fmt.Fprintf(w, "  on %s:\n    [Service]\n    User=root\n    Group=root\n%s    ExecStart=\n    ExecStart=/usr/bin/etcdkeeper run --config /etc/etcdkeeper/cluster.yaml --name %s\n", m.Name, rw, m.Name)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -166,6 +167,7 @@ func TestCertRenewal(t *testing.T) {
 		if err != nil {
 			t.Fatalf("certs status: %v\n%s", err, out)
 		}
+		t.Logf("certs status:\n%s", out)
 		for _, want := range []string{"node2", "peer", "apiserver-etcd-client", "the agent, with tls.ca", "CN=node3-peer", "nothing: a CA is not renewed"} {
 			if !strings.Contains(string(out), want) {
 				t.Errorf("certs status lacks %q:\n%s", want, out)
@@ -191,7 +193,7 @@ func TestCertRenewal(t *testing.T) {
 }
 
 func exitCodeOf(err error) int {
-	if e, ok := err.(*exec.ExitError); ok {
+	if e, ok := errors.AsType[*exec.ExitError](err); ok {
 		return e.ExitCode()
 	}
 	if err != nil {
