@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -12,7 +13,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/etcdkeeper/etcdkeeper/internal/certs"
+	"github.com/etcdkeeper/etcdkeeper/internal/cluster"
 	"github.com/etcdkeeper/etcdkeeper/internal/model"
+	"github.com/etcdkeeper/etcdkeeper/internal/reconcile"
 	"github.com/etcdkeeper/etcdkeeper/internal/spec"
 )
 
@@ -28,7 +31,7 @@ issuer, expiry, and what renews it. With tls.ca and its key on a host, that
 host's agent renews them itself (docs/certificates.md); without the key,
 "certs renew --ca-key FILE" renews them once, by hand.`,
 	}
-	c.AddCommand(certsStatusCmd(), certsRenewCmd())
+	c.AddCommand(certsStatusCmd(), certsRenewCmd(), certsRotateCmd())
 	return c
 }
 
@@ -81,7 +84,7 @@ func certRows(ctx context.Context, s *spec.Spec, now time.Time) []model.CertStat
 	seen := map[string]bool{}
 	var missing []string
 	for _, m := range s.Members {
-		r := certs.Renewals(certLeaves(m), s.TLS.RenewCA(), certs.Options{Before: s.TLS.Renew.Before.Duration, Check: true}, now)
+		r := certs.Renewals(certLeaves(m), s.TLS.RenewCAs(), certs.Options{Before: s.TLS.Renew.Before.Duration, Check: true}, now)
 		here := false
 		for _, st := range r.Status {
 			if !st.Absent {
@@ -220,17 +223,17 @@ otherwise.`,
 			if !isMember {
 				return fmt.Errorf("this host (%s) runs no member of the spec: pass --name", hostname())
 			}
-			ca := s.TLS.RenewCA()
+			cas := s.TLS.RenewCAs()
 			if caCert != "" {
-				ca.CertFile = caCert
+				cas[0].CertFile = caCert
 			}
 			if caKey != "" {
-				ca.KeyFile = caKey
+				cas[0].KeyFile = caKey
 			}
-			if ca.CertFile == "" {
+			if cas[0].CertFile == "" {
 				return errors.New("no CA: the spec names no tls.ca.certFile: pass --ca-cert")
 			}
-			r := certs.Renewals(m.Leaves(), ca, certs.Options{Before: s.TLS.Renew.Before.Duration, Force: force}, time.Now())
+			r := certs.Renewals(m.Leaves(), cas, certs.Options{Before: s.TLS.Renew.Before.Duration, Force: force}, time.Now())
 			return printRenewed(c.OutOrStdout(), m.Name, r)
 		},
 	}
@@ -264,5 +267,170 @@ func printRenewed(w io.Writer, member string, r certs.Round) error {
 	if !r.Next.IsZero() {
 		fmt.Fprintf(w, "nothing due: the next renewal is at %s (--force renews now)\n", r.Next.UTC().Format(time.RFC3339))
 	}
+	return nil
+}
+
+func certsRotateCmd() *cobra.Command {
+	var path, newCA string
+	var clientsReady bool
+	c := &cobra.Command{
+		Use: "rotate-ca --config FILE [--new-ca DIR | --clients-ready]",
+		Example: `  # 1. make the new CA (same subject and key type as tls.ca, ten years), on one host
+  etcdkeeper certs rotate-ca --config /etc/etcdkeeper/cluster.yaml --new-ca /etc/etcdkeeper/pki/next
+  # 2. copy that dir to every host (its key stays 0600), add to the spec on every host:
+  #      tls.ca.next: {certFile: /etc/etcdkeeper/pki/next/ca.crt, keyFile: /etc/etcdkeeper/pki/next/ca.key}
+  # 3. follow it
+  etcdkeeper certs rotate-ca --config /etc/etcdkeeper/cluster.yaml
+
+  # with tls.ca.next.waitForClients: once every member trusts both and the clients were restarted
+  etcdkeeper certs rotate-ca --config /etc/etcdkeeper/cluster.yaml --clients-ready`,
+		Short: "Rotate the CA with no downtime: make the new CA, follow the rotation, say the clients are ready",
+		Long: `A CA rotation starts when the spec names the new CA in tls.ca.next, and runs by
+itself in three phases, each read from the certificates on each host, so that it
+resumes wherever an agent stopped (docs/certificates.md#ca-rotation):
+  1. trust both: each host's trusted CA files get the new CA beside the old, and
+     each member restarts once to load them, one at a time (the disruption budget);
+  2. reissue: once every member's etcd trusts both, each agent has its host's
+     certificates issued by the new CA (same keys, no restart);
+  3. drop the old CA: once every member presents only the new CA's certificates,
+     the trusted CA files keep only it, and each member restarts once more.
+A step that needs the others waits, saying why, while a member is down.
+--new-ca DIR makes the new CA (ca.crt, ca.key 0600) from tls.ca's subject and key
+type; the key is generated on this host and written only there.
+--clients-ready says the clients that read etcd's CA only at start (kube-apiserver)
+now trust the new one: with tls.ca.next.waitForClients, phase 2 waits for it.
+Without either, it prints each member's phase.
+Exit status: 0 when the rotation is done on every member (or none runs), 2 while
+it is under way, 1 on error.`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			s, err := loadSpec(c, path)
+			if err != nil {
+				return err
+			}
+			switch {
+			case newCA != "":
+				return makeNewCA(c.OutOrStdout(), s, newCA)
+			case clientsReady:
+				return sayClientsReady(c.Context(), c.OutOrStdout(), s)
+			}
+			return printRotation(c.Context(), c.OutOrStdout(), s)
+		},
+	}
+	c.Flags().StringVarP(&path, "config", "c", "/etc/etcdkeeper/cluster.yaml", "the spec file")
+	c.Flags().StringVar(&newCA, "new-ca", "", "make the new CA in this dir (ca.crt, ca.key)")
+	c.Flags().BoolVar(&clientsReady, "clients-ready", false, "say the clients trust the new CA (tls.ca.next.waitForClients)")
+	return c
+}
+
+func makeNewCA(w io.Writer, s *spec.Spec, dir string) error {
+	if s.TLS.CA.CertFile == "" {
+		return errors.New("the spec names no tls.ca.certFile: the new CA copies its subject and key type")
+	}
+	old, err := certs.Read(s.TLS.CA.CertFile)
+	if err != nil {
+		return fmt.Errorf("tls.ca.certFile: %w", err)
+	}
+	certFile, keyFile, err := certs.NewCA(old[0], dir, time.Now())
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "new CA %s: %s and %s (0600)\n", certs.CAIDOf(certFile), certFile, keyFile)
+	fmt.Fprintf(w, "next: copy %s to every host (keep the key 0600), then add to the spec on every host:\n", dir)
+	fmt.Fprintf(w, "  tls:\n    ca:\n      next:\n        certFile: %s\n        keyFile: %s\n", certFile, keyFile)
+	return nil
+}
+
+// rotationNow is the new CA's ID, and each member's phase from its
+// agent's record ("" for a member without one).
+func rotationNow(ctx context.Context, s *spec.Spec) (string, map[string]model.AgentRecord, error) {
+	if s.TLS.CA.Next.CertFile == "" {
+		return "", nil, nil
+	}
+	next, err := certs.Read(s.TLS.CA.Next.CertFile)
+	if err != nil {
+		return "", nil, fmt.Errorf("tls.ca.next.certFile: %w", err)
+	}
+	recs := map[string]model.AgentRecord{}
+	for _, r := range agentRecords(ctx, s) {
+		recs[r.Name] = r
+	}
+	return certs.CAID(next[0]), recs, nil
+}
+
+func printRotation(ctx context.Context, w io.Writer, s *spec.Spec) error {
+	id, recs, err := rotationNow(ctx, s)
+	if err != nil {
+		return err
+	}
+	if id == "" {
+		fmt.Fprintln(w, "no CA rotation: the spec names no tls.ca.next")
+		return nil
+	}
+	done := 0
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "MEMBER\tETCD TRUSTS\tFILES TRUST\tISSUED BY\tSTEP\n")
+	for _, m := range s.Members {
+		r, ok := recs[m.Name]
+		if !ok || r.CA == nil {
+			fmt.Fprintf(tw, "%s\t-\t-\t-\tno record: its agent is down or not reachable\n", m.Name)
+			continue
+		}
+		step := "-"
+		if r.Rotation != nil {
+			step = r.Rotation.Step + ": " + r.Rotation.Why
+			if r.Rotation.Step == reconcile.RotateDone.String() {
+				done++
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", m.Name, caNames(r.CA.Running, id), caNames(r.CA.Files, id), caNames(r.CA.Issuers, id), step)
+	}
+	_ = tw.Flush()
+	if done == len(s.Members) {
+		fmt.Fprintf(w, "done: every member trusts and presents only the new CA %s; make it tls.ca (move its files in place or point tls.ca at them) and remove tls.ca.next\n", id)
+		return nil
+	}
+	return &exitError{code: 2, err: fmt.Errorf("the CA rotation is under way: %d of %d members done", done, len(s.Members))}
+}
+
+// caNames shows CA IDs as old/new.
+func caNames(ids []string, next string) string {
+	var out []string
+	for _, id := range ids {
+		if id == next {
+			out = append(out, "new")
+		} else {
+			out = append(out, "old "+id)
+		}
+	}
+	if len(out) == 0 {
+		return "-"
+	}
+	return strings.Join(out, "+")
+}
+
+func sayClientsReady(ctx context.Context, w io.Writer, s *spec.Spec) error {
+	id, recs, err := rotationNow(ctx, s)
+	if err != nil {
+		return err
+	}
+	if id == "" {
+		return errors.New("no CA rotation: the spec names no tls.ca.next")
+	}
+	for _, m := range s.Members {
+		r, ok := recs[m.Name]
+		if !ok || r.CA == nil || !slices.Contains(r.CA.Running, id) {
+			return &exitError{code: 2, err: fmt.Errorf("%s's etcd does not trust the new CA yet: wait until every member trusts both (etcdkeeper certs rotate-ca), restart the clients, then say so", m.Name)}
+		}
+	}
+	cli, err := dialSpec(s)
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	if err := cli.PutClientsReady(ctx, s.Cluster.Name, cluster.ClientsReady{CA: id, By: whoAmI(), At: time.Now()}); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "recorded: the clients trust the new CA %s; the agents now have their certificates issued by it\n", id)
 	return nil
 }

@@ -209,6 +209,10 @@ func (a *Agent) launch(b etcdproc.Bootstrap) error {
 	a.settling = true
 	a.updateStatus(func(st *Status) { st.MemberID, st.Healthy = "", false })
 	a.settings = etcdproc.Settings(s, self)
+	trust := trustedBy(etcdTrustFiles(self.TLS))
+	a.mu.Lock()
+	a.etcdTrust = trust
+	a.mu.Unlock()
 	a.lg.Info("etcd started", zap.Int("pid", p.PID()), zap.Stringer("bootstrap", b))
 	a.updateStatus(func(st *Status) { st.EtcdPID = p.PID() })
 	return nil

@@ -22,6 +22,7 @@ import (
 	"github.com/etcdkeeper/etcdkeeper/internal/metrics"
 	"github.com/etcdkeeper/etcdkeeper/internal/model"
 	"github.com/etcdkeeper/etcdkeeper/internal/notify"
+	"github.com/etcdkeeper/etcdkeeper/internal/reconcile"
 	"github.com/etcdkeeper/etcdkeeper/internal/repair"
 	"github.com/etcdkeeper/etcdkeeper/internal/spec"
 	"github.com/etcdkeeper/etcdkeeper/internal/upgrade"
@@ -162,6 +163,16 @@ type Agent struct {
 	metrics        *metrics.Metrics
 	backups        *backup.Scheduler  // see startBackups
 	certs          []model.CertStatus // see startRenewal
+	// A CA rotation (rotation.go): what the running etcd trusts (set at
+	// launch), what the pass saw for the renewal goroutine, what this host
+	// says of its CAs and its last rotation step; certWake wakes the
+	// renewal goroutine.
+	etcdTrust    []string
+	rotationSeen rotationSeen
+	caTrust      *model.CATrust
+	rotation     reconcile.Rotation
+	clientCA     string
+	certWake     chan struct{}
 	// recMu orders the recovery journal's writers: the endpoint that
 	// accepts a request and the loop that carries it out.
 	recMu sync.Mutex
@@ -204,7 +215,7 @@ func New(cfg Config) (*Agent, error) {
 	}
 	lg := cfg.Logger.With(zap.String("member", cfg.Name), zap.String("cluster", cfg.Spec.Cluster.Name))
 	a := &Agent{cfg: cfg, lg: lg, wake: make(chan struct{}, 1), spec: cfg.Spec, self: self, inSpec: true, pending: model.Pending{}, down: model.Down{},
-		observed: make(chan struct{})}
+		observed: make(chan struct{}), certWake: make(chan struct{}, 1)}
 	a.etcd = etcdproc.NewSupervisor(lg.Named("etcd"), filepath.Join(self.StateDir, "etcd.pid"), cfg.Spec.Agent.StopTimeout.Duration)
 	a.etcd.Publish = etcdproc.PublishHooks{OnStall: a.Wake, OnPublished: a.Wake, Confirm: a.publishInSnapshot}
 	a.notify = notify.New(lg)

@@ -31,11 +31,13 @@ func (a *Agent) startRenewal(ctx context.Context) (stop func()) {
 		defer close(done)
 		failed := map[string]string{} // role → last error logged
 		for {
+			a.rotateRound(time.Now())
 			wait := a.renewRound(time.Now(), failed)
 			select {
 			case <-ctx.Done():
 				return
 			case <-time.After(wait):
+			case <-a.certWake:
 			}
 		}
 	}()
@@ -49,7 +51,7 @@ func (a *Agent) startRenewal(ctx context.Context) (stop func()) {
 // where each certificate stands and returns how long until the next.
 func (a *Agent) renewRound(now time.Time, failed map[string]string) time.Duration {
 	s, self := a.Spec()
-	r := certs.Renewals(self.Leaves(), s.TLS.RenewCA(), certs.Options{Before: s.TLS.Renew.Before.Duration}, now)
+	r := certs.Renewals(self.Leaves(), s.TLS.RenewCAs(), certs.Options{Before: s.TLS.Renew.Before.Duration}, now)
 	for i := range r.Status {
 		r.Status[i].Member = self.Name
 	}

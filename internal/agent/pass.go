@@ -22,6 +22,7 @@ import (
 // step made progress that the next pass should follow at once.
 func (a *Agent) onePass(ctx context.Context) bool {
 	a.reload()
+	a.redialOnNewCA()
 	in, err := a.observe(ctx)
 	var act reconcile.Action
 	said, again := "error observing", false
@@ -39,6 +40,7 @@ func (a *Agent) onePass(ctx context.Context) bool {
 		a.rollout = act.Rollout
 		a.noteNoSpace(in, act)
 		a.pushHistory(ctx, in)
+		a.observeRotation(ctx, in)
 	}
 	if err != nil {
 		a.releaseAfterError(ctx, act, err)

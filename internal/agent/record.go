@@ -8,6 +8,7 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
 
+	"github.com/etcdkeeper/etcdkeeper/internal/certs"
 	"github.com/etcdkeeper/etcdkeeper/internal/cluster"
 	"github.com/etcdkeeper/etcdkeeper/internal/model"
 	"github.com/etcdkeeper/etcdkeeper/internal/reconcile"
@@ -85,7 +86,7 @@ func (a *Agent) publish(ctx context.Context) {
 	rec := model.AgentRecord{Name: self.Name, Generation: s.Generation, Members: s.Names(), Phase: string(st.Phase),
 		Decision: st.Decision, Addr: self.AgentAddr, MemberID: a.memberID(), Progress: a.progress(st), Maintenance: st.Maintenance, Defragmenting: st.Defragmenting,
 		RestartPending: a.restartPending, RestartAgent: a.restartAgent, RolloutSnapshot: a.rolloutSnapshot, Version: a.build().Version, EtcdVersion: a.etcdVersion(),
-		Rollout: a.rollout, Request: a.request, Paused: st.Paused, PausedLocal: st.PausedLocal, Certs: st.Certs}
+		Rollout: a.rollout, Request: a.request, Paused: st.Paused, PausedLocal: st.PausedLocal, Certs: st.Certs, CA: st.CA, Rotation: st.Rotation}
 	if err := a.presence.Publish(ctx, s.Cluster.Name, rec); err != nil {
 		a.lg.Debug("publish agent record", zap.Error(err))
 	}
@@ -141,7 +142,35 @@ func (a *Agent) ensureClient() error {
 		return err
 	}
 	a.client = c
+	a.clientCA = agentCAPrint(self)
 	return nil
+}
+
+// agentCAPrint fingerprints the CA the agent's client trusts, which it
+// reads when it dials ("" when it names none).
+func agentCAPrint(self spec.Member) string {
+	if f := self.TLS.Agent.TrustedCAFile; f != "" {
+		return certs.Fingerprint([]string{f})
+	}
+	return ""
+}
+
+// redialOnNewCA drops the cluster client when the CA file it trusts has
+// changed (a CA rotation added or dropped a CA), so that the next pass
+// dials with it; not while the agent holds the lock, which goes with the
+// client's session.
+func (a *Agent) redialOnNewCA() {
+	_, self := a.Spec()
+	if a.client == nil || a.lock != nil || agentCAPrint(self) == a.clientCA {
+		return
+	}
+	a.lg.Info("the agent's trusted CA file changed: connecting again with it", zap.String("file", self.TLS.Agent.TrustedCAFile))
+	if a.presence != nil {
+		_ = a.presence.Close()
+		a.presence = nil
+	}
+	_ = a.client.Close()
+	a.client = nil
 }
 
 // memberID is this host's member: the one its etcd answers as, or the one

@@ -54,6 +54,11 @@ type Status struct {
 	// Certs is where this host's certificates stand: when each expires,
 	// when and by whom it is renewed, the last renewal's error.
 	Certs []model.CertStatus `json:"certs,omitempty"`
+	// CA and Rotation: during a CA rotation, what this host says of its
+	// CAs and its next step ("trust both", "reissue", "drop the old CA",
+	// "wait", "done") and why.
+	CA       *model.CATrust      `json:"ca,omitempty"`
+	Rotation *model.RotationNote `json:"rotation,omitempty"`
 	// RaftTerm, RaftIndex (committed) and Revision are what the local etcd
 	// last answered: how far its data goes, for a recovery plan.
 	RaftTerm  uint64 `json:"raftTerm,omitempty"`
@@ -106,6 +111,10 @@ func (a *Agent) Status() Status {
 		st.Backup = &b
 	}
 	st.Certs = append([]model.CertStatus(nil), a.certs...)
+	st.CA = a.caTrust
+	if a.rotation.Step != reconcile.RotateNone {
+		st.Rotation = &model.RotationNote{Step: a.rotation.Step.String(), Why: a.rotation.Why}
+	}
 	return st
 }
 

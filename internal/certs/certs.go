@@ -138,3 +138,19 @@ func Names(c *x509.Certificate) string {
 	}
 	return strings.Join(out, ", ")
 }
+
+// CAID identifies a CA by its key: the first 16 hex digits of the SHA-256
+// of its public key (a CA re-issued with the same key is the same CA).
+func CAID(c *x509.Certificate) string {
+	sum := sha256.Sum256(c.RawSubjectPublicKeyInfo)
+	return hex.EncodeToString(sum[:8])
+}
+
+// CAIDOf is CAID of the first certificate in path ("?" if unreadable).
+func CAIDOf(path string) string {
+	cs, err := Read(path)
+	if err != nil {
+		return "?"
+	}
+	return CAID(cs[0])
+}

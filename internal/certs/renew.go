@@ -153,6 +153,18 @@ type Renewal struct {
 // again at every handshake: a new key would need two files replaced at
 // once, and a handshake between the two renames would fail.
 func Renew(l Leaf, iss *Issuer, now time.Time) (Renewal, error) {
+	return issue(l, iss, now, true)
+}
+
+// Reissue is Renew by another CA than the one that issued l's
+// certificate: a CA rotation's second phase, once every member trusts
+// both. The intermediates the old file held are dropped (they were the
+// old CA's).
+func Reissue(l Leaf, iss *Issuer, now time.Time) (Renewal, error) {
+	return issue(l, iss, now, false)
+}
+
+func issue(l Leaf, iss *Issuer, now time.Time, renew bool) (Renewal, error) {
 	certPEM, err := safefile.Read(l.CertFile, maxBytes)
 	if err != nil {
 		return Renewal{}, err
@@ -162,9 +174,12 @@ func Renew(l Leaf, iss *Issuer, now time.Time) (Renewal, error) {
 		return Renewal{}, fmt.Errorf("%s: %w", l.CertFile, err)
 	}
 	old := chain[0]
-	if err := old.CheckSignatureFrom(iss.Cert); err != nil {
+	if err := old.CheckSignatureFrom(iss.Cert); renew && err != nil {
 		return Renewal{}, fmt.Errorf("%s: %w %q (issuer %q): renew it where it was issued, or name its CA in tls.ca",
 			l.CertFile, ErrNotIssued, iss.Cert.Subject.CommonName, old.Issuer.CommonName)
+	}
+	if !renew {
+		chain = chain[:1]
 	}
 	keyPEM, err := ReadSecret(l.KeyFile)
 	if err != nil {

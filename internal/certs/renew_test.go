@@ -193,7 +193,7 @@ func TestLoadIssuerRefusesAnExposedKey(t *testing.T) {
 
 func TestRenewalsRound(t *testing.T) {
 	p := newPKI(t, 10*time.Minute, nil)
-	ca := CA{CertFile: p.caCert, KeyFile: p.caKey}
+	ca := []CA{{CertFile: p.caCert, KeyFile: p.caKey}}
 	absent := Leaf{Role: "apiserver-etcd-client", CertFile: filepath.Join(p.dir, "none.crt"), KeyFile: filepath.Join(p.dir, "none.key")}
 	leaves := []Leaf{p.leaf, absent}
 
@@ -223,7 +223,7 @@ func TestRenewalsRound(t *testing.T) {
 		t.Fatalf("forced: renewed %d", len(r3.Renewed))
 	}
 	// Without the key on the host: nothing renews, and status says so.
-	r4 := Renewals(leaves, CA{CertFile: p.caCert, KeyFile: filepath.Join(p.dir, "gone.key")}, Options{}, later.Add(time.Hour))
+	r4 := Renewals(leaves, []CA{{CertFile: p.caCert, KeyFile: filepath.Join(p.dir, "gone.key")}}, Options{}, later.Add(time.Hour))
 	if len(r4.Renewed) != 0 || len(r4.Failed) != 0 || !strings.Contains(r4.Status[0].RenewedBy, "not on this host") || !r4.Next.IsZero() {
 		t.Fatalf("without the key: %+v", r4)
 	}

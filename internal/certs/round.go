@@ -43,16 +43,35 @@ type Failure struct {
 	Err  error
 }
 
-// Renewals reads each leaf and renews, with the CA, those that are due.
-// A CA without its key on this host renews nothing: each status then says
-// so, and why.
-func Renewals(leaves []Leaf, ca CA, opt Options, now time.Time) Round {
-	iss, nothing, err := issuerOf(ca)
+// Renewals reads each leaf and renews those that are due, each with the
+// CA of cas that issued it (tls.ca, and during a rotation tls.ca.next). A
+// CA without its key on this host renews nothing: each status then says
+// so, and why. A CA key that cannot be used is a failure, unless another
+// of cas can (a rotated-out CA whose certificate left its file).
+func Renewals(leaves []Leaf, cas []CA, opt Options, now time.Time) Round {
 	var r Round
-	if err != nil {
-		r.Failed = append(r.Failed, Failure{Role: "ca", Err: err})
+	var loaded []*Issuer
+	nothing := "nothing: the spec names no tls.ca"
+	var errs []error
+	for i, ca := range cas {
+		iss, why, err := issuerOf(ca)
+		if iss != nil {
+			loaded = append(loaded, iss)
+		}
+		if i == 0 {
+			nothing = why
+		}
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(loaded) == 0 {
+		for _, err := range errs {
+			r.Failed = append(r.Failed, Failure{Role: "ca", Err: err})
+		}
 	}
 	for _, l := range leaves {
+		var iss *Issuer
 		st := model.CertStatus{Role: l.Role, Path: l.CertFile, RenewedBy: nothing}
 		chain, err := Read(l.CertFile)
 		if err != nil {
@@ -65,9 +84,10 @@ func Renewals(leaves []Leaf, ca CA, opt Options, now time.Time) Round {
 		switch {
 		case chain[0].IsCA:
 			st.RenewedBy = "nothing: a CA is not renewed but rotated, before it expires (docs/certificates.md)"
-		case iss != nil:
-			if chain[0].CheckSignatureFrom(iss.Cert) != nil {
-				st.RenewedBy = fmt.Sprintf("nothing: issued by %q, not by tls.ca %q", chain[0].Issuer.CommonName, iss.Cert.Subject.CommonName)
+		case len(loaded) > 0:
+			iss = issuedBy(chain[0], loaded)
+			if iss == nil {
+				st.RenewedBy = fmt.Sprintf("nothing: issued by %q, not by tls.ca %q", chain[0].Issuer.CommonName, loaded[0].Cert.Subject.CommonName)
 			} else {
 				st.RenewedBy = "the agent, with tls.ca"
 				st.RenewAt = RenewAt(chain[0], opt.Before)
@@ -90,6 +110,16 @@ func Renewals(leaves []Leaf, ca CA, opt Options, now time.Time) Round {
 		r.Status = append(r.Status, st)
 	}
 	return r
+}
+
+// issuedBy is the one of cas that issued c (nil: none).
+func issuedBy(c *x509.Certificate, cas []*Issuer) *Issuer {
+	for _, iss := range cas {
+		if c.CheckSignatureFrom(iss.Cert) == nil {
+			return iss
+		}
+	}
+	return nil
 }
 
 // issuerOf loads the CA; without it, nothing says why nothing renews. A

@@ -28,3 +28,22 @@ type CertStatus struct {
 	// this host does not have).
 	Absent bool `json:"absent,omitempty"`
 }
+
+// CATrust is what a host says of its CAs, for a CA rotation (certs.CAID
+// each): the CAs its running etcd loaded when it started (nil: etcd not
+// running), those its trusted CA files hold now (every one of them), and
+// those that issued its certificates ("?" for one issued by a CA it does
+// not know).
+type CATrust struct {
+	Running []string `json:"running,omitempty"`
+	Files   []string `json:"files,omitempty"`
+	Issuers []string `json:"issuers,omitempty"`
+}
+
+// RotationNote is a host's step of a CA rotation: Step is the kind
+// (reconcile.RotationStep: "trust both", "reissue", "drop the old CA",
+// "wait", "done"), Why for people.
+type RotationNote struct {
+	Step string `json:"step"`
+	Why  string `json:"why,omitempty"`
+}

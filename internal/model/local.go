@@ -88,6 +88,11 @@ type AgentRecord struct {
 	// Certs is where the certificates of the agent's host stand (see
 	// agent.startRenewal).
 	Certs []CertStatus `json:"certs,omitempty"`
+	// CA is what the host says of its CAs during a CA rotation (nil:
+	// none).
+	CA *CATrust `json:"ca,omitempty"`
+	// Rotation is the host's step of a CA rotation (nil: none).
+	Rotation *RotationNote `json:"rotation,omitempty"`
 }
 
 // Phase is what the agent is doing with its member, for STATUS, /status

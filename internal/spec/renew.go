@@ -32,8 +32,15 @@ func (m Member) Leaves() []certs.Leaf {
 	return out
 }
 
-// RenewCA is tls.ca as the renewal reads it.
-func (t TLS) RenewCA() certs.CA { return certs.CA{CertFile: t.CA.CertFile, KeyFile: t.CA.KeyFile} }
+// RenewCAs are the CAs the renewal reads: tls.ca, and tls.ca.next during
+// a rotation.
+func (t TLS) RenewCAs() []certs.CA {
+	cas := []certs.CA{{CertFile: t.CA.CertFile, KeyFile: t.CA.KeyFile}}
+	if t.CA.Next.CertFile != "" {
+		cas = append(cas, certs.CA{CertFile: t.CA.Next.CertFile, KeyFile: t.CA.Next.KeyFile})
+	}
+	return cas
+}
 
 func hostsOf(urls []string) []string {
 	var out []string

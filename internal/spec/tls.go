@@ -32,7 +32,8 @@ func (t *TLS) files() []tlsFile {
 // like those of files, but of certificates etcd does not use, and a CA key
 // validate never reads (it need not be on every host).
 func (t *TLS) renewFiles() []tlsFile {
-	out := []tlsFile{{"tls.ca.certFile", &t.CA.CertFile}, {"tls.ca.keyFile", &t.CA.KeyFile}}
+	out := []tlsFile{{"tls.ca.certFile", &t.CA.CertFile}, {"tls.ca.keyFile", &t.CA.KeyFile},
+		{"tls.ca.next.certFile", &t.CA.Next.CertFile}, {"tls.ca.next.keyFile", &t.CA.Next.KeyFile}}
 	for i := range t.Renew.Others {
 		o := &t.Renew.Others[i]
 		p := index("tls.renew.others", i)

@@ -176,10 +176,24 @@ type TLS struct {
 }
 
 // TLSCA is a CA certificate and its private key (optional: a host
-// without it renews nothing).
+// without it renews nothing), and the CA to rotate to.
 type TLSCA struct {
 	CertFile string `yaml:"certFile"`
 	KeyFile  string `yaml:"keyFile"`
+	// Next, when set, starts a CA rotation to it (docs/certificates.md).
+	Next TLSNextCA `yaml:"next"`
+}
+
+// TLSNextCA is the CA a rotation moves to: every member first trusts both,
+// then is issued new certificates by it, then trusts only it.
+type TLSNextCA struct {
+	CertFile string `yaml:"certFile"`
+	KeyFile  string `yaml:"keyFile"`
+	// WaitForClients holds the rotation once every member trusts both
+	// CAs, until `etcdkeeper certs rotate-ca --clients-ready`: for clients
+	// that read etcd's CA only when they start (kube-apiserver), to be
+	// restarted first.
+	WaitForClients bool `yaml:"waitForClients"`
 }
 
 // TLSRenew says when a certificate is renewed and which other ones, beside

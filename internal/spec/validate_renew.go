@@ -18,7 +18,13 @@ var otherName = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]*[a-z0-9])?$`)
 func (d *doc) checkRenew(s *Spec) {
 	ca := s.TLS.CA
 	d.checkPair("tls.ca", ca.CertFile, ca.KeyFile)
-	for _, f := range []struct{ key, p string }{{"tls.ca.certFile", ca.CertFile}, {"tls.ca.keyFile", ca.KeyFile}} {
+	d.checkPair("tls.ca.next", ca.Next.CertFile, ca.Next.KeyFile)
+	if ca.Next.CertFile != "" && ca.CertFile == "" {
+		d.errorf(d.line("tls.ca.next.certFile", "tls.ca.next"), "tls.ca.next: needs tls.ca.certFile: a rotation goes from the CA in force (tls.ca) to this one")
+	}
+	d.checkNextCA(ca)
+	for _, f := range []struct{ key, p string }{{"tls.ca.certFile", ca.CertFile}, {"tls.ca.keyFile", ca.KeyFile},
+		{"tls.ca.next.certFile", ca.Next.CertFile}, {"tls.ca.next.keyFile", ca.Next.KeyFile}} {
 		if strings.Contains(f.p, "{name}") {
 			d.errorf(d.line(f.key), "%s: %s: {name} is not expanded here: the CA is the cluster's, one for every member", f.key, quote(f.p))
 		}
@@ -50,6 +56,40 @@ func (d *doc) checkRenew(s *Spec) {
 		return
 	}
 	d.checkIssued(s, iss)
+}
+
+// checkNextCA: the CA a rotation goes to must be a CA, another one than
+// tls.ca's, and its key (on a host that has it) its own and secret.
+func (d *doc) checkNextCA(ca TLSCA) {
+	next := ca.Next
+	if next.CertFile == "" || ca.CertFile == "" || strings.Contains(next.CertFile+next.KeyFile, "{name}") {
+		return
+	}
+	line := d.line("tls.ca.next.certFile", "tls.ca.next")
+	cs, err := certs.Read(next.CertFile)
+	if err != nil {
+		d.errorf(line, "tls.ca.next.certFile: %s: cannot read it: %s", quote(next.CertFile), reason(err))
+		return
+	}
+	if !cs[0].IsCA {
+		d.errorf(line, "tls.ca.next.certFile: %s: %q is not a CA certificate", quote(next.CertFile), cs[0].Subject.CommonName)
+		return
+	}
+	if old, err := certs.Read(ca.CertFile); err == nil && certs.CAID(old[0]) == certs.CAID(cs[0]) {
+		d.errorf(line, "tls.ca.next.certFile: %s: the same CA key as tls.ca: a rotation needs a new CA (etcdkeeper certs rotate-ca --new-ca DIR makes one)", quote(next.CertFile))
+		return
+	}
+	if next.KeyFile == "" {
+		return
+	}
+	_, err = certs.LoadIssuer(next.CertFile, next.KeyFile)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		d.warns = append(d.warns, Error{File: d.file, Line: d.line("tls.ca.next.keyFile"), Msg: "tls.ca.next.keyFile: " + quote(next.KeyFile) +
+			": not on this host: its agent cannot have its certificates issued by the new CA, and the rotation waits for it"})
+	case err != nil:
+		d.errorf(d.line("tls.ca.next.keyFile"), "tls.ca.next.keyFile: %v", err)
+	}
 }
 
 // checkIssued warns of each certificate on this host the CA did not issue:

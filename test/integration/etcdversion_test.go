@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
@@ -154,16 +155,17 @@ func leaderAndTerm(t *testing.T, c *testbed.Cluster) (string, uint64) {
 }
 
 // restartOrder records the order in which the members' etcd processes
-// change (each restart once).
+// change (each member once), and how many times each started anew.
 type restartOrder struct {
-	done  chan struct{}
-	wg    sync.WaitGroup
-	mu    sync.Mutex
-	order []string
+	done   chan struct{}
+	wg     sync.WaitGroup
+	mu     sync.Mutex
+	order  []string
+	starts map[string]int
 }
 
 func watchRestarts(c *testbed.Cluster) *restartOrder {
-	r := &restartOrder{done: make(chan struct{})}
+	r := &restartOrder{done: make(chan struct{}), starts: map[string]int{}}
 	pids := map[string]int{}
 	for _, n := range c.AllNames() {
 		pids[n] = c.EtcdPID(n)
@@ -187,6 +189,9 @@ func watchRestarts(c *testbed.Cluster) *restartOrder {
 					if !slices.Contains(r.order, n) {
 						r.order = append(r.order, n)
 					}
+					if p != 0 {
+						r.starts[n]++
+					}
 					r.mu.Unlock()
 				}
 			}
@@ -199,6 +204,14 @@ func (r *restartOrder) stop() []string {
 	close(r.done)
 	r.wg.Wait()
 	return r.order
+}
+
+// restarts is how many times each member's etcd started anew (after
+// stop).
+func (r *restartOrder) restarts() map[string]int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return maps.Clone(r.starts)
 }
 
 // stallWriter puts a key every 20 ms through every member, retrying a
