@@ -84,7 +84,7 @@ func certRows(ctx context.Context, s *spec.Spec, now time.Time) []model.CertStat
 	seen := map[string]bool{}
 	var missing []string
 	for _, m := range s.Members {
-		r := certs.Renewals(certLeaves(m), s.TLS.RenewCAs(), certs.Options{Before: s.TLS.Renew.Before.Duration, Check: true}, now)
+		r := certs.Renewals(certLeaves(m), m.TLS.RenewCAs(), certs.Options{Before: s.TLS.Renew.Before.Duration, Check: true}, now)
 		here := false
 		for _, st := range r.Status {
 			if !st.Absent {
@@ -223,7 +223,7 @@ otherwise.`,
 			if !isMember {
 				return fmt.Errorf("this host (%s) runs no member of the spec: pass --name", hostname())
 			}
-			cas := s.TLS.RenewCAs()
+			cas := m.TLS.RenewCAs()
 			if caCert != "" {
 				cas[0].CertFile = caCert
 			}
@@ -323,11 +323,21 @@ it is under way, 1 on error.`,
 	return c
 }
 
+// hostTLS is the tls: section as this host's member has it ({name}
+// expanded), or the first member's on a host that runs none.
+func hostTLS(s *spec.Spec) spec.TLS {
+	if m, ok := s.ForHost(hostname()); ok {
+		return m.TLS
+	}
+	return s.Members[0].TLS
+}
+
 func makeNewCA(w io.Writer, s *spec.Spec, dir string) error {
-	if s.TLS.CA.CertFile == "" {
+	ca := hostTLS(s).CA
+	if ca.CertFile == "" {
 		return errors.New("the spec names no tls.ca.certFile: the new CA copies its subject and key type")
 	}
-	old, err := certs.Read(s.TLS.CA.CertFile)
+	old, err := certs.Read(ca.CertFile)
 	if err != nil {
 		return fmt.Errorf("tls.ca.certFile: %w", err)
 	}
@@ -344,10 +354,11 @@ func makeNewCA(w io.Writer, s *spec.Spec, dir string) error {
 // rotationNow is the new CA's ID, and each member's phase from its
 // agent's record ("" for a member without one).
 func rotationNow(ctx context.Context, s *spec.Spec) (string, map[string]model.AgentRecord, error) {
-	if s.TLS.CA.Next.CertFile == "" {
+	next := hostTLS(s).CA.Next
+	if next.CertFile == "" {
 		return "", nil, nil
 	}
-	next, err := certs.Read(s.TLS.CA.Next.CertFile)
+	nextCA, err := certs.Read(next.CertFile)
 	if err != nil {
 		return "", nil, fmt.Errorf("tls.ca.next.certFile: %w", err)
 	}
@@ -355,7 +366,7 @@ func rotationNow(ctx context.Context, s *spec.Spec) (string, map[string]model.Ag
 	for _, r := range agentRecords(ctx, s) {
 		recs[r.Name] = r
 	}
-	return certs.CAID(next[0]), recs, nil
+	return certs.CAID(nextCA[0]), recs, nil
 }
 
 func printRotation(ctx context.Context, w io.Writer, s *spec.Spec) error {

@@ -393,7 +393,7 @@ func renewSummary(s *spec.Spec) string {
 	if len(memberCerts(s)) == 0 {
 		return ""
 	}
-	ca := s.TLS.RenewCAs()[0]
+	ca := hostTLS(s).RenewCAs()[0]
 	switch {
 	case ca.CertFile == "":
 		return "renewal: nothing renews them: the spec names no tls.ca (docs/certificates.md)"

@@ -51,7 +51,7 @@ func (a *Agent) startRenewal(ctx context.Context) (stop func()) {
 // where each certificate stands and returns how long until the next.
 func (a *Agent) renewRound(now time.Time, failed map[string]string) time.Duration {
 	s, self := a.Spec()
-	r := certs.Renewals(self.Leaves(), s.TLS.RenewCAs(), certs.Options{Before: s.TLS.Renew.Before.Duration}, now)
+	r := certs.Renewals(self.Leaves(), self.TLS.RenewCAs(), certs.Options{Before: s.TLS.Renew.Before.Duration}, now)
 	for i := range r.Status {
 		r.Status[i].Member = self.Name
 	}

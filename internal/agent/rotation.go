@@ -66,8 +66,8 @@ func trustedBy(files []string) []string {
 // agents' records and, when the spec waits for clients, the operator's
 // word, and wakes it when they changed.
 func (a *Agent) observeRotation(ctx context.Context, in reconcile.Input) {
-	s, _ := a.Spec()
-	if s.TLS.CA.Next.CertFile == "" {
+	s, self := a.Spec()
+	if self.TLS.CA.Next.CertFile == "" {
 		return
 	}
 	seen := rotationSeen{agents: in.Agents}
@@ -78,7 +78,7 @@ func (a *Agent) observeRotation(ctx context.Context, in reconcile.Input) {
 			seen.agents = recs
 		}
 	}
-	if s.TLS.CA.Next.WaitForClients && a.client != nil {
+	if self.TLS.CA.Next.WaitForClients && a.client != nil {
 		if r, err := a.client.GetClientsReady(ctx, s.Cluster.Name); err == nil && r != nil {
 			seen.clientsReady = r.CA
 		}
@@ -98,7 +98,7 @@ func (a *Agent) observeRotation(ctx context.Context, in reconcile.Input) {
 // certificate files.
 func (a *Agent) rotateRound(now time.Time) {
 	s, self := a.Spec()
-	nextFile := s.TLS.CA.Next.CertFile
+	nextFile := self.TLS.CA.Next.CertFile
 	if nextFile == "" {
 		a.mu.Lock()
 		a.caTrust, a.rotation = nil, reconcile.Rotation{}
@@ -122,7 +122,7 @@ func (a *Agent) rotateRound(now time.Time) {
 		}
 	}
 	rot := reconcile.RotateCA(reconcile.RotationInput{Next: id, Self: self.Name, Members: s.Names(), Hosts: hosts,
-		WaitForClients: s.TLS.CA.Next.WaitForClients, ClientsReady: seen.clientsReady == id})
+		WaitForClients: self.TLS.CA.Next.WaitForClients, ClientsReady: seen.clientsReady == id})
 	if err := a.rotationStep(rot, s, self, next[0], now); err != nil {
 		a.lg.Error("CA rotation step failed", zap.Stringer("step", rot.Step), zap.Error(err))
 		rot = reconcile.Rotation{Step: reconcile.RotateWait, Why: fmt.Sprintf("%s failed: %v", rot.Step, err)}
@@ -155,7 +155,7 @@ func (a *Agent) rotationStep(rot reconcile.Rotation, s *spec.Spec, self spec.Mem
 			}
 		}
 	case reconcile.RotateReissue:
-		iss, err := certs.LoadIssuer(s.TLS.CA.Next.CertFile, s.TLS.CA.Next.KeyFile)
+		iss, err := certs.LoadIssuer(self.TLS.CA.Next.CertFile, self.TLS.CA.Next.KeyFile)
 		if err != nil {
 			return fmt.Errorf("tls.ca.next: %w", err)
 		}
@@ -200,7 +200,7 @@ func (a *Agent) ownTrust(s *spec.Spec, self spec.Member, next *x509.Certificate)
 	a.mu.Unlock()
 	t := &model.CATrust{Running: running, Files: trustedBy(trustFiles(self.TLS))}
 	known := []*x509.Certificate{next}
-	for _, f := range append(trustFiles(self.TLS), s.TLS.CA.CertFile) {
+	for _, f := range append(trustFiles(self.TLS), self.TLS.CA.CertFile) {
 		if cs, err := certs.Read(f); err == nil {
 			known = append(known, cs...)
 		}

@@ -30,12 +30,13 @@ func TestRenewSpec(t *testing.T) {
 		}, "spec.yaml:22: tls.ca.keyFile:", ""},
 		{"key of another CA", "  ca:\n    certFile: pki/ca.crt\n    keyFile: pki/other.key\n", nil, "goes with the key", ""},
 		{"not a CA", "  ca:\n    certFile: pki/a.crt\n    keyFile: pki/a.key\n", nil, "spec.yaml:21: tls.ca.certFile: \"", ""},
-		{"{name} in the CA", "  ca:\n    certFile: pki/{name}.crt\n", nil, "{name} is not expanded", ""},
+		{"per-host CA paths, checked per member", "  ca:\n    certFile: pki/{name}.crt\n    keyFile: pki/{name}.key\n", nil, "pki/b.crt\": \"b\" is not a CA certificate", ""},
 		{"keyFile without certFile", "  ca:\n    keyFile: pki/ca.key\n", nil, "tls.ca.certFile: missing", ""},
 		{"negative before", "  renew:\n    before: -1h\n", nil, "spec.yaml:21: tls.renew.before: -1h0m0s: must not be negative", ""},
 		{"another without a name", "  renew:\n    others:\n      - certFile: pki/agent.crt\n        keyFile: pki/agent.key\n", nil, "spec.yaml:22: tls.renew.others[0].name: missing", ""},
 		{"another named like a role", "  renew:\n    others:\n      - name: peer\n        certFile: pki/agent.crt\n        keyFile: pki/agent.key\n", nil, "tls.renew.others[0].name: \"peer\": taken", ""},
-		{"next is the same CA", "  ca:\n    certFile: pki/ca.crt\n    next:\n      certFile: pki/ca.crt\n", nil, "the same CA key as tls.ca", ""},
+		{"next is the same CA", "  ca:\n    certFile: pki/ca.crt\n    keyFile: pki/ca.key\n    next:\n      certFile: pki/ca.crt\n", caKey, "the same CA key as tls.ca", ""},
+		{"a CA named without its key: status only", "  ca:\n    certFile: pki/ca.crt\n", nil, "", ""},
 		{"next without tls.ca", "  ca:\n    next:\n      certFile: pki/ca.crt\n", nil, "tls.ca.next: needs tls.ca.certFile", ""},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

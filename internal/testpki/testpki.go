@@ -4,9 +4,11 @@
 package testpki
 
 import (
+	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/rsa"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
@@ -22,7 +24,10 @@ import (
 // CA signs certificates for one test.
 type CA struct {
 	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
+	key  crypto.Signer
+	// rsaBits: the CA and what it issues have RSA keys of this size, as
+	// kubeadm's (0: ECDSA P-256).
+	rsaBits int
 	// CertPEM is the CA certificate, what trustedCAFile holds; KeyPEM its
 	// private key (tls.ca.keyFile).
 	CertPEM, KeyPEM []byte
@@ -38,7 +43,19 @@ var serial atomic.Int64
 // NewCA makes a self-signed CA valid for ten years, as kubeadm's.
 func NewCA(t testing.TB, name string) *CA {
 	t.Helper()
-	key := newKey(t)
+	return newCA(t, name, 0)
+}
+
+// NewRSACA is NewCA with RSA 2048 keys for the CA and all it issues, as
+// kubeadm makes them.
+func NewRSACA(t testing.TB, name string) *CA {
+	t.Helper()
+	return newCA(t, name, 2048)
+}
+
+func newCA(t testing.TB, name string, rsaBits int) *CA {
+	t.Helper()
+	key := newKey(t, rsaBits)
 	tmpl := &x509.Certificate{
 		SerialNumber:          nextSerial(),
 		Subject:               pkix.Name{CommonName: name},
@@ -48,7 +65,7 @@ func NewCA(t testing.TB, name string) *CA {
 		BasicConstraintsValid: true,
 		IsCA:                  true,
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
 	if err != nil {
 		t.Fatalf("create CA: %v", err)
 	}
@@ -60,7 +77,7 @@ func NewCA(t testing.TB, name string) *CA {
 	if err != nil {
 		t.Fatalf("marshal CA key: %v", err)
 	}
-	return &CA{cert: cert, key: key, CertPEM: pemBlock("CERTIFICATE", der), KeyPEM: pemBlock("PRIVATE KEY", keyDER)}
+	return &CA{cert: cert, key: key, rsaBits: rsaBits, CertPEM: pemBlock("CERTIFICATE", der), KeyPEM: pemBlock("PRIVATE KEY", keyDER)}
 }
 
 // Issue signs a certificate for cn, valid for a year (kubeadm's default)
@@ -97,7 +114,7 @@ func (ca *CA) IssueFor(t testing.TB, cn string, life time.Duration, ekus []x509.
 
 func (ca *CA) issue(t testing.TB, cn string, notBefore, notAfter time.Time, ekus []x509.ExtKeyUsage, ips []net.IP) Pair {
 	t.Helper()
-	key := newKey(t)
+	key := newKey(t, ca.rsaBits)
 	tmpl := &x509.Certificate{
 		SerialNumber: nextSerial(),
 		Subject:      pkix.Name{CommonName: cn},
@@ -108,7 +125,7 @@ func (ca *CA) issue(t testing.TB, cn string, notBefore, notAfter time.Time, ekus
 		DNSNames:     []string{cn},
 		IPAddresses:  ips,
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, key.Public(), ca.key)
 	if err != nil {
 		t.Fatalf("issue %s: %v", cn, err)
 	}
@@ -140,8 +157,15 @@ func WriteFile(t testing.TB, path string, data []byte) {
 	}
 }
 
-func newKey(t testing.TB) *ecdsa.PrivateKey {
+func newKey(t testing.TB, rsaBits int) crypto.Signer {
 	t.Helper()
+	if rsaBits > 0 {
+		key, err := rsa.GenerateKey(rand.Reader, rsaBits)
+		if err != nil {
+			t.Fatalf("generate key: %v", err)
+		}
+		return key
+	}
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatalf("generate key: %v", err)
