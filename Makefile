@@ -109,8 +109,8 @@ test-packaging:
 # bed"): three Debian 12 containers (systemd-nspawn, systemd as PID 1)
 # install $(DEB) and run the cluster as the packaged service through
 # start, kill, WAL corruption, reload, watchdog, power cycle,
-# remove/reinstall, a host cut off the network for a minute and a package
-# upgrade on all hosts at once (each host
+# remove/reinstall, a host cut off the network for a minute, a package
+# upgrade on all hosts at once and certificates renewed by the agents (each host
 # in its own network namespace on a bridge of the run). Needs root and the Debian packages systemd-container,
 # debootstrap, curl and jq. The Debian root is cached in
 # /var/cache/etcdkeeper-e2e/ (built on the first run, ~1 min).
@@ -123,7 +123,8 @@ UPGRADE_DEB     := dist/etcdkeeper_$(UPGRADE_VERSION)_$(PKG_ARCH).deb
 e2e: package
 	$(MAKE) --no-print-directory package VERSION=$(UPGRADE_VERSION) PKG_VERSION=$(UPGRADE_VERSION)
 	$(MAKE) --no-print-directory build
-	timeout -k 60 1500 test/e2e/run.sh $(DEB) $(UPGRADE_DEB)
+	$(GO) build -o bin/e2e-mkcerts ./test/e2e/mkcerts
+	E2E_MKCERTS=$(CURDIR)/bin/e2e-mkcerts timeout -k 60 1500 test/e2e/run.sh $(DEB) $(UPGRADE_DEB)
 
 # Benchmarks and the chaos run (docs/benchmarks.md), on the test bed:
 # real agents and real etcd. `make bench` (members on 127.0.x.y) prints one

@@ -58,6 +58,8 @@ fi
 WORKBASE=${E2E_WORKDIR:-/var/tmp/etcdkeeper-e2e}
 WORK=$WORKBASE/run
 SPEC=/etc/etcdkeeper/cluster.yaml
+# Where step 11 puts the certificates the agents renew.
+PKI=/etc/etcdkeeper/pki
 # Host i: machine and host name HOST[i], etcd member MEMBER[i], address IP[i].
 # Host c's host name is not its member name: it names its member with the
 # ExecStart drop-in the packaging README documents; a and b use the default
@@ -438,11 +440,24 @@ members:
 agent:
   interval: 1s
 EOF
-	if [[ ${1:-} == reloaded ]]; then
+	if [[ " $* " == *" reloaded "* ]]; then
 		cat <<EOF
 etcd:
   flags:
     snapshot-count: "5000"
+EOF
+	fi
+	if [[ " $* " == *" certs "* ]]; then
+		cat <<EOF
+tls:
+  ca:
+    certFile: $PKI/ca.crt
+    keyFile: $PKI/ca.key
+  renew:
+    others:
+      - name: e2e-client
+        certFile: $PKI/e2e-client.crt
+        keyFile: $PKI/e2e-client.key
 EOF
 	fi
 }
@@ -1212,6 +1227,58 @@ s_upgrade() {
 	converged "${HOST[0]}" | sed 's/^/      /'
 }
 
+# 11. Certificates renewed on the systemd hosts: an etcd CA (its key on
+# every host, 0600, the etcd user's) and a client certificate of one
+# minute under tls.renew.others; the packaged unit (ProtectSystem=strict,
+# User=etcd) renews it through ReadWritePaths=-/etc/etcdkeeper/pki, twice,
+# before it expires, with no restart of etcd.
+s_renew() {
+	local h f dir spec na0 n
+	dir=$(mktemp -d)
+	"${E2E_MKCERTS:?make e2e builds bin/e2e-mkcerts}" -dir "$dir" -name e2e-client -life 60s || fail "mkcerts failed"
+	spec=$(mktemp)
+	spec_yaml reloaded certs >"$spec"
+	for h in "${HOST[@]}"; do
+		on "$h" sh -c "mkdir -p $PKI && chmod 0750 $PKI" || fail -h "$h" "$h: mkdir $PKI"
+		for f in ca.crt ca.key e2e-client.crt e2e-client.key; do
+			on "$h" sh -c "cat >$PKI/$f" <"$dir/$f"
+		done
+		on "$h" sh -c "chmod 0600 $PKI/*.key && chmod 0644 $PKI/*.crt && chown -R etcd:etcd $PKI" || fail -h "$h" "$h: chown $PKI"
+		put "pid-$h" "$(agent_field "$h" etcdPID)"
+		on "$h" sh -c "cat >$SPEC.new && mv $SPEC.new $SPEC" <"$spec"
+		sctl "$h" reload etcdkeeper || fail -h "$h" "$h: systemctl reload failed"
+	done
+	rm -rf "$dir" "$spec"
+	na0=$(cert_not_after "${HOST[0]}")
+	[[ -n $na0 ]] || fail "no e2e-client certificate in etcdkeeper certs status"
+	# Two renewals of a one-minute certificate: each at half its life.
+	for h in "${HOST[@]}"; do
+		wait_for 150 "$h: e2e-client renewed twice (first expiry $na0)" renewed_twice "$h" "$na0" ||
+			fail -h "$h" "$h: the certificate was not renewed twice: $(cert_not_after "$h")"
+		n=$(on "$h" journalctl -o cat -u etcdkeeper | grep -c '"msg":"certificate renewed"' || true)
+		[[ $n -ge 2 ]] || fail -h "$h" "$h: $n 'certificate renewed' lines in the journal, want 2 or more"
+		[[ $(agent_field "$h" etcdPID) == "$(get "pid-$h")" ]] || fail -h "$h" "$h: etcd restarted during the renewals"
+		on "$h" etcdkeeper certs status --config "$SPEC" >/dev/null || fail -h "$h" "$h: etcdkeeper certs status exits non-zero"
+		log "$h: e2e-client renewed $n times (now expires $(cert_not_after "$h"), first $na0), etcd pid $(get "pid-$h") unchanged"
+	done
+	wait_all_healthy 30 || fail "cluster not healthy after the renewals"
+}
+
+# cert_not_after HOST: the e2e-client certificate's expiry on HOST, as
+# etcdkeeper certs status reads it (Unix seconds).
+cert_not_after() {
+	on "$1" etcdkeeper certs status --config "$SPEC" -o json 2>/dev/null |
+		jq -r '[.[] | select(.role == "e2e-client")][0].notAfter // empty | sub("\\.[0-9]+"; "") | fromdateiso8601'
+}
+
+# renewed_twice HOST FIRST: HOST's certificate expires 55 s or more after
+# the first one did (two renewals of a minute's certificate at half-life).
+renewed_twice() {
+	local na
+	na=$(cert_not_after "$1")
+	[[ -n $na ]] && ((na >= $2 + 55))
+}
+
 # 11. Across every step, with the short WatchdogSec drop-in: systemd's
 # watchdog fired only once, on the agent step 6 froze on purpose.
 s_no_watchdog_kills() {
@@ -1368,6 +1435,7 @@ step "7. power off + boot: same member" s_powercycle
 step "8. apt-get remove keeps data; reinstall resumes" s_reinstall
 step "9. one host cut off for 60s: the others serve" s_cut
 step "10. the new .deb on all 3 hosts in the same second: rolled one at a time" s_upgrade
-step "11. WatchdogSec=$WATCHDOG all along: no watchdog kill but step 6's" s_no_watchdog_kills
+step "11. certificates renewed by the agents, no etcd restart" s_renew
+step "12. WatchdogSec=$WATCHDOG all along: no watchdog kill but step 6's" s_no_watchdog_kills
 [[ -z $FAILED ]]
 
