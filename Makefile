@@ -136,7 +136,7 @@ e2e: package
 # short forms for CI: bench-smoke asserts no target, chaos-smoke fails like
 # chaos does, and must inject at least the faults CHAOS_SMOKE_MIN lists.
 # A failing run keeps its logs and says where.
-.PHONY: bench bench-smoke chaos chaos-smoke bench-bin chaos-bin
+.PHONY: bench bench-smoke bench-certs chaos chaos-smoke bench-bin chaos-bin
 CHAOS_DURATION ?= 3m
 CHAOS_SMOKE_MIN ?= partition=2,spec-skew=1,corrupt-wal=1,kill-etcd=1,slow-link=1,slow-host=1,alarm-corrupt=1,impostor=1,nospace=1
 
@@ -148,6 +148,14 @@ chaos-bin: build
 
 bench: bench-bin
 	bin/bench -bin $(BIN) $(BENCH_FLAGS)
+
+# The certificates' time-compressed runs (docs/benchmarks.md): renewal of
+# 2-minute certificates on 3 members for 4 lifetimes under a TLS writer and
+# a handshake prober; the CA rotation under a writer, with a kill -9 in
+# each phase; the kubeadm-shaped renewal and rotation. About 12 minutes.
+bench-certs: build
+	ETCDKEEPER_BIN=$(CURDIR)/$(BIN) ETCDKEEPER_CERT_LIFETIME=2m ETCDKEEPER_CERT_LIFETIMES=4 $(GO) test -count=1 -timeout 30m -v \
+		-run '^(TestCertRenewal|TestCARotation|TestKubeadmCertificates)$$' ./test/integration/ 2>&1 | grep -E '^(---|ok|FAIL|PASS)|_test.go:[0-9]+: (renewal|CA rotation|kubeadm|phase)'; exit $${PIPESTATUS[0]}
 
 bench-smoke: bench-bin
 	timeout -k 30 600 bin/bench -bin $(BIN) -smoke $(BENCH_FLAGS)

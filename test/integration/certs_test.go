@@ -25,9 +25,26 @@ import (
 	"github.com/etcdkeeper/etcdkeeper/test/testbed"
 )
 
-// shortLived is the lifetime of the certificates of the renewal test: the
-// agents renew them at half of it.
-const shortLived = 20 * time.Second
+// renewalRun is the lifetime of the renewal test's certificates (the
+// agents renew them at half of it) and for how many lifetimes it runs:
+// 20 s and until the first ones expired in make test; `make bench-certs`
+// sets ETCDKEEPER_CERT_LIFETIME=2m ETCDKEEPER_CERT_LIFETIMES=4.
+func renewalRun(t *testing.T) (life time.Duration, lifetimes int) {
+	life, lifetimes = 20*time.Second, 1
+	if v := os.Getenv("ETCDKEEPER_CERT_LIFETIME"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			t.Fatalf("ETCDKEEPER_CERT_LIFETIME: %v", err)
+		}
+		life = d
+	}
+	if v := os.Getenv("ETCDKEEPER_CERT_LIFETIMES"); v != "" {
+		if _, err := fmt.Sscan(v, &lifetimes); err != nil {
+			t.Fatalf("ETCDKEEPER_CERT_LIFETIMES: %v", err)
+		}
+	}
+	return life, lifetimes
+}
 
 var bothUsages = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}
 
@@ -72,6 +89,7 @@ func notAfter(path string) time.Time {
 // expired.
 func TestCertRenewal(t *testing.T) {
 	t.Parallel()
+	shortLived, lifetimes := renewalRun(t)
 	c := testbed.New(t, 3)
 	pki := newClusterPKI(t)
 	testpki.WriteFile(t, filepath.Join(pki.dir, "ca.key"), pki.ca.KeyPEM)
@@ -104,20 +122,24 @@ func TestCertRenewal(t *testing.T) {
 	load := startTLSLoad(t, c, pki)
 	// Two renewals of every certificate: the first ones have expired, and
 	// the renewed ones were renewed again.
-	testbed.Eventually(t, converge+3*shortLived, "every certificate renewed twice", func() string {
+	testbed.Eventually(t, converge+time.Duration(lifetimes+2)*shortLived, "every certificate renewed twice", func() string {
 		for _, f := range files {
 			if got := notAfter(f); got.Before(first[f].Add(shortLived - 5*time.Second)) {
 				return fmt.Sprintf("%s expires %s (first %s)", filepath.Base(f), got.Format(time.RFC3339), first[f].Format(time.RFC3339))
 			}
 		}
-		if time.Now().Before(start.Add(shortLived + time.Second)) {
-			return "the first certificates have not expired yet"
+		if time.Now().Before(start.Add(time.Duration(lifetimes)*shortLived + time.Second)) {
+			return fmt.Sprintf("not %d lifetimes yet", lifetimes)
 		}
 		return ""
 	})
 	writes, failedWrites, handshakes, failedHandshakes := load.stop()
-	t.Logf("renewal over %s (%d lifetimes of %s): %d writes, %d failed; %d new TLS handshakes, %d failed",
-		time.Since(start).Round(time.Second), int(time.Since(start)/shortLived), shortLived, writes, failedWrites, handshakes, failedHandshakes)
+	renewals := 0
+	for _, m := range c.Members {
+		renewals += c.LogCount(m.Name, "certificate renewed")
+	}
+	t.Logf("renewal over %s (%d lifetimes of %s): %d renewals by the agents; %d writes, %d failed; %d new TLS handshakes, %d failed",
+		time.Since(start).Round(time.Second), int(time.Since(start)/shortLived), shortLived, renewals, writes, failedWrites, handshakes, failedHandshakes)
 	if failedWrites > 0 || failedHandshakes > 0 {
 		t.Errorf("%d of %d writes and %d of %d handshakes failed while the certificates were renewed: %s",
 			failedWrites, writes, failedHandshakes, handshakes, load.firstError())

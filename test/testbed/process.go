@@ -198,17 +198,23 @@ func (c *Cluster) DumpLog(name string, n int) {
 
 // LogContains reports whether the agent's log has a line with all parts.
 func (c *Cluster) LogContains(name string, parts ...string) bool {
+	return c.LogCount(name, parts...) > 0
+}
+
+// LogCount is how many lines of the agent's log have all parts.
+func (c *Cluster) LogCount(name string, parts ...string) int {
 	b, _ := os.ReadFile(c.LogPath(name))
+	n := 0
 	for _, line := range strings.Split(string(b), "\n") {
 		ok := true
 		for _, p := range parts {
 			ok = ok && strings.Contains(line, p)
 		}
 		if ok {
-			return true
+			n++
 		}
 	}
-	return false
+	return n
 }
 
 // EtcdPID is the PID the agent recorded for its etcd child.
