@@ -445,3 +445,24 @@ func sayClientsReady(ctx context.Context, w io.Writer, s *spec.Spec) error {
 	fmt.Fprintf(w, "recorded: the clients trust the new CA %s; the agents now have their certificates issued by it\n", id)
 	return nil
 }
+
+// printRotationLines is status's and plan's word on a CA rotation: each
+// member's step, as its agent's record says it (nothing when the spec
+// names no tls.ca.next).
+func printRotationLines(w io.Writer, s *spec.Spec, recs []model.AgentRecord) {
+	if hostTLS(s).CA.Next.CertFile == "" {
+		return
+	}
+	byName := map[string]model.AgentRecord{}
+	for _, r := range recs {
+		byName[r.Name] = r
+	}
+	fmt.Fprintln(w, "CA rotation (etcdkeeper certs rotate-ca):")
+	for _, m := range s.Members {
+		if r, ok := byName[m.Name]; ok && r.Rotation != nil {
+			fmt.Fprintf(w, "  %s: %s: %s\n", m.Name, r.Rotation.Step, r.Rotation.Why)
+		} else {
+			fmt.Fprintf(w, "  %s: no record: its agent is down or not reachable\n", m.Name)
+		}
+	}
+}

@@ -84,6 +84,7 @@ Exit status: 0 when nothing is to be done, 2 when changes are pending, 1 on erro
 				if r := reconcile.RolloutText(obs, recs); r != "" {
 					fmt.Fprintf(out, "rollout: %s\n", r)
 				}
+				printRotationLines(out, s, recs)
 			}
 			want := spec.BuiltinVersion()
 			if s.Etcd.Binary != "" {

@@ -68,6 +68,9 @@ or an alarm is raised (NOSPACE: etcd refuses writes), 1 on error.`,
 					if l := renewSummary(s); l != "" {
 						fmt.Fprintln(c.OutOrStdout(), l)
 					}
+					if hostTLS(s).CA.Next.CertFile != "" {
+						printRotationLines(c.OutOrStdout(), s, agentRecords(c.Context(), s))
+					}
 				}
 			}
 			if !converged {

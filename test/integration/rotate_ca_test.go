@@ -159,6 +159,12 @@ func TestCARotation(t *testing.T) {
 			return "none yet"
 		})
 		t.Logf("phase %d reached after %s: kill -9 the agent of %s", step.phase, time.Since(start).Round(time.Second), step.victim)
+		if step.phase == 1 {
+			out, _ := exec.Command(testbed.Binary, "plan", "--config", c.Spec).CombinedOutput()
+			if !strings.Contains(string(out), "CA rotation (etcdkeeper certs rotate-ca):") {
+				t.Errorf("plan does not show the rotation:\n%s", out)
+			}
+		}
 		c.Kill9(step.victim)
 		killed[step.victim] = true
 		time.Sleep(500 * time.Millisecond)
@@ -203,6 +209,15 @@ func TestCARotation(t *testing.T) {
 	}
 	cli := c.Client()
 	testbed.Put(t, cli, "/rotated", "yes")
+	testbed.Eventually(t, 30*time.Second, "history shows the rotation's steps", func() string {
+		out, _ := exec.Command(testbed.Binary, "history", "--config", c.Spec).CombinedOutput()
+		for _, want := range []string{"ca-rotation", "trust both", "reissue", "drop the old CA"} {
+			if !strings.Contains(string(out), want) {
+				return fmt.Sprintf("no %q in:\n%s", want, out)
+			}
+		}
+		return ""
+	})
 }
 
 func btoi(b bool) int {
