@@ -65,7 +65,10 @@ func LoadIssuer(certFile, keyFile string) (*Issuer, error) {
 }
 
 // ReadSecret reads a private key file: a regular file that neither group
-// nor others may read, owned by root or by this process's user. Its
+// nor others may read or write. Its owner may be anyone (the agent's user,
+// or root for kubeadm's keys; root runs `certs renew` on the agent's); a
+// key that is not the certificate's is refused where it is used (the CA's
+// must go with the CA certificate, a leaf's with its certificate). Its
 // content is never part of an error.
 func ReadSecret(path string) ([]byte, error) {
 	fi, err := os.Stat(path)
@@ -74,9 +77,6 @@ func ReadSecret(path string) ([]byte, error) {
 	}
 	if fi.Mode().Perm()&0o077 != 0 {
 		return nil, fmt.Errorf("%s: %w: group or others may read or write it (mode %v): chmod 600 %s", path, ErrKeyExposed, fi.Mode().Perm(), path)
-	}
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Uid != 0 && int(st.Uid) != os.Geteuid() {
-		return nil, fmt.Errorf("%s: %w: owned by uid %d, not by root or this user (uid %d)", path, ErrKeyExposed, st.Uid, os.Geteuid())
 	}
 	return safefile.Read(path, maxBytes)
 }

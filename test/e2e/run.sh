@@ -125,7 +125,9 @@ step() {
 	STEP_T=$t
 	set +e
 	(
-		set -e
+		set -eE
+		# A command that fails without a fail line says which it was.
+		trap 'echo "e2e: $name: line $LINENO: exit $?: $BASH_COMMAND" >&2' ERR
 		"$@"
 	) &
 	STEP_PID=$!
