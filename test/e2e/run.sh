@@ -1269,7 +1269,8 @@ s_renew() {
 # cert_not_after HOST: the e2e-client certificate's expiry on HOST, as
 # etcdkeeper certs status reads it (Unix seconds).
 cert_not_after() {
-	on "$1" etcdkeeper certs status --config "$SPEC" -o json 2>/dev/null |
+	# certs status exits 2 while a renewal fails: its JSON is still read.
+	{ on "$1" etcdkeeper certs status --config "$SPEC" -o json 2>/dev/null || true; } |
 		jq -r '[.[] | select(.role == "e2e-client")][0].notAfter // empty | sub("\\.[0-9]+"; "") | fromdateiso8601'
 }
 
