@@ -170,6 +170,21 @@ func watchRestarts(c *testbed.Cluster) *restartOrder {
 	for _, n := range c.AllNames() {
 		pids[n] = c.EtcdPID(n)
 	}
+	sample := func() {
+		for _, n := range c.AllNames() {
+			if p := c.EtcdPID(n); p != pids[n] {
+				pids[n] = p
+				r.mu.Lock()
+				if !slices.Contains(r.order, n) {
+					r.order = append(r.order, n)
+				}
+				if p != 0 {
+					r.starts[n]++
+				}
+				r.mu.Unlock()
+			}
+		}
+	}
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()
@@ -177,24 +192,15 @@ func watchRestarts(c *testbed.Cluster) *restartOrder {
 		for {
 			select {
 			case <-r.done:
+				// A last look: a restart in the last poll interval (the
+				// one the caller's wait just saw end) counts too.
+				sample()
 				return
 			case <-deadline:
 				return
 			case <-time.After(100 * time.Millisecond):
 			}
-			for _, n := range c.AllNames() {
-				if p := c.EtcdPID(n); p != pids[n] {
-					pids[n] = p
-					r.mu.Lock()
-					if !slices.Contains(r.order, n) {
-						r.order = append(r.order, n)
-					}
-					if p != 0 {
-						r.starts[n]++
-					}
-					r.mu.Unlock()
-				}
-			}
+			sample()
 		}
 	}()
 	return r
