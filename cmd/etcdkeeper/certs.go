@@ -297,8 +297,10 @@ resumes wherever an agent stopped (docs/certificates.md#ca-rotation):
 A step that needs the others waits, saying why, while a member is down.
 --new-ca DIR makes the new CA (ca.crt, ca.key 0600) from tls.ca's subject and key
 type; the key is generated on this host and written only there.
---clients-ready says the clients that read etcd's CA only at start (kube-apiserver)
-now trust the new one: with tls.ca.next.waitForClients, phase 2 waits for it.
+--clients-ready, with tls.ca.next.waitForClients, is said twice: once every member
+trusts both, that the clients (restarted: kube-apiserver reads its CA only at start)
+trust the new CA, which lets phase 2 run; once every member presents the new CA's
+certificates, that the other clients do too, which lets phase 3 drop the old CA.
 Without either, it prints each member's phase.
 Exit status: 0 when the rotation is done on every member (or none runs), 2 while
 it is under way, 1 on error.`,
@@ -428,10 +430,17 @@ func sayClientsReady(ctx context.Context, w io.Writer, s *spec.Spec) error {
 	if id == "" {
 		return errors.New("no CA rotation: the spec names no tls.ca.next")
 	}
+	// Before the reissue the operator says the clients trust the new CA;
+	// once every member presents the new CA's certificates, that the
+	// clients do too (the old CA may go).
+	certsToo := true
 	for _, m := range s.Members {
 		r, ok := recs[m.Name]
 		if !ok || r.CA == nil || !slices.Contains(r.CA.Running, id) {
 			return &exitError{code: 2, err: fmt.Errorf("%s's etcd does not trust the new CA yet: wait until every member trusts both (etcdkeeper certs rotate-ca), restart the clients, then say so", m.Name)}
+		}
+		if !slices.Equal(r.CA.Issuers, []string{id}) {
+			certsToo = false
 		}
 	}
 	cli, err := dialSpec(s)
@@ -439,10 +448,14 @@ func sayClientsReady(ctx context.Context, w io.Writer, s *spec.Spec) error {
 		return err
 	}
 	defer cli.Close()
-	if err := cli.PutClientsReady(ctx, s.Cluster.Name, cluster.ClientsReady{CA: id, By: whoAmI(), At: time.Now()}); err != nil {
+	if err := cli.PutClientsReady(ctx, s.Cluster.Name, cluster.ClientsReady{CA: id, Certs: certsToo, By: whoAmI(), At: time.Now()}); err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "recorded: the clients trust the new CA %s; the agents now have their certificates issued by it\n", id)
+	if certsToo {
+		fmt.Fprintf(w, "recorded: the clients present certificates of the new CA %s; the agents now drop the old CA\n", id)
+	} else {
+		fmt.Fprintf(w, "recorded: the clients trust the new CA %s; the agents now have their certificates issued by it (say --clients-ready again once the other clients present certificates of the new CA)\n", id)
+	}
 	return nil
 }
 

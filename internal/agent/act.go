@@ -200,6 +200,9 @@ func (a *Agent) launch(b etcdproc.Bootstrap) error {
 	if err != nil {
 		return err
 	}
+	// What etcd reads at start is fingerprinted before it starts: a CA
+	// file changed after is a settings change (a restart), never missed.
+	settings, trust := etcdproc.Settings(s, self), trustedBy(etcdTrustFiles(self.TLS))
 	p, err := a.etcd.Start(etcdproc.CommandFor(s, self, b, a.cfg.Self, a.cfg.Env), self.DataDir)
 	if err != nil {
 		return err
@@ -208,8 +211,7 @@ func (a *Agent) launch(b etcdproc.Bootstrap) error {
 	a.data = nil
 	a.settling = true
 	a.updateStatus(func(st *Status) { st.MemberID, st.Healthy = "", false })
-	a.settings = etcdproc.Settings(s, self)
-	trust := trustedBy(etcdTrustFiles(self.TLS))
+	a.settings = settings
 	a.mu.Lock()
 	a.etcdTrust = trust
 	a.mu.Unlock()

@@ -137,12 +137,13 @@ func (a *Agent) ensureClient() error {
 		return nil
 	}
 	s, self := a.Spec()
+	caPrint := agentCAPrint(self) // before the dial reads the file: a change after is seen
 	c, err := cluster.DialSpec(s, self, a.peerEndpoints())
 	if err != nil {
 		return err
 	}
 	a.client = c
-	a.clientCA = agentCAPrint(self)
+	a.clientCA = caPrint
 	return nil
 }
 

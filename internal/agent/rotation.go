@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/etcdkeeper/etcdkeeper/internal/certs"
+	"github.com/etcdkeeper/etcdkeeper/internal/cluster"
 	"github.com/etcdkeeper/etcdkeeper/internal/history"
 	"github.com/etcdkeeper/etcdkeeper/internal/model"
 	"github.com/etcdkeeper/etcdkeeper/internal/reconcile"
@@ -19,9 +20,16 @@ import (
 // rotationSeen is what the pass hands the renewal goroutine for a CA
 // rotation: the other agents' records and the operator's clients-ready.
 type rotationSeen struct {
-	agents       []model.AgentRecord
-	clientsReady string // the CA the operator said the clients trust
+	at     time.Time
+	agents []model.AgentRecord
+	// ready is what the operator said of the clients (nil: nothing).
+	ready *cluster.ClientsReady
 }
+
+// seenFor is how long what a pass saw stands for the rotation: past it
+// (the cluster not reached since), the other members count as missing and
+// every step that needs them waits.
+const seenFor = 30 * time.Second
 
 // etcdTrustFiles are the trusted CA files etcd reads when it starts.
 func etcdTrustFiles(t spec.TLS) []string {
@@ -70,7 +78,7 @@ func (a *Agent) observeRotation(ctx context.Context, in reconcile.Input) {
 	if self.TLS.CA.Next.CertFile == "" {
 		return
 	}
-	seen := rotationSeen{agents: in.Agents}
+	seen := rotationSeen{at: time.Now(), agents: in.Agents}
 	if seen.agents == nil && a.client != nil {
 		// The pass reads them only for some decisions; a rotation needs
 		// them every pass.
@@ -79,8 +87,8 @@ func (a *Agent) observeRotation(ctx context.Context, in reconcile.Input) {
 		}
 	}
 	if self.TLS.CA.Next.WaitForClients && a.client != nil {
-		if r, err := a.client.GetClientsReady(ctx, s.Cluster.Name); err == nil && r != nil {
-			seen.clientsReady = r.CA
+		if r, err := a.client.GetClientsReady(ctx, s.Cluster.Name); err == nil {
+			seen.ready = r
 		}
 	}
 	a.mu.Lock()
@@ -111,23 +119,27 @@ func (a *Agent) rotateRound(now time.Time) {
 		return
 	}
 	id := certs.CAID(next[0])
-	own := a.ownTrust(s, self, next[0])
+	old, oldIDs := oldCAs(self, id)
+	own := a.ownTrust(self, next[0])
 	a.mu.Lock()
 	seen := a.rotationSeen
 	a.mu.Unlock()
 	hosts := map[string]*model.CATrust{self.Name: own}
-	for _, r := range seen.agents {
-		if r.Name != self.Name && r.CA != nil {
-			hosts[r.Name] = r.CA
+	if now.Sub(seen.at) < seenFor {
+		for _, r := range seen.agents {
+			if r.Name != self.Name && r.CA != nil {
+				hosts[r.Name] = r.CA
+			}
 		}
 	}
-	rot := reconcile.RotateCA(reconcile.RotationInput{Next: id, Self: self.Name, Members: s.Names(), Hosts: hosts,
-		WaitForClients: self.TLS.CA.Next.WaitForClients, ClientsReady: seen.clientsReady == id})
-	if err := a.rotationStep(rot, s, self, next[0], now); err != nil {
+	ready := seen.ready != nil && seen.ready.CA == id
+	rot := reconcile.RotateCA(reconcile.RotationInput{Next: id, Old: oldIDs, Self: self.Name, Members: s.Names(), Hosts: hosts,
+		WaitForClients: self.TLS.CA.Next.WaitForClients, ClientsTrust: ready, ClientsCerts: ready && seen.ready.Certs})
+	if err := a.rotationStep(rot, self, next[0], old, oldIDs, now); err != nil {
 		a.lg.Error("CA rotation step failed", zap.Stringer("step", rot.Step), zap.Error(err))
 		rot = reconcile.Rotation{Step: reconcile.RotateWait, Why: fmt.Sprintf("%s failed: %v", rot.Step, err)}
 	} else if rot.Step == reconcile.RotateTrust || rot.Step == reconcile.RotateReissue || rot.Step == reconcile.RotateDrop {
-		own = a.ownTrust(s, self, next[0])
+		own = a.ownTrust(self, next[0])
 	}
 	a.mu.Lock()
 	a.caTrust = own
@@ -140,7 +152,7 @@ func (a *Agent) rotateRound(now time.Time) {
 // killed in the middle does the rest next time. The restarts the trust
 // changes need are the rollout's: etcd's settings fingerprint its trusted
 // CA files.
-func (a *Agent) rotationStep(rot reconcile.Rotation, s *spec.Spec, self spec.Member, next *x509.Certificate, now time.Time) error {
+func (a *Agent) rotationStep(rot reconcile.Rotation, self spec.Member, next *x509.Certificate, old []*x509.Certificate, oldIDs []string, now time.Time) error {
 	id := certs.CAID(next)
 	var did []string
 	switch rot.Step {
@@ -160,8 +172,8 @@ func (a *Agent) rotationStep(rot reconcile.Rotation, s *spec.Spec, self spec.Mem
 			return fmt.Errorf("tls.ca.next: %w", err)
 		}
 		for _, l := range self.Leaves() {
-			if cs, err := certs.Read(l.CertFile); err != nil || cs[0].CheckSignatureFrom(next) == nil {
-				continue // not on this host, or the new CA's already
+			if cs, err := certs.Read(l.CertFile); err != nil || !signedByOne(cs[0], old) {
+				continue // not on this host, the new CA's already, or another CA's: left alone
 			}
 			r, err := certs.Reissue(l, iss, now)
 			if err != nil {
@@ -172,7 +184,7 @@ func (a *Agent) rotationStep(rot reconcile.Rotation, s *spec.Spec, self spec.Mem
 		}
 	case reconcile.RotateDrop:
 		for _, f := range trustFiles(self.TLS) {
-			changed, err := certs.TrustOnly(f, id)
+			changed, err := certs.DropTrust(f, oldIDs)
 			if err != nil {
 				return err
 			}
@@ -194,7 +206,7 @@ func (a *Agent) rotationStep(rot reconcile.Rotation, s *spec.Spec, self spec.Mem
 // ownTrust is what this host says of its CAs: what its running etcd
 // loaded, what its trusted CA files hold, and which CAs issued its
 // certificates (next, or one of the CAs its files hold).
-func (a *Agent) ownTrust(s *spec.Spec, self spec.Member, next *x509.Certificate) *model.CATrust {
+func (a *Agent) ownTrust(self spec.Member, next *x509.Certificate) *model.CATrust {
 	a.mu.Lock()
 	running := slices.Clone(a.etcdTrust)
 	a.mu.Unlock()
@@ -222,6 +234,44 @@ func (a *Agent) ownTrust(s *spec.Spec, self spec.Member, next *x509.Certificate)
 		}
 	}
 	return t
+}
+
+// oldCAs are the CA a rotation to next replaces: the one tls.ca's key
+// belongs to (its certificate file may already have dropped it, as
+// kubeadm's ca.crt does, being a trusted CA file too), found among
+// tls.ca.certFile and the trusted CA files; without the key on the host,
+// every CA of tls.ca.certFile but next. ids are theirs, and the key's
+// even once no file holds its certificate: the running etcd may still
+// trust it until its restart.
+func oldCAs(self spec.Member, next string) (out []*x509.Certificate, ids []string) {
+	keyID, keyErr := certs.KeyCAID(self.TLS.CA.KeyFile)
+	seen := map[string]bool{next: true}
+	if keyErr == nil && keyID != next {
+		ids = append(ids, keyID)
+	}
+	files := append([]string{self.TLS.CA.CertFile}, trustFiles(self.TLS)...)
+	for i, f := range files {
+		cs, err := certs.Read(f)
+		if err != nil {
+			continue
+		}
+		for _, c := range cs {
+			id := certs.CAID(c)
+			mine := keyErr == nil && id == keyID || keyErr != nil && i == 0
+			if mine && !seen[id] {
+				seen[id] = true
+				out = append(out, c)
+				if !slices.Contains(ids, id) {
+					ids = append(ids, id)
+				}
+			}
+		}
+	}
+	return out, ids
+}
+
+func signedByOne(c *x509.Certificate, cas []*x509.Certificate) bool {
+	return slices.ContainsFunc(cas, func(ca *x509.Certificate) bool { return c.CheckSignatureFrom(ca) == nil })
 }
 
 // noteRotation keeps the rotation's step for status and logs it when it

@@ -23,8 +23,8 @@ import (
 // Errors a renewal stops at. Each comes back wrapped with the file and
 // what to do.
 var (
-	// ErrKeyExposed: a private key file others may read, or that is not
-	// owned by root or the agent's user: it is not used.
+	// ErrKeyExposed: a private key file others may read or write (for the
+	// CA's key, its group too): it is not used.
 	ErrKeyExposed = errors.New("private key not kept secret")
 	// ErrNotIssued: the certificate was not issued by the CA at hand, which
 	// therefore cannot renew it.
@@ -77,6 +77,20 @@ func ReadSecret(path string) ([]byte, error) {
 	}
 	if fi.Mode().Perm()&0o077 != 0 {
 		return nil, fmt.Errorf("%s: %w: group or others may read or write it (mode %v): chmod 600 %s", path, ErrKeyExposed, fi.Mode().Perm(), path)
+	}
+	return safefile.Read(path, maxBytes)
+}
+
+// readLeafKey reads a certificate's key: like ReadSecret, but its group
+// may read it (root:etcd 0640 is how etcd's keys are often kept); never
+// others, never a group that may write it.
+func readLeafKey(path string) ([]byte, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if fi.Mode().Perm()&0o027 != 0 {
+		return nil, fmt.Errorf("%s: %w: others may read it, or its group write it (mode %v): chmod 600 (or 640) %s", path, ErrKeyExposed, fi.Mode().Perm(), path)
 	}
 	return safefile.Read(path, maxBytes)
 }
@@ -181,7 +195,7 @@ func issue(l Leaf, iss *Issuer, now time.Time, renew bool) (Renewal, error) {
 	if !renew {
 		chain = chain[:1]
 	}
-	keyPEM, err := ReadSecret(l.KeyFile)
+	keyPEM, err := readLeafKey(l.KeyFile)
 	if err != nil {
 		return Renewal{}, err
 	}
@@ -216,21 +230,21 @@ func issue(l Leaf, iss *Issuer, now time.Time, renew bool) (Renewal, error) {
 
 // renewed is the template of old's successor: everything old says of
 // whom it names and what it may do, with a fresh serial and validity of
-// the same length from now (a little back-dated for clocks behind), cut
-// at the CA's own expiry.
+// the same length from now (a little back-dated for clocks behind).
 func renewed(old *x509.Certificate, hosts []string, ca *x509.Certificate, now time.Time) (*x509.Certificate, error) {
 	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
 	if err != nil {
 		return nil, fmt.Errorf("serial: %w", err)
 	}
+	// The lifetime is the old one's, not cut at the CA's expiry: a cut
+	// would be kept by every later renewal, shrinking the lifetime each
+	// time. A certificate outliving its CA is refused with the CA anyway;
+	// the CA's own expiry is what its alert and certs status warn of.
 	life := old.NotAfter.Sub(old.NotBefore)
 	notBefore := now.Add(-min(5*time.Minute, life/10)).Truncate(time.Second)
 	notAfter := notBefore.Add(life)
-	if notAfter.After(ca.NotAfter) {
-		notAfter = ca.NotAfter
-	}
-	if !notAfter.After(now) {
-		return nil, fmt.Errorf("the CA %q expires on %s: it can issue nothing valid now: rotate the CA", ca.Subject.CommonName, ca.NotAfter.UTC().Format(time.RFC3339))
+	if !ca.NotAfter.After(now) {
+		return nil, fmt.Errorf("the CA %q expired on %s: it can issue nothing valid: rotate the CA", ca.Subject.CommonName, ca.NotAfter.UTC().Format(time.RFC3339))
 	}
 	t := &x509.Certificate{
 		SerialNumber:          serial,

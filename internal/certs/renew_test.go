@@ -285,3 +285,15 @@ func TestNobodyReadsAKeyDuringRenewal(t *testing.T) {
 		t.Fatalf("the renewed certificate is not readable: %v: %s", err, out)
 	}
 }
+
+// TestRenewTakesAGroupReadableLeafKey: root:etcd 0640 is a common layout
+// for etcd's keys; renewal reads such a key (never one others may read).
+func TestRenewTakesAGroupReadableLeafKey(t *testing.T) {
+	p := newPKI(t, time.Hour, nil)
+	if err := os.Chmod(p.leaf.KeyFile, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Renew(p.leaf, p.issuer(t), time.Now()); err != nil {
+		t.Fatalf("a 0640 leaf key: %v", err)
+	}
+}

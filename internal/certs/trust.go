@@ -38,22 +38,41 @@ func AddTrust(path string, ca *x509.Certificate) (changed bool, err error) {
 	return true, writeCerts(path, append(cs, ca))
 }
 
-// TrustOnly makes the trusted CA file at path hold only the certificates
-// of the CA id, which it must hold already: never an empty file, never a
-// CA it did not trust. changed is false when it held nothing else.
-func TrustOnly(path, id string) (changed bool, err error) {
+// DropTrust removes the certificates of the CAs drop from the trusted CA
+// file at path, keeping every other CA it holds; it never leaves the file
+// empty. changed is false when it held none of them.
+func DropTrust(path string, drop []string) (changed bool, err error) {
 	cs, err := Read(path)
 	if err != nil {
 		return false, err
 	}
-	keep := slices.DeleteFunc(slices.Clone(cs), func(c *x509.Certificate) bool { return CAID(c) != id })
+	keep := slices.DeleteFunc(slices.Clone(cs), func(c *x509.Certificate) bool { return slices.Contains(drop, CAID(c)) })
 	switch {
-	case len(keep) == 0:
-		return false, fmt.Errorf("%s does not hold the CA %s: nothing to keep", path, id)
 	case len(keep) == len(cs):
 		return false, nil
+	case len(keep) == 0:
+		return false, fmt.Errorf("%s holds no other CA than the ones to drop (%v): it would trust nothing", path, drop)
 	}
 	return true, writeCerts(path, keep)
+}
+
+// KeyCAID is CAID of the CA whose private key is at keyFile (read as
+// ReadSecret does): what identifies the CA in force while its certificate
+// file changes during a rotation.
+func KeyCAID(keyFile string) (string, error) {
+	b, err := ReadSecret(keyFile)
+	if err != nil {
+		return "", err
+	}
+	k, err := parseKey(b)
+	if err != nil {
+		return "", err
+	}
+	spki, err := x509.MarshalPKIXPublicKey(k.Public())
+	if err != nil {
+		return "", err
+	}
+	return CAID(&x509.Certificate{RawSubjectPublicKeyInfo: spki}), nil
 }
 
 func writeCerts(path string, cs []*x509.Certificate) error {

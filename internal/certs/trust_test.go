@@ -11,8 +11,8 @@ import (
 )
 
 // TestTrustSteps: the rotation's file steps are idempotent (a second call
-// changes nothing, as after a kill -9 between two of them) and never
-// leave a file empty or trusting a CA it did not.
+// changes nothing, as after a kill -9 between two of them), drop only the
+// old CA, and never leave a file empty.
 func TestTrustSteps(t *testing.T) {
 	dir := t.TempDir()
 	oldCA := testpki.NewCA(t, "etcd-ca")
@@ -50,16 +50,19 @@ func TestTrustSteps(t *testing.T) {
 	if fi, _ := os.Stat(f); fi.Mode().Perm() != 0o644 {
 		t.Errorf("mode %v, want the old 0644", fi.Mode().Perm())
 	}
-	if _, err := TrustOnly(f, "0000000000000000"); err == nil {
-		t.Fatal("TrustOnly kept a CA the file does not hold")
+	if _, err := DropTrust(f, []string{CAID(old[0]), CAID(next[0])}); err == nil {
+		t.Fatal("DropTrust left a file that trusts nothing")
+	}
+	if id, err := KeyCAID(filepath.Join(dir, "next", "ca.key")); err != nil || id != CAID(next[0]) {
+		t.Fatalf("KeyCAID = %q, %v; want the new CA's %s", id, err, CAID(next[0]))
 	}
 	for i, want := range []bool{true, false} {
-		changed, err := TrustOnly(f, CAID(next[0]))
+		changed, err := DropTrust(f, []string{CAID(old[0])})
 		if err != nil || changed != want {
-			t.Fatalf("TrustOnly #%d: changed %v, %v", i+1, changed, err)
+			t.Fatalf("DropTrust #%d: changed %v, %v", i+1, changed, err)
 		}
 	}
 	if ids, _ := TrustIDs(f); !slices.Equal(ids, []string{CAID(next[0])}) {
-		t.Fatalf("after TrustOnly: %v", ids)
+		t.Fatalf("after DropTrust: %v", ids)
 	}
 }

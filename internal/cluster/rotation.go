@@ -18,11 +18,13 @@ func ClientsReadyKey(clusterName string) string {
 
 // ClientsReady is what ClientsReadyKey holds.
 type ClientsReady struct {
-	// CA is the new CA (certs.CAID) the clients trust; By and At who said
-	// so and when.
-	CA string    `json:"ca"`
-	By string    `json:"by"`
-	At time.Time `json:"at"`
+	// CA is the new CA (certs.CAID) the clients trust; Certs: they also
+	// present its certificates (said once the members do: the old CA may
+	// be dropped); By and At who said so and when.
+	CA    string    `json:"ca"`
+	Certs bool      `json:"certs,omitempty"`
+	By    string    `json:"by"`
+	At    time.Time `json:"at"`
 }
 
 // PutClientsReady writes the operator's word that the clients trust ca.

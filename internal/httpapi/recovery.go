@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -95,7 +96,7 @@ func RecoveryTLS(peer spec.TLSServer) (*tls.Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &tls.Config{
+	cfg := &tls.Config{
 		MinVersion: tls.VersionTLS12,
 		ClientAuth: tls.RequireAndVerifyClientCert,
 		ClientCAs:  pool,
@@ -106,7 +107,23 @@ func RecoveryTLS(peer spec.TLSServer) (*tls.Config, error) {
 			}
 			return &c, nil
 		},
-	}, nil
+	}
+	// The peer CA file is read again at every handshake (a CA rotation
+	// changes it while the agent runs; `recover` is needed most when no
+	// agent can be restarted safely); one that does not read keeps the
+	// last good pool.
+	var last atomic.Pointer[x509.CertPool]
+	last.Store(pool)
+	cfg.GetConfigForClient = func(*tls.ClientHelloInfo) (*tls.Config, error) {
+		if p, err := caPool(peer.TrustedCAFile); err == nil {
+			last.Store(p)
+		}
+		c := cfg.Clone()
+		c.GetConfigForClient = nil
+		c.ClientCAs = last.Load()
+		return c, nil
+	}
+	return cfg, nil
 }
 
 // RecoveryClientTLS is how `recover` calls the other agents: with this

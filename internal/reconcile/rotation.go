@@ -26,16 +26,22 @@ type Rotation struct {
 	Why  string
 }
 
-// RotationInput is what the rotation decides on: the new CA (certs.CAID),
+// RotationInput is what the rotation decides on: the new CA and the old
+// one it replaces (certs.CAID; other CAs the files trust are left alone),
 // this host's member, every member of the spec with what each host says
 // (self's from its own files, the others' from their agents' records; a
-// member without one is missing), and whether clients are waited for.
+// member without one is missing), and, with WaitForClients, what the
+// operator said of the clients: they trust the new CA (ClientsTrust, before
+// the reissue), they present its certificates (ClientsCerts, before the
+// drop).
 type RotationInput struct {
-	Next                         string
-	Self                         string
-	Members                      []string
-	Hosts                        map[string]*model.CATrust
-	WaitForClients, ClientsReady bool
+	Next                       string
+	Old                        []string
+	Self                       string
+	Members                    []string
+	Hosts                      map[string]*model.CATrust
+	WaitForClients             bool
+	ClientsTrust, ClientsCerts bool
 }
 
 // RotateCA is this host's next step of a rotation to the CA in.Next, in
@@ -68,7 +74,8 @@ func RotateCA(in RotationInput) Rotation {
 	if !slices.Contains(self.Files, in.Next) {
 		return Rotation{RotateTrust, "the trusted CA files get the new CA beside the old"}
 	}
-	if slices.ContainsFunc(self.Issuers, func(id string) bool { return id != in.Next }) {
+	old := func(id string) bool { return slices.Contains(in.Old, id) }
+	if slices.ContainsFunc(self.Issuers, old) {
 		for _, m := range in.Members {
 			h := in.Hosts[m]
 			switch {
@@ -78,24 +85,27 @@ func RotateCA(in RotationInput) Rotation {
 				return Rotation{RotateWait, m + "'s etcd does not trust the new CA yet (it restarts with both, one member at a time)"}
 			}
 		}
-		if in.WaitForClients && !in.ClientsReady {
+		if in.WaitForClients && !in.ClientsTrust {
 			return Rotation{RotateWait, "every member trusts both CAs; waiting for `etcdkeeper certs rotate-ca --clients-ready` (tls.ca.next.waitForClients): restart the clients that read the CA at start first"}
 		}
 		return Rotation{RotateReissue, "every member trusts the new CA: this host's certificates are issued by it"}
 	}
-	if slices.ContainsFunc(self.Files, func(id string) bool { return id != in.Next }) {
+	if slices.ContainsFunc(self.Files, old) {
 		for _, m := range in.Members {
 			h := in.Hosts[m]
 			switch {
 			case h == nil:
 				return Rotation{RotateWait, m + " has no record (down, or its agent not running): the old CA is dropped only once every member's certificates are the new CA's"}
-			case len(h.Issuers) == 0 || slices.ContainsFunc(h.Issuers, func(id string) bool { return id != in.Next }):
+			case len(h.Issuers) == 0 || slices.ContainsFunc(h.Issuers, old):
 				return Rotation{RotateWait, m + "'s certificates are not all the new CA's yet"}
 			}
 		}
-		return Rotation{RotateDrop, "every member's certificates are the new CA's: the trusted CA files keep only it"}
+		if in.WaitForClients && !in.ClientsCerts {
+			return Rotation{RotateWait, "every member presents the new CA's certificates; waiting for `etcdkeeper certs rotate-ca --clients-ready` once more (tls.ca.next.waitForClients): give every other client a certificate of the new CA first"}
+		}
+		return Rotation{RotateDrop, "every member's certificates are the new CA's: the trusted CA files drop the old one"}
 	}
-	if slices.ContainsFunc(self.Running, func(id string) bool { return id != in.Next }) {
+	if slices.ContainsFunc(self.Running, old) {
 		return Rotation{RotateWait, "etcd still trusts the old CA: it restarts with the new one only, one member at a time"}
 	}
 	return Rotation{RotateDone, fmt.Sprintf("this host trusts and presents only the new CA %s", in.Next)}

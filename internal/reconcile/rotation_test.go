@@ -22,32 +22,36 @@ func TestRotateCA(t *testing.T) {
 		name    string
 		hosts   map[string]*model.CATrust
 		wait    bool
-		ready   bool
+		ready   int // 1: the clients trust, 2: and present the new CA's
 		want    RotationStep
 		because string
 	}{
-		{"no rotation", map[string]*model.CATrust{"a": start}, false, false, RotateNone, ""},
-		{"start: trust both, whatever the others", map[string]*model.CATrust{"a": start}, false, false, RotateTrust, "beside the old"},
-		{"files trust both, etcd not restarted: wait for self", map[string]*model.CATrust{"a": trusting([]string{o}, both, []string{o}), "b": trusts, "c": trusts}, false, false, RotateWait, "a's etcd does not trust"},
-		{"a member behind: wait", map[string]*model.CATrust{"a": trusts, "b": trusts, "c": start}, false, false, RotateWait, "c's etcd does not trust"},
-		{"a member down: wait", map[string]*model.CATrust{"a": trusts, "b": trusts}, false, false, RotateWait, "c has no record"},
-		{"all trust: reissue", map[string]*model.CATrust{"a": trusts, "b": trusts, "c": trusts}, false, false, RotateReissue, "issued by it"},
-		{"all trust, clients awaited", map[string]*model.CATrust{"a": trusts, "b": trusts, "c": trusts}, true, false, RotateWait, "--clients-ready"},
-		{"all trust, clients ready", map[string]*model.CATrust{"a": trusts, "b": trusts, "c": trusts}, true, true, RotateReissue, ""},
-		{"reissued, another still old: wait", map[string]*model.CATrust{"a": reissued, "b": reissued, "c": trusts}, false, false, RotateWait, "c's certificates are not all"},
-		{"reissued, a member down: wait", map[string]*model.CATrust{"a": reissued, "b": reissued}, false, false, RotateWait, "c has no record"},
-		{"all reissued: drop", map[string]*model.CATrust{"a": reissued, "b": reissued, "c": reissued}, false, false, RotateDrop, "keep only it"},
-		{"a partly reissued member holds the drop", map[string]*model.CATrust{"a": reissued, "b": reissued, "c": trusting(both, both, []string{n, o})}, false, false, RotateWait, "c's certificates"},
-		{"dropped: restart pending", map[string]*model.CATrust{"a": dropped, "b": reissued, "c": reissued}, false, false, RotateWait, "still trusts the old"},
-		{"done here", map[string]*model.CATrust{"a": done, "b": dropped, "c": reissued}, false, false, RotateDone, ""},
-		{"killed after the drop on another host: this one still drops", map[string]*model.CATrust{"a": reissued, "b": done, "c": dropped}, false, false, RotateDrop, ""},
+		{"no rotation", map[string]*model.CATrust{"a": start}, false, 0, RotateNone, ""},
+		{"start: trust both, whatever the others", map[string]*model.CATrust{"a": start}, false, 0, RotateTrust, "beside the old"},
+		{"files trust both, etcd not restarted: wait for self", map[string]*model.CATrust{"a": trusting([]string{o}, both, []string{o}), "b": trusts, "c": trusts}, false, 0, RotateWait, "a's etcd does not trust"},
+		{"a member behind: wait", map[string]*model.CATrust{"a": trusts, "b": trusts, "c": start}, false, 0, RotateWait, "c's etcd does not trust"},
+		{"a member down: wait", map[string]*model.CATrust{"a": trusts, "b": trusts}, false, 0, RotateWait, "c has no record"},
+		{"all trust: reissue", map[string]*model.CATrust{"a": trusts, "b": trusts, "c": trusts}, false, 0, RotateReissue, "issued by it"},
+		{"all trust, clients awaited", map[string]*model.CATrust{"a": trusts, "b": trusts, "c": trusts}, true, 0, RotateWait, "--clients-ready"},
+		{"all reissued, clients' certificates awaited", map[string]*model.CATrust{"a": reissued, "b": reissued, "c": reissued}, true, 1, RotateWait, "once more"},
+		{"all reissued, clients ready twice", map[string]*model.CATrust{"a": reissued, "b": reissued, "c": reissued}, true, 2, RotateDrop, ""},
+		{"another CA the files trust is left alone", map[string]*model.CATrust{"a": trusting([]string{n, "other"}, []string{n, "other"}, []string{n, "other"}), "b": done, "c": done}, false, 0, RotateDone, ""},
+		{"all trust, clients ready", map[string]*model.CATrust{"a": trusts, "b": trusts, "c": trusts}, true, 1, RotateReissue, ""},
+		{"reissued, another still old: wait", map[string]*model.CATrust{"a": reissued, "b": reissued, "c": trusts}, false, 0, RotateWait, "c's certificates are not all"},
+		{"reissued, a member down: wait", map[string]*model.CATrust{"a": reissued, "b": reissued}, false, 0, RotateWait, "c has no record"},
+		{"all reissued: drop", map[string]*model.CATrust{"a": reissued, "b": reissued, "c": reissued}, false, 0, RotateDrop, "drop the old one"},
+		{"a partly reissued member holds the drop", map[string]*model.CATrust{"a": reissued, "b": reissued, "c": trusting(both, both, []string{n, o})}, false, 0, RotateWait, "c's certificates"},
+		{"dropped: restart pending", map[string]*model.CATrust{"a": dropped, "b": reissued, "c": reissued}, false, 0, RotateWait, "still trusts the old"},
+		{"done here", map[string]*model.CATrust{"a": done, "b": dropped, "c": reissued}, false, 0, RotateDone, ""},
+		{"killed after the drop on another host: this one still drops", map[string]*model.CATrust{"a": reissued, "b": done, "c": dropped}, false, 0, RotateDrop, ""},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			next := n
 			if tt.want == RotateNone {
 				next = ""
 			}
-			got := RotateCA(RotationInput{Next: next, Self: "a", Members: []string{"a", "b", "c"}, Hosts: tt.hosts, WaitForClients: tt.wait, ClientsReady: tt.ready})
+			got := RotateCA(RotationInput{Next: next, Old: []string{o}, Self: "a", Members: []string{"a", "b", "c"}, Hosts: tt.hosts,
+				WaitForClients: tt.wait, ClientsTrust: tt.ready >= 1, ClientsCerts: tt.ready >= 2})
 			if got.Step != tt.want || !strings.Contains(got.Why, tt.because) {
 				t.Errorf("got %v (%s), want %v (…%s…)", got.Step, got.Why, tt.want, tt.because)
 			}
@@ -77,7 +81,7 @@ func TestRotateCANeverMixes(t *testing.T) {
 		for _, b := range states {
 			for _, c := range states {
 				hosts := map[string]*model.CATrust{"a": a, "b": b, "c": c}
-				got := RotateCA(RotationInput{Next: n, Self: "a", Members: []string{"a", "b", "c"}, Hosts: hosts})
+				got := RotateCA(RotationInput{Next: n, Old: []string{o}, Self: "a", Members: []string{"a", "b", "c"}, Hosts: hosts})
 				checked++
 				for name, h := range hosts {
 					if got.Step == RotateReissue && !has(h.Running, n) {

@@ -232,6 +232,22 @@ func TestKubeadmCertificates(t *testing.T) {
 	if out, err := exec.Command(testbed.Binary, "certs", "rotate-ca", "--config", c.Spec, "--clients-ready").CombinedOutput(); err != nil {
 		t.Fatalf("rotate-ca --clients-ready: %v\n%s", err, out)
 	}
+	// The agents reissue, then hold the drop for the other clients.
+	testbed.Eventually(t, 3*time.Minute, "every member reissued, the drop waiting for the clients", func() string {
+		out, err := exec.Command(testbed.Binary, "certs", "rotate-ca", "--config", c.Spec).CombinedOutput()
+		if exitCodeOf(err) != 2 || strings.Count(string(out), "once more") < 3 {
+			return fmt.Sprintf("%v\n%s", err, out)
+		}
+		return ""
+	})
+	for name, pki := range pkis {
+		if ids, _ := certs.TrustIDs(filepath.Join(pki, "etcd", "ca.crt")); len(ids) != 2 {
+			t.Fatalf("%s's ca.crt holds %v before the second --clients-ready, want both CAs", name, ids)
+		}
+	}
+	if out, err := exec.Command(testbed.Binary, "certs", "rotate-ca", "--config", c.Spec, "--clients-ready").CombinedOutput(); err != nil || !strings.Contains(string(out), "drop the old CA") {
+		t.Fatalf("rotate-ca --clients-ready, the second time: %v\n%s", err, out)
+	}
 	testbed.Eventually(t, 3*time.Minute, "the rotation done on every member", func() string {
 		out, err := exec.Command(testbed.Binary, "certs", "rotate-ca", "--config", c.Spec).CombinedOutput()
 		if err != nil {
