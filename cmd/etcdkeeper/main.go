@@ -49,7 +49,7 @@ It never takes an action that loses quorum.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(runCmd(), statusCmd(), planCmd(), historyCmd(), defragCmd(), leaderCmd(), pauseCmd(), resumeCmd(), validateCmd(), inspectCmd(), backupCmd(), certsCmd(), recoverCmd(), versionCmd(), etcdCmd(), importCmd(), genDocsCmd())
+	root.AddCommand(runCmd(), statusCmd(), planCmd(), historyCmd(), defragCmd(), leaderCmd(), pauseCmd(), resumeCmd(), validateCmd(), inspectCmd(), backupCmd(), certsCmd(), guardCmd(), maintenanceCmd(), recoverCmd(), versionCmd(), etcdCmd(), importCmd(), genDocsCmd())
 	root.SetErr(os.Stderr)
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return fmt.Errorf("%w\nsee '%s --help'", err, c.CommandPath())

@@ -100,6 +100,10 @@ func (a *Agent) steps() map[reconcile.ActionKind]stepFunc {
 			return a.compact(ctx, act)
 		},
 		reconcile.DoDefrag:          a.defragStep,
+		reconcile.DoTakeTurn:        a.takeTurn,
+		reconcile.DoStopForTurn:     a.stopForTurn,
+		reconcile.DoEndTurn:         a.endTurn,
+		reconcile.DoReleaseTurn:     a.releaseTurn,
 		reconcile.DoStopForRecovery: recovery, reconcile.DoForceNewCluster: recovery, reconcile.DoRestoreSnapshot: recovery,
 		reconcile.DoFinishRecovery: recovery, reconcile.DoRefuseRecovery: recovery, reconcile.DoAcceptFence: recovery, reconcile.DoEndFence: recovery,
 	}

@@ -118,6 +118,16 @@ type Agent struct {
 	requestID    string
 	requestDone  []uint64
 	requestSteps []string
+	// turnMu orders the host turn's wish (turn.go) between the control
+	// socket's handlers and the loop; turnProgress is where the wish
+	// stands after the last pass, turnEnded the last wish that ended.
+	turnMu       sync.Mutex
+	turnProgress *model.TurnProgress
+	turnEnded    *model.TurnProgress
+	// turnGoneID is the wish whose guard this agent saw gone first at
+	// turnGoneAt.
+	turnGoneID string
+	turnGoneAt time.Time
 	// exe is the agent's own executable (nil: unknown, no upgrades);
 	// installedSeen what the last look at its path found, for the log;
 	// upgrading the open upgrade journal (this process is the new binary
@@ -346,6 +356,9 @@ func (a *Agent) shutdown() {
 	// Give up the lock and the agent record while the cluster still
 	// answers, then stop etcd.
 	ctx := context.Background()
+	if p := a.etcd.Process(); p != nil && p.Running() {
+		a.handOffLeadership(ctx, reconcile.Input{})
+	}
 	a.releaseLock(ctx)
 	if a.presence != nil {
 		_ = a.presence.Close()

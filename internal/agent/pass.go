@@ -34,9 +34,11 @@ func (a *Agent) onePass(ctx context.Context) bool {
 		_ = a.record(ctx, in.Local.Answer)
 		in.Local.StateDirError = a.Status().StateDirError
 		a.observePause(ctx, &in)
+		a.observeTurn(ctx, &in)
 		act = reconcile.Decide(in)
 		said, again, err = a.act(ctx, act, in)
 		a.noteRequest(act, said, err)
+		a.noteTurn(in, act, said, err)
 		a.rollout = act.Rollout
 		a.noteNoSpace(in, act)
 		a.pushHistory(ctx, in)

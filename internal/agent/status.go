@@ -59,6 +59,11 @@ type Status struct {
 	// "wait", "done") and why.
 	CA       *model.CATrust      `json:"ca,omitempty"`
 	Rotation *model.RotationNote `json:"rotation,omitempty"`
+	// Turn is the cluster's host turn as last read (nil: nobody holds
+	// it); TurnWish this host's wish for one (etcdkeeper guard,
+	// maintenance start; nil: none).
+	Turn     *model.HostTurn `json:"turn,omitempty"`
+	TurnWish *model.TurnWish `json:"turnWish,omitempty"`
 	// RaftTerm, RaftIndex (committed) and Revision are what the local etcd
 	// last answered: how far its data goes, for a recovery plan.
 	RaftTerm  uint64 `json:"raftTerm,omitempty"`

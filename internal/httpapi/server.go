@@ -61,6 +61,9 @@ func routes(src Source, reg *prometheus.Registry) *http.ServeMux {
 	if p, ok := src.(Pauser); ok {
 		addPause(mux, p)
 	}
+	if t, ok := src.(TurnSource); ok {
+		addTurn(mux, t, t.TurnConflict)
+	}
 	return mux
 }
 

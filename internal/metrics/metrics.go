@@ -31,6 +31,12 @@ type Metrics struct {
 	// key itself, or the name of one of tls.renew.others).
 	CertRenewals        *prometheus.CounterVec
 	CertRenewalFailures *prometheus.CounterVec
+	// HostTurns counts this agent's host turns by event (taken, ended,
+	// released: another host's turn it released after
+	// maintenance.hostTurnTimeout); HostTurnHeld is 1 while this host
+	// holds the turn.
+	HostTurns    *prometheus.CounterVec
+	HostTurnHeld prometheus.Gauge
 	MemberHealthy       prometheus.Gauge
 	MemberRole          *prometheus.GaugeVec // role: voter, learner, leader, none
 	ClusterVoters       prometheus.Gauge
@@ -78,7 +84,12 @@ func New() *Metrics {
 			"read from its file at each scrape, by member, kind (client, peer, agent, ca) and path.",
 		[]string{"member", "kind", "path"}, nil)}
 	since := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "etcdkeeper_seconds_since_last_reconcile", Help: "Seconds since the last reconcile pass without error."}, m.sinceLastGood)
-	m.Registry.MustRegister(m.CertRenewals, m.CertRenewalFailures)
+	m.HostTurns = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "etcdkeeper_host_turns_total", Help: "Host turns (etcdkeeper guard, maintenance start) by event: taken and ended by this host, released (another host's turn this agent released: its agent had not renewed it for maintenance.hostTurnTimeout)."}, []string{"event"})
+	m.HostTurnHeld = prometheus.NewGauge(prometheus.GaugeOpts{Name: "etcdkeeper_host_turn_held", Help: "1 while this host holds the host turn (its reboot, patching or hand work under way), as last read."})
+	for _, e := range []string{"taken", "ended", "released"} {
+		m.HostTurns.WithLabelValues(e)
+	}
+	m.Registry.MustRegister(m.CertRenewals, m.CertRenewalFailures, m.HostTurns, m.HostTurnHeld)
 	m.Registry.MustRegister(m.ReconcilePasses, m.ReconcileErrors, m.MembershipChanges, m.Repairs, m.Recoveries, m.EtcdRestarts, m.PublishStalls, m.AlarmsDisarmed,
 		m.ConfigReloads, m.MemberHealthy, m.MemberRole, m.ClusterVoters, m.ClusterHealthy, m.LastReconcile, m.StateDirWritable, m.RecoveryUnfinished, since, m.certs,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -189,4 +200,13 @@ func (c *certCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(e.NotAfter.Unix()), member, e.Kind, e.Path)
 		}
 	}
+}
+
+// SetHostTurn sets etcdkeeper_host_turn_held.
+func (m *Metrics) SetHostTurn(held bool) {
+	v := 0.0
+	if held {
+		v = 1
+	}
+	m.HostTurnHeld.Set(v)
 }

@@ -113,6 +113,8 @@ type Cluster struct {
 	// Recovered is the record of the recovery that made this cluster
 	// (read only when this host's data belongs to another cluster).
 	Recovered *Recovered
+	// Turn is the host turn (nil: nobody holds it, or not read).
+	Turn *HostTurn
 }
 
 // Recovered is what the source of a recovery from quorum loss records in

@@ -93,6 +93,9 @@ type AgentRecord struct {
 	CA *CATrust `json:"ca,omitempty"`
 	// Rotation is the host's step of a CA rotation (nil: none).
 	Rotation *RotationNote `json:"rotation,omitempty"`
+	// WantsTurn is why the agent's host waits for a host turn ("": it
+	// does not): the leader's host takes its turn last.
+	WantsTurn string `json:"wantsTurn,omitempty"`
 }
 
 // Phase is what the agent is doing with its member, for STATUS, /status
@@ -129,6 +132,9 @@ type DefragMark struct {
 type Local struct {
 	// Running: the etcd process is running.
 	Running bool
+	// Turn is this host's wish for a host turn (etcdkeeper guard,
+	// maintenance start) and where its work stands.
+	Turn TurnLocal
 	// Answer is what the local etcd's client port answered; nil when it
 	// did not (starting, stuck, or stopped).
 	Answer *Answer

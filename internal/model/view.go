@@ -70,7 +70,18 @@ func NewView(c Cluster, recs []AgentRecord) View {
 				}
 			}
 		}
-		if why := disruptedWhy(m, defragmenting[m.ID]); why != "" {
+		why := disruptedWhy(m, defragmenting[m.ID])
+		if t := c.Turn; t != nil && (t.MemberID == m.ID || (t.MemberID == 0 && t.Member == m.Name)) {
+			// Out of service for the budget from the moment it is taken:
+			// its host may stop it at any time, and until the member is
+			// caught up again.
+			if why == "" {
+				why = "in " + t.Text()
+			} else {
+				why = "in " + t.Text() + ": " + why
+			}
+		}
+		if why != "" {
 			v.Disrupted = append(v.Disrupted, Disruption{ID: m.ID, Name: labelOf(m), Why: why})
 		}
 		if m.Quota > 0 && m.DBSize >= m.Quota {

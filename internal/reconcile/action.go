@@ -33,6 +33,10 @@ const (
 	DoDowngrade                          // downgrade
 	DoFinishUpgrade                      // finish-upgrade
 	DoCompact                            // compact
+	DoTakeTurn                           // take-turn
+	DoStopForTurn                        // stop-for-turn
+	DoEndTurn                            // end-turn
+	DoReleaseTurn                        // release-turn
 )
 
 // Action is Decide's answer: one step, why, and a key that stays the same
@@ -72,6 +76,9 @@ type Action struct {
 	// Rollout is what the decision says of this member's rollout, typed
 	// for the rollout line (RolloutText); nil: nothing.
 	Rollout *model.RolloutNote
+	// Turn is the host turn DoEndTurn ends (nil: the cluster no longer
+	// holds it; the wish alone ends) or DoReleaseTurn releases.
+	Turn *model.HostTurn
 	// Request is where this pass leaves the operator's request (nil:
 	// none is pending); Decide fills it in for every decision while one
 	// is.
@@ -99,6 +106,8 @@ const (
 	TopicRollout
 	// TopicMaintenance: online defragmentation outside NOSPACE.
 	TopicMaintenance
+	// TopicTurn: a host turn (etcdkeeper guard, maintenance start).
+	TopicTurn
 )
 
 // NeedsLock: the steps that change the membership or take a member out
@@ -106,7 +115,7 @@ const (
 // Unlocked, by the NOSPACE procedure's single actor).
 func (a Action) NeedsLock() bool {
 	switch a.Kind {
-	case DoRejoin, DoPromote, DoChangeMembership, DoRestart, DoDefrag, DoRolloutSnapshot, DoDowngrade:
+	case DoRejoin, DoPromote, DoChangeMembership, DoRestart, DoDefrag, DoRolloutSnapshot, DoDowngrade, DoTakeTurn:
 		return true
 	}
 	return false

@@ -28,6 +28,12 @@ const (
 	// stands (no hold for the others, no hand-off; etcd refuses writes
 	// under its CORRUPT alarm anyway), only while the quorum holds.
 	DisruptRepairStop // repair-stop
+	// DisruptHost: the member's host takes its turn to be disrupted from
+	// outside (etcdkeeper guard: a reboot, OS patching; maintenance
+	// start: hand work). Its etcd may stop at any time in the turn, so
+	// it is granted as a stop: one out of service, the caught-up others
+	// a quorum, the leader last after a hand-off.
+	DisruptHost // host-turn
 )
 
 // Request asks the budget to disrupt Member for Kind.
@@ -54,6 +60,8 @@ func (d Disruption) what() string {
 		return "defragmentation"
 	case DisruptRepairStop:
 		return "a repair"
+	case DisruptHost:
+		return "its host's turn"
 	}
 	return "a restart"
 }
@@ -206,8 +214,11 @@ func followersFirst(pv *planView, leader uint64, pending Queue) string {
 }
 
 func verbOf(d Disruption) string {
-	if d == DisruptDefrag {
+	switch d {
+	case DisruptDefrag:
 		return "defragment"
+	case DisruptHost:
+		return "take their host turns"
 	}
 	return "restart"
 }

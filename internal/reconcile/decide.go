@@ -67,6 +67,9 @@ type Input struct {
 	NoSpace NoSpacePolicy
 	// MaxDisrupted is maintenance.maxDisrupted (0: 1).
 	MaxDisrupted int
+	// TurnTimeout is maintenance.hostTurnTimeout: a host turn its
+	// holder's agent has not renewed for this long is released.
+	TurnTimeout time.Duration
 	// Pause is the operator's pause (nil: none), as of Now.
 	Pause *model.Pause
 	// Request is the operator's request (etcdkeeper defrag --yes, leader
@@ -124,6 +127,9 @@ func decide(in Input) Action {
 // restart backoff, then start it as DecideStart says.
 func decideStopped(in Input) Action {
 	l := in.Local
+	if act, ok := ownTurn(in); ok {
+		return act
+	}
 	if l.RestartIn > 0 {
 		return wait("backoff", "restart backoff after %s (%s)", l.LastExit.Text, l.LastExit.Class)
 	}
@@ -222,6 +228,9 @@ func decideRunning(in Input) Action {
 	}
 	if a.IsLearner {
 		return promote(in)
+	}
+	if act, ok := ownTurn(in); ok {
+		return act
 	}
 	if l.Journal.Open() {
 		return Action{Kind: DoFinishRejoin, Reason: fmt.Sprintf("rejoin finished: %s is a healthy voter", in.Self.Name), Key: "finish-rejoin", ReleaseLock: true}
@@ -415,6 +424,9 @@ func converge(in Input) Action {
 		// writes go on over diverged data.
 		return giveBack(wait("corrupt-cluster", "etcd raised a CORRUPT alarm for the whole cluster (member 0: no majority agreed on a hash), so the whole cluster is suspect: no change; compare the members' data (etcdctl endpoint hashkv) and disarm it by hand"))
 	}
+	if act, ok := releaseTurn(in); ok {
+		return act
+	}
 	if gone := alarmsOfGone(*in.Cluster); len(gone) > 0 {
 		return disarm(gone, fmt.Sprintf("disarm %s alarm of member %x, which is no longer in the cluster", gone[0].Type, gone[0].MemberID))
 	}
@@ -429,6 +441,9 @@ func converge(in Input) Action {
 		// An operator's request, then maintenance, only once the
 		// membership is as the spec wants it.
 		if act, ok := request(in, self); ok {
+			return act
+		}
+		if act, ok := wantTurn(in, self); ok {
 			return act
 		}
 		return maintain(in, self)

@@ -11,11 +11,12 @@ func _() {
 	_ = x[DisruptRestart-0]
 	_ = x[DisruptDefrag-1]
 	_ = x[DisruptRepairStop-2]
+	_ = x[DisruptHost-3]
 }
 
-const _Disruption_name = "restartdefragrepair-stop"
+const _Disruption_name = "restartdefragrepair-stophost-turn"
 
-var _Disruption_index = [...]uint8{0, 7, 13, 24}
+var _Disruption_index = [...]uint8{0, 7, 13, 24, 33}
 
 func (i Disruption) String() string {
 	idx := int(i) - 0

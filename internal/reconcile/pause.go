@@ -26,7 +26,8 @@ func Paused(p model.Pause, now time.Time, would Action) Action {
 		would.Reason = held + "; " + would.Reason
 		would.Key = "paused/" + would.Key
 		return would
-	case would.Kind == DoStart && would.Start.Action == ActStartAsIs:
+	case would.Kind == DoStart && would.Start.Action == ActStartAsIs, would.Kind == DoEndTurn:
+		// A turn that ends gives a disruption back: nothing is stopped.
 		return would
 	}
 	return Action{Kind: DoWait, Key: "paused/" + would.Key, ReleaseLock: true,

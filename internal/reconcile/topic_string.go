@@ -12,11 +12,12 @@ func _() {
 	_ = x[TopicNoSpace-1]
 	_ = x[TopicRollout-2]
 	_ = x[TopicMaintenance-3]
+	_ = x[TopicTurn-4]
 }
 
-const _Topic_name = "NoneNoSpaceRolloutMaintenance"
+const _Topic_name = "NoneNoSpaceRolloutMaintenanceTurn"
 
-var _Topic_index = [...]uint8{0, 4, 11, 18, 29}
+var _Topic_index = [...]uint8{0, 4, 11, 18, 29, 33}
 
 func (i Topic) String() string {
 	idx := int(i) - 0

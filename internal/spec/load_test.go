@@ -92,7 +92,7 @@ repair:
 		},
 		Repair:      Repair{Enabled: &off, Snapshot: &on, MaxPerHour: 3, KeepBackups: 5, MinFreeMB: 0, SnapshotMaxAge: Duration{2 * time.Hour}},
 		Backup:      Backup{Interval: Duration{time.Hour}, Keep: 24},
-		Maintenance: Maintenance{Defrag: Defrag{Enabled: &on, MinFreeRatio: 0.5, MinFreeBytes: 256 << 20}, MaxDisrupted: 1},
+		Maintenance: Maintenance{Defrag: Defrag{Enabled: &on, MinFreeRatio: 0.5, MinFreeBytes: 256 << 20}, MaxDisrupted: 1, HostTurnTimeout: Duration{15 * time.Minute}},
 		Path:        path,
 	}
 	got, err := Load(path)

@@ -22,6 +22,10 @@ type Maintenance struct {
 	// than its failure tolerance ((members-1)/2); the caught-up others
 	// must still be a quorum of every voter (reconcile's budget).
 	MaxDisrupted int `yaml:"maxDisrupted"`
+	// HostTurnTimeout is how long a host turn (etcdkeeper guard,
+	// maintenance start) may go unrenewed by its holder's agent before
+	// the others release it: a host that never came back from its reboot.
+	HostTurnTimeout Duration `yaml:"hostTurnTimeout"`
 }
 
 // NoSpace is the NOSPACE procedure (maintenance.nospace): what the agents
@@ -197,11 +201,22 @@ func (d *doc) defaultMaintenance(m *Maintenance) {
 	if !d.given["maintenance.maxDisrupted"] {
 		m.MaxDisrupted = 1
 	}
+	d.defaultDuration("maintenance.hostTurnTimeout", &m.HostTurnTimeout, defaultHostTurnTimeout)
 }
+
+// defaultHostTurnTimeout is maintenance.hostTurnTimeout's default: longer
+// than a server's reboot (firmware, RAID and memory checks take minutes),
+// short enough that a host that died in its turn does not hold the
+// others' patching for a day.
+const defaultHostTurnTimeout = 15 * time.Minute
 
 // checkMaintenance: maintenance.maxDisrupted is at least 1 and at most
 // the failure tolerance of the spec's members.
 func (d *doc) checkMaintenance(s *Spec) {
+	if t := s.Maintenance.HostTurnTimeout.Duration; d.given["maintenance.hostTurnTimeout"] && t < 10*time.Second {
+		d.errorf(d.line("maintenance.hostTurnTimeout"), "maintenance.hostTurnTimeout: %s: give at least 10s (the holder's agent renews its turn every %s); the default, 15m, outlasts a server's reboot",
+			s.Maintenance.HostTurnTimeout.Duration, "30s or a quarter of it")
+	}
 	const p = "maintenance.maxDisrupted"
 	if !d.given[p] || d.broken[p] {
 		return

@@ -1,0 +1,344 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/etcdkeeper/etcdkeeper/internal/httpapi"
+	"github.com/etcdkeeper/etcdkeeper/internal/model"
+	"github.com/etcdkeeper/etcdkeeper/internal/spec"
+)
+
+func guardCmd() *cobra.Command {
+	var path, name string
+	var stopEtcd bool
+	var wait time.Duration
+	c := &cobra.Command{
+		Use:   "guard [--config FILE] [--stop-etcd] [--wait D] -- CMD [ARGS...]",
+		Short: "Run a command that disrupts this host (a reboot, OS patching) in the host's turn: one host at a time",
+		Long: `guard asks this host's agent (through its control socket) for the host's turn,
+waits for it, printing why it waits, then runs CMD. The agents grant turns one
+host at a time, through the same budget as their own restarts: only while the
+other members are caught-up voters that keep a quorum without this one, the
+leader's host last, after the agent has handed leadership to a caught-up voter.
+With --stop-etcd the agent stops etcd cleanly before CMD runs.
+
+The turn ends only once this host's member is a caught-up voter again: after
+CMD returns (guard waits for it), or, when CMD reboots the host, after the
+restarted agent has seen its member catch up. Until then no other host gets a
+turn and no agent restarts or defragments another member.
+
+Exit status: CMD's; 2 when the turn did not come within --wait; 1 when the
+agent cannot be asked.`,
+		Example: `  etcdkeeper guard -- systemctl reboot
+  etcdkeeper guard --stop-etcd -- apt-get -y dist-upgrade`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			t, err := newTurnClient(c, path, name)
+			if err != nil {
+				return err
+			}
+			w := model.TurnWish{Kind: model.TurnGuard, Why: "guard: " + strings.Join(args, " "), By: whoAmI(), StopEtcd: stopEtcd, PID: os.Getpid()}
+			ctx, stop := signal.NotifyContext(c.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			id, err := t.waitGranted(ctx, w, wait)
+			if err != nil {
+				return err
+			}
+			stop() // CMD gets the terminal's signals itself
+			rc := runGuarded(c, args)
+			if shuttingDown() {
+				fmt.Fprintln(t.out, "etcdkeeper: the host is shutting down: the agent ends the turn once it is back and its member has caught up")
+				time.Sleep(10 * time.Minute) // the shutdown ends this process
+				return &exitError{code: rc, err: errors.New("the host did not shut down")}
+			}
+			if err := t.returnTurn(c.Context(), id); err != nil {
+				return err
+			}
+			if rc != 0 {
+				return &exitError{code: rc, err: fmt.Errorf("%s exited %d", args[0], rc)}
+			}
+			return nil
+		},
+	}
+	c.Flags().StringVarP(&path, "config", "c", "/etc/etcdkeeper/cluster.yaml", "the spec file")
+	c.Flags().StringVar(&name, "name", "", "this host's member (default: the host name)")
+	c.Flags().BoolVar(&stopEtcd, "stop-etcd", false, "stop etcd cleanly before CMD runs (it starts again once CMD has returned)")
+	c.Flags().DurationVar(&wait, "wait", 0, "give up (exit 2) when the turn has not come after this long (default: wait until it comes)")
+	return c
+}
+
+func maintenanceCmd() *cobra.Command {
+	var path, name, reason string
+	var stopEtcd, noWait bool
+	var wait time.Duration
+	c := &cobra.Command{
+		Use:   "maintenance start|end|status",
+		Short: "Hold this host's turn for hand work (start), and give it back (end)",
+		Long: `maintenance start takes this host's turn as guard does and returns once it is
+held (with --stop-etcd, once etcd is stopped); the turn stays held, across
+reboots of the host, until maintenance end. maintenance end gives it back: etcd
+starts again if it was stopped, and the turn ends once the member is a caught-up
+voter again (end waits for that unless --no-wait). status prints where this
+host's turn stands.`,
+		Example: `  etcdkeeper maintenance start --stop-etcd --reason "replacing the NIC"
+  etcdkeeper maintenance end`,
+		Args:      cobra.ExactArgs(1),
+		ValidArgs: []string{"start", "end", "status"},
+		RunE: func(c *cobra.Command, args []string) error {
+			t, err := newTurnClient(c, path, name)
+			if err != nil {
+				return err
+			}
+			switch args[0] {
+			case "start":
+				why := "maintenance"
+				if reason != "" {
+					why += ": " + reason
+				}
+				w := model.TurnWish{Kind: model.TurnMaintenance, Why: why, By: whoAmI(), StopEtcd: stopEtcd}
+				ctx, stop := signal.NotifyContext(c.Context(), os.Interrupt, syscall.SIGTERM)
+				defer stop()
+				if _, err := t.waitGranted(ctx, w, wait); err != nil {
+					return err
+				}
+				fmt.Fprintf(t.out, "etcdkeeper: %s holds the host turn: etcdkeeper maintenance end gives it back\n", t.self.Name)
+				return nil
+			case "end":
+				if noWait {
+					p, err := t.post(c.Context(), "/turn/done", httpapi.TurnID{})
+					if err != nil {
+						return err
+					}
+					fmt.Fprintf(t.out, "etcdkeeper: %s: %s\n", p.Phase, p.Text)
+					return nil
+				}
+				return t.returnTurn(c.Context(), "")
+			case "status":
+				p, err := t.get(c.Context(), "")
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(t.out, "%s: %s: %s\n", t.self.Name, p.Phase, p.Text)
+				if p.Turn != nil {
+					fmt.Fprintf(t.out, "  the cluster's turn: %s\n", p.Turn.Text())
+				}
+				return nil
+			}
+			return fmt.Errorf("maintenance %s: say start, end or status", args[0])
+		},
+	}
+	c.Flags().StringVarP(&path, "config", "c", "/etc/etcdkeeper/cluster.yaml", "the spec file")
+	c.Flags().StringVar(&name, "name", "", "this host's member (default: the host name)")
+	c.Flags().StringVar(&reason, "reason", "", "start: why, shown in every agent's decision and the history")
+	c.Flags().BoolVar(&stopEtcd, "stop-etcd", false, "start: stop etcd cleanly once the turn is held (it starts again at end)")
+	c.Flags().DurationVar(&wait, "wait", 0, "start: give up (exit 2) when the turn has not come after this long")
+	c.Flags().BoolVar(&noWait, "no-wait", false, "end: return at once, without waiting for the member to catch up")
+	return c
+}
+
+// turnClient asks this host's agent for its turn, through its control
+// socket.
+type turnClient struct {
+	ctl  *httpapi.Control
+	self spec.Member
+	out  io.Writer
+	last string
+}
+
+func newTurnClient(c *cobra.Command, path, name string) (*turnClient, error) {
+	s, err := loadSpec(c, path)
+	if err != nil {
+		return nil, err
+	}
+	ctl, err := httpapi.NewControl(s, name)
+	if err != nil {
+		return nil, err
+	}
+	self, listed := ctl.Self()
+	if !listed {
+		return nil, fmt.Errorf("%s names no member %q: run this on one of its hosts, or give --name", path, self.Name)
+	}
+	return &turnClient{ctl: ctl, self: self, out: c.OutOrStdout()}, nil
+}
+
+// waitGranted asks for the turn and follows it until it is held (and,
+// with StopEtcd, etcd has stopped). Ctrl-C, SIGTERM or --wait running out
+// withdraw the wish.
+func (t *turnClient) waitGranted(ctx context.Context, w model.TurnWish, wait time.Duration) (string, error) {
+	p, err := t.post(ctx, "/turn", w)
+	if err != nil {
+		return "", err
+	}
+	id := p.ID
+	t.say(p)
+	var deadline <-chan time.Time
+	if wait > 0 {
+		deadline = time.After(wait)
+	}
+	tick := time.NewTicker(500 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if p.Phase == model.TurnGranted && (!w.StopEtcd || p.EtcdStopped) {
+			fmt.Fprintf(t.out, "etcdkeeper: host turn granted: %s\n", p.Text)
+			return id, nil
+		}
+		if p.Phase == model.TurnEnded {
+			return "", fmt.Errorf("the wish for a host turn ended before the turn came: %s", p.Text)
+		}
+		select {
+		case <-ctx.Done():
+			t.withdraw(id)
+			return "", &exitError{code: 1, err: errors.New("interrupted: the wish for a host turn is withdrawn")}
+		case <-deadline:
+			t.withdraw(id)
+			fmt.Fprintf(t.out, "etcdkeeper: the host turn did not come within %s: withdrawn (last: %s)\n", wait, p.Text)
+			return "", &exitError{code: 2, err: errors.New("the host turn did not come in time")}
+		case <-tick.C:
+		}
+		if q, err := t.get(ctx, id); err != nil {
+			t.sayText("the agent does not answer (" + err.Error() + "): asking again")
+		} else {
+			p = q
+			t.say(p)
+		}
+	}
+}
+
+// returnTurn says the turn's work is done and follows the turn until it
+// has ended (the member a caught-up voter again).
+func (t *turnClient) returnTurn(ctx context.Context, id string) error {
+	p, err := t.post(ctx, "/turn/done", httpapi.TurnID{ID: id})
+	if err != nil {
+		return err
+	}
+	if id == "" {
+		id = p.ID
+	}
+	for {
+		t.say(p)
+		if p.Phase == model.TurnEnded {
+			return nil
+		}
+		time.Sleep(500 * time.Millisecond)
+		if q, err := t.get(ctx, id); err != nil {
+			t.sayText("the agent does not answer (" + err.Error() + "): asking again")
+		} else {
+			p = q
+		}
+	}
+}
+
+func (t *turnClient) withdraw(id string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := t.post(ctx, "/turn/done", httpapi.TurnID{ID: id}); err != nil {
+		fmt.Fprintf(t.out, "etcdkeeper: withdrawing the wish: %v (the agent drops it once this process is gone)\n", err)
+	}
+}
+
+func (t *turnClient) say(p model.TurnProgress) { t.sayText(string(p.Phase) + ": " + p.Text) }
+
+func (t *turnClient) sayText(s string) {
+	if s != t.last {
+		fmt.Fprintf(t.out, "etcdkeeper: %s\n", s)
+		t.last = s
+	}
+}
+
+func (t *turnClient) post(ctx context.Context, path string, body any) (model.TurnProgress, error) {
+	if !t.ctl.Local(t.self) {
+		return model.TurnProgress{}, fmt.Errorf("%s's agent has no control socket on this host: run this on %s", t.self.Name, t.self.Name)
+	}
+	b, err := json.Marshal(body)
+	if err != nil {
+		return model.TurnProgress{}, err
+	}
+	resp, err := t.ctl.Post(ctx, t.self, path, b)
+	if err != nil {
+		return model.TurnProgress{}, err
+	}
+	return decodeTurn(resp, path)
+}
+
+func (t *turnClient) get(ctx context.Context, id string) (model.TurnProgress, error) {
+	resp, err := t.ctl.Get(ctx, t.self, "/turn?id="+id)
+	if err != nil {
+		return model.TurnProgress{}, err
+	}
+	return decodeTurn(resp, "/turn")
+}
+
+func decodeTurn(resp *http.Response, path string) (model.TurnProgress, error) {
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return model.TurnProgress{}, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		var e struct {
+			Error string `json:"error"`
+		}
+		_ = json.Unmarshal(b, &e)
+		if e.Error == "" {
+			e.Error = strings.TrimSpace(string(b))
+		}
+		return model.TurnProgress{}, fmt.Errorf("%s: %s: %s", path, resp.Status, e.Error)
+	}
+	var p model.TurnProgress
+	if err := json.Unmarshal(b, &p); err != nil {
+		return model.TurnProgress{}, fmt.Errorf("%s: the agent's answer does not parse (is it older than this command?): %w", path, err)
+	}
+	return p, nil
+}
+
+// runGuarded runs the guarded command with this process's stdio and
+// returns its exit status (127: it could not be started).
+func runGuarded(c *cobra.Command, args []string) int {
+	cmd := exec.Command(args[0], args[1:]...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, c.OutOrStdout(), c.ErrOrStderr()
+	err := cmd.Run()
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &ee):
+		if ee.ExitCode() >= 0 {
+			return ee.ExitCode()
+		}
+		return 128 + int(ee.Sys().(syscall.WaitStatus).Signal())
+	}
+	fmt.Fprintf(c.ErrOrStderr(), "etcdkeeper: %v\n", err)
+	return 127
+}
+
+// shuttingDown: systemd is taking the host down (a reboot or poweroff
+// CMD asked for returns before the shutdown stops anything). Looked at
+// for two seconds: the job is queued when systemctl returns, but give it
+// a moment.
+func shuttingDown() bool {
+	if _, err := exec.LookPath("systemctl"); err != nil {
+		return false
+	}
+	for range 4 {
+		out, _ := exec.Command("systemctl", "is-system-running").Output()
+		if s := strings.TrimSpace(string(bytes.TrimSpace(out))); s == "stopping" {
+			return true
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	return false
+}
