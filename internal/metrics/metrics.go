@@ -35,13 +35,13 @@ type Metrics struct {
 	// released: another host's turn it released after
 	// maintenance.hostTurnTimeout); HostTurnHeld is 1 while this host
 	// holds the turn.
-	HostTurns    *prometheus.CounterVec
-	HostTurnHeld prometheus.Gauge
-	MemberHealthy       prometheus.Gauge
-	MemberRole          *prometheus.GaugeVec // role: voter, learner, leader, none
-	ClusterVoters       prometheus.Gauge
-	ClusterHealthy      prometheus.Gauge
-	LastReconcile       prometheus.Gauge
+	HostTurns      *prometheus.CounterVec
+	HostTurnHeld   prometheus.Gauge
+	MemberHealthy  prometheus.Gauge
+	MemberRole     *prometheus.GaugeVec // role: voter, learner, leader, none
+	ClusterVoters  prometheus.Gauge
+	ClusterHealthy prometheus.Gauge
+	LastReconcile  prometheus.Gauge
 	// StateDirWritable is 0 while a file of the state dir cannot be
 	// written; RecoveryUnfinished 1 while the end of a recovery cannot be
 	// recorded.

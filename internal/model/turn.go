@@ -19,8 +19,8 @@ type HostTurn struct {
 	ID string `json:"id"`
 	// Member is the member whose host holds the turn; MemberID its ID
 	// when the turn was taken.
-	Member   string `json:"member"`
-	MemberID uint64 `json:"memberID"`
+	Member   string   `json:"member"`
+	MemberID uint64   `json:"memberID"`
 	Kind     TurnKind `json:"kind"`
 	// Why is what the turn is for, for people ("guard: systemctl
 	// reboot"); By who asked (user@host).
