@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"testing"
+	"time"
 
 	"pgregory.net/rapid"
 
@@ -77,12 +78,23 @@ func genRunning(t *rapid.T) Input {
 	case 3:
 		in.Local.Restart = model.Restart{Why: "etcdkeeper 0.9 → 1.0", Agent: true}
 	}
+	if rapid.IntRange(0, 2).Draw(t, "turn wished") == 0 {
+		in.Local.Turn = model.TurnLocal{Wish: &model.TurnWish{ID: "w", Kind: model.TurnGuard, Why: "guard: systemctl reboot"}, Active: true}
+	}
+	if others := slicesWithout(started, selfID); len(others) > 0 && rapid.IntRange(0, 3).Draw(t, "turn held") == 0 {
+		holder := rapid.SampledFrom(others).Draw(t, "turn holder")
+		c.Turn = &model.HostTurn{ID: "t", Member: c.Members[holder-1].Name, MemberID: holder, Why: "guard: apt-get -y dist-upgrade", Since: planNow, Renewed: planNow}
+	}
+	in.TurnTimeout = 15 * time.Minute
 	in.Memory = model.Memory{Compacted: 50, Defragmented: map[uint64]model.DefragMark{}, RolloutSnapshot: RolloutKey(in.Generation, in.Local.Restart)}
 	if rapid.IntRange(0, 3).Draw(t, "records") > 0 {
 		for _, m := range c.Members {
 			r := model.AgentRecord{Name: m.Name, Generation: "g1", MemberID: m.ID}
 			if m.ID != selfID && rapid.IntRange(0, 2).Draw(t, m.Name+" pending") == 0 {
 				r.RestartPending = "changed settings"
+			}
+			if m.ID != selfID && rapid.IntRange(0, 3).Draw(t, m.Name+" wants a turn") == 0 {
+				r.WantsTurn = "guard: systemctl reboot"
 			}
 			in.Agents = append(in.Agents, r)
 		}
@@ -114,8 +126,20 @@ func disruptionOf(in Input, act Action) (uint64, bool) {
 		return in.Local.Answer.MemberID, true
 	case DoDefrag:
 		return act.Step.MemberID, true
+	case DoTakeTurn:
+		return in.Local.Answer.MemberID, true
 	}
 	return 0, false
+}
+
+func slicesWithout(ids []uint64, id uint64) []uint64 {
+	var out []uint64
+	for _, x := range ids {
+		if x != id {
+			out = append(out, x)
+		}
+	}
+	return out
 }
 
 // TestDisruptionBudgetProperty: no voluntary disruption a pass grants
@@ -156,6 +180,12 @@ func TestDisruptionBudgetProperty(t *testing.T) {
 		}
 		if id == in.Cluster.LeaderID && act.Kind != DoStopForRepair {
 			t.Fatalf("%s disrupts the leader %x without a hand-off (%s)", act.Kind, id, act.Reason)
+		}
+		if tr := in.Cluster.Turn; tr != nil && tr.MemberID != id && act.Kind != DoStopForRepair && (in.MaxDisrupted <= 1 || voters < 5) {
+			t.Fatalf("%s of %x (%s) while %s holds the host turn: two members out at once", act.Kind, id, act.Reason, tr.Member)
+		}
+		if act.Kind == DoTakeTurn && in.Cluster.Turn != nil {
+			t.Fatalf("took a host turn while %s holds it", in.Cluster.Turn.Member)
 		}
 	})
 }
