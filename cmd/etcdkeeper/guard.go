@@ -19,6 +19,7 @@ import (
 
 	"github.com/etcdkeeper/etcdkeeper/internal/httpapi"
 	"github.com/etcdkeeper/etcdkeeper/internal/model"
+	"github.com/etcdkeeper/etcdkeeper/internal/reconcile"
 	"github.com/etcdkeeper/etcdkeeper/internal/spec"
 )
 
@@ -341,4 +342,36 @@ func shuttingDown() bool {
 		time.Sleep(500 * time.Millisecond)
 	}
 	return false
+}
+
+// printTurnLines says who holds the host turn and which hosts wait for
+// one (nothing when neither).
+func printTurnLines(ctx context.Context, w io.Writer, s *spec.Spec) {
+	cli, err := dialSpec(s)
+	if err != nil {
+		return
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	now := time.Now()
+	if t, err := cli.GetTurn(ctx, s.Cluster.Name); err != nil {
+		fmt.Fprintf(w, "host turn: not read: %v\n", err)
+	} else if t != nil {
+		expired := ""
+		if t.Expired(now, s.Maintenance.HostTurnTimeout.Duration) {
+			expired = fmt.Sprintf(" — not renewed for %s (maintenance.hostTurnTimeout %s): the other agents release it", reconcile.Approx(now.Sub(t.Renewed)), s.Maintenance.HostTurnTimeout.Duration)
+		}
+		fmt.Fprintf(w, "host turn: %s, renewed %s ago%s\n", t.Text(), reconcile.Approx(now.Sub(t.Renewed)), expired)
+	}
+	recs, _ := cli.Agents(ctx, s.Cluster.Name)
+	var waiting []string
+	for _, r := range recs {
+		if r.WantsTurn != "" {
+			waiting = append(waiting, fmt.Sprintf("%s (%s)", r.Name, r.WantsTurn))
+		}
+	}
+	if len(waiting) > 0 {
+		fmt.Fprintf(w, "waiting for a host turn: %s\n", strings.Join(waiting, "; "))
+	}
 }

@@ -64,6 +64,7 @@ or an alarm is raised (NOSPACE: etcd refuses writes), 1 on error.`,
 						fmt.Fprintln(c.OutOrStdout(), l)
 					}
 					printPaused(c.OutOrStdout(), rows)
+					printTurnLines(c.Context(), c.OutOrStdout(), s)
 					fmt.Fprintln(c.OutOrStdout(), certSummary(memberCerts(s), time.Now()))
 					if l := renewSummary(s); l != "" {
 						fmt.Fprintln(c.OutOrStdout(), l)

@@ -35,6 +35,8 @@ var agentMetrics = []string{
 	"etcdkeeper_member_nospace_alarm",
 	"etcdkeeper_nospace_data_fills_quota",
 	"etcdkeeper_upgrade_pending",
+	"etcdkeeper_host_turns_total",
+	"etcdkeeper_host_turn_held",
 }
 
 var wantAlerts = []string{
@@ -58,6 +60,8 @@ var wantAlerts = []string{
 	"EtcdkeeperNoSpace",
 	"EtcdkeeperNoSpaceDataFillsQuota",
 	"EtcdkeeperUpgradeStuck",
+	"EtcdkeeperHostTurnReleased",
+	"EtcdkeeperHostTurnHeldLong",
 }
 
 type ruleFile struct {

@@ -50,6 +50,9 @@ func TestDebInstalls(t *testing.T) {
 			{"lib/systemd/system/etcdkeeper.service", 0o644},
 			{"usr/lib/sysusers.d/etcdkeeper.conf", 0o644},
 			{"usr/lib/tmpfiles.d/etcdkeeper.conf", 0o644},
+			{"lib/systemd/system/etcdkeeper-reboot.service", 0o644},
+			{"lib/systemd/system/etcdkeeper-reboot.path", 0o644},
+			{"usr/share/etcdkeeper/examples/52etcdkeeper-unattended-upgrades", 0o644},
 			{"etc/etcdkeeper/cluster.yaml", 0o644},
 			{"usr/share/etcdkeeper/alerts.yml", 0o644},
 			{"usr/share/etcdkeeper/grafana/etcdkeeper.json", 0o644},
@@ -92,6 +95,9 @@ func TestDebInstalls(t *testing.T) {
 	t.Run("postinst", func(t *testing.T) {
 		if _, err := os.Lstat(inRoot("etc/systemd/system/multi-user.target.wants/etcdkeeper.service")); err == nil {
 			t.Error("installing enabled the service; it must not")
+		}
+		if _, err := os.Lstat(inRoot("etc/systemd/system/paths.target.wants/etcdkeeper-reboot.path")); err == nil {
+			t.Error("installing enabled etcdkeeper-reboot.path; reboots are the operator's to enable")
 		}
 		need(t, "systemd-sysusers", "systemd")
 		need(t, "systemd-tmpfiles", "systemd")

@@ -186,3 +186,39 @@ func unitSection(t *testing.T, unit, name string) map[string][]string {
 	}
 	return out
 }
+
+// TestRebootUnitsVerify: etcdkeeper-reboot.path and .service pass
+// systemd-analyze verify, and the service reboots through the guard, so
+// that the hosts take their reboots in turns (docs/hosts.md).
+func TestRebootUnitsVerify(t *testing.T) {
+	analyze := need(t, "systemd-analyze", "systemd")
+	dir := t.TempDir()
+	bin, err := filepath.Abs(filepath.Join("..", "..", "bin", "etcdkeeper"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := readFile(t, packagingFile(t, "systemd/etcdkeeper-reboot.service"))
+	const guarded = "\nExecStart=/usr/bin/etcdkeeper guard --config /etc/etcdkeeper/cluster.yaml -- /bin/systemctl reboot\n"
+	if !strings.Contains(svc, guarded) {
+		t.Fatalf("etcdkeeper-reboot.service does not reboot through the guard (want %q)", strings.TrimSpace(guarded))
+	}
+	if _, err := os.Stat(bin); err == nil {
+		svc = strings.Replace(svc, "\nExecStart=/usr/bin/etcdkeeper ", "\nExecStart="+bin+" ", 1)
+	}
+	for name, text := range map[string]string{"etcdkeeper-reboot.service": svc, "etcdkeeper-reboot.path": readFile(t, packagingFile(t, "systemd/etcdkeeper-reboot.path"))} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out, err := runErr(dir, nil, analyze, "verify", "--man=no", filepath.Join(dir, "etcdkeeper-reboot.path"), filepath.Join(dir, "etcdkeeper-reboot.service"))
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		if strings.Contains(line, "etcdkeeper-reboot") {
+			t.Errorf("systemd-analyze verify: %s", line)
+		} else if line != "" {
+			t.Logf("systemd-analyze verify (not about our units): %s", line)
+		}
+	}
+	if err != nil && t.Failed() {
+		t.Fatalf("systemd-analyze verify: %v\n%s", err, out)
+	}
+}
