@@ -202,7 +202,7 @@ func procStart(pid int) (uint64, error) {
 	return strconv.ParseUint(f[19], 10, 64)
 }
 
-// ErrTurnWished: another command's wish is there already.
+// ErrTurnWished means another command's wish is there already.
 var ErrTurnWished = errors.New("a host turn is already wished on this host")
 
 // WishTurn keeps w as this host's wish (POST /turn) and wakes the loop. A
