@@ -52,7 +52,7 @@ or without warnings), 1 otherwise.`,
 				fmt.Fprintln(c.ErrOrStderr(), &expired)
 				return &exitError{code: 1, err: fmt.Errorf("%s names certificates that are not valid now", path)}
 			}
-			printWarnings(c.ErrOrStderr(), s.Warnings)
+			printWarnings(c.ErrOrStderr(), append(s.Warnings, spec.MemoryWarnings(s, spec.MemTotal())...))
 			fmt.Fprintf(c.OutOrStdout(), "%s: valid: cluster %q, %d members (%v)\n", path, s.Cluster.Name, len(s.Members), s.Names())
 			return nil
 		},

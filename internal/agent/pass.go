@@ -190,6 +190,9 @@ func (a *Agent) observe(ctx context.Context) (reconcile.Input, error) {
 func (a *Agent) observeRunning(ctx context.Context, in *reconcile.Input) {
 	s, self := a.Spec()
 	l := &in.Local
+	if p := a.etcd.Process(); p != nil {
+		p.NoteCgroup()
+	}
 	st, err := a.localStatus(ctx, self.ClientURLs[0])
 	if err != nil {
 		a.updateStatus(func(s *Status) { s.Healthy = false })
@@ -420,7 +423,11 @@ func (a *Agent) reapExit() {
 	if !ok {
 		return
 	}
-	v := repair.Classify(repair.Exit{Code: e.Code, Signal: e.Signal, Tail: e.Tail})
+	v := repair.Classify(repair.Exit{Code: e.Code, Signal: e.Signal, Tail: e.Tail, OOM: e.OOM})
+	if e.OOM {
+		a.metrics.OOMKills.Inc()
+		a.remember(history.Event{Kind: "oom-kill", Reason: v.Reason, Detail: map[string]string{"cgroup": e.MemCgroup, "uptime": e.Uptime.Round(time.Second).String()}})
+	}
 	a.noteExit(e.String(), e.Uptime, v, false)
 }
 

@@ -59,7 +59,7 @@ func exitVerdict(e etcdproc.Exit) repair.Verdict {
 	if e.ByAgent != "" {
 		return repair.Verdict{Class: repair.ClassNone, Reason: "etcd was killed by the agent: " + e.ByAgent, Evidence: "SIGKILL sent by the agent"}
 	}
-	return repair.Classify(repair.Exit{Code: e.Code, Signal: e.Signal, Tail: e.Tail})
+	return repair.Classify(repair.Exit{Code: e.Code, Signal: e.Signal, Tail: e.Tail, OOM: e.OOM})
 }
 
 // kill ends a stopped etcd at once with SIGKILL: it cannot act on

@@ -36,6 +36,10 @@ type Exit struct {
 	// when it did not: the signal alone would blame an operator or the
 	// OOM killer.
 	ByAgent string
+	// OOM: the SIGKILL came from the kernel's OOM killer (the memory
+	// cgroup etcd ran in counted one more OOM kill, MemCgroup's oom_kill).
+	OOM       bool
+	MemCgroup string
 }
 
 // String is a one-line description such as "exit status 1" or "killed by
@@ -43,6 +47,9 @@ type Exit struct {
 func (e Exit) String() string {
 	if e.ByAgent != "" {
 		return "killed by the agent (SIGKILL: " + e.ByAgent + ")"
+	}
+	if e.OOM {
+		return "killed by the kernel's OOM killer (SIGKILL)"
 	}
 	if e.Signal != "" {
 		return "killed by signal " + e.Signal
@@ -77,6 +84,8 @@ type Process struct {
 	exit Exit
 	// killedBy is why the agent sent SIGKILL ("" until it does).
 	killedBy string
+	// mem follows the memory cgroup etcd runs in (oom.go).
+	mem memWatch
 }
 
 // Start starts etcd. The child gets its own process group (a Ctrl-C in a
@@ -107,9 +116,21 @@ func start(lg *zap.Logger, c Command, hooks PublishHooks) (*Process, error) {
 		return nil, fmt.Errorf("start %s: %w", c.Path, err)
 	}
 	p.started = time.Now()
+	p.mem.look(p.PID())
 	go p.pipeLog(lg, stderr)
 	go p.wait()
 	return p, nil
+}
+
+// NoteCgroup looks at the memory cgroup etcd runs in again (it may have
+// been moved since it started): its OOM kills are counted from now.
+func (p *Process) NoteCgroup() {
+	if !p.Running() {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.mem.look(p.PID())
 }
 
 // PID is the child's process ID.
@@ -160,6 +181,8 @@ func (p *Process) wait() {
 	p.mu.Lock()
 	if e.Signal == syscall.SIGKILL.String() {
 		e.ByAgent = p.killedBy
+		e.OOM = e.ByAgent == "" && p.mem.killed()
+		e.MemCgroup = p.mem.file
 	}
 	p.exit = e
 	p.mu.Unlock()

@@ -35,8 +35,10 @@ type Metrics struct {
 	// released: another host's turn it released after
 	// maintenance.hostTurnTimeout); HostTurnHeld is 1 while this host
 	// holds the turn.
-	HostTurns      *prometheus.CounterVec
-	HostTurnHeld   prometheus.Gauge
+	HostTurns    *prometheus.CounterVec
+	HostTurnHeld prometheus.Gauge
+	// OOMKills counts the local etcd's deaths by the kernel's OOM killer.
+	OOMKills       prometheus.Counter
 	MemberHealthy  prometheus.Gauge
 	MemberRole     *prometheus.GaugeVec // role: voter, learner, leader, none
 	ClusterVoters  prometheus.Gauge
@@ -89,7 +91,8 @@ func New() *Metrics {
 	for _, e := range []string{"taken", "ended", "released"} {
 		m.HostTurns.WithLabelValues(e)
 	}
-	m.Registry.MustRegister(m.CertRenewals, m.CertRenewalFailures, m.HostTurns, m.HostTurnHeld)
+	m.OOMKills = prometheus.NewCounter(prometheus.CounterOpts{Name: "etcdkeeper_etcd_oom_kills_total", Help: "Times the local etcd was killed by the kernel's OOM killer (SIGKILL, and its memory cgroup's oom_kill count rose); each is also an exit of cause resource."})
+	m.Registry.MustRegister(m.CertRenewals, m.CertRenewalFailures, m.HostTurns, m.HostTurnHeld, m.OOMKills)
 	m.Registry.MustRegister(m.ReconcilePasses, m.ReconcileErrors, m.MembershipChanges, m.Repairs, m.Recoveries, m.EtcdRestarts, m.PublishStalls, m.AlarmsDisarmed,
 		m.ConfigReloads, m.MemberHealthy, m.MemberRole, m.ClusterVoters, m.ClusterHealthy, m.LastReconcile, m.StateDirWritable, m.RecoveryUnfinished, since, m.certs,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

@@ -45,6 +45,9 @@ type Exit struct {
 	// Tail holds the last log lines of etcd: zap JSON lines, or plain text
 	// (flag errors, "panic: ..." and goroutine stacks).
 	Tail []string
+	// OOM: the kernel's OOM killer sent the SIGKILL (etcd's memory
+	// cgroup counted the kill).
+	OOM bool
 }
 
 // Verdict is the classification of one Exit.
@@ -59,6 +62,11 @@ type Verdict struct {
 // Classify explains why etcd exited. It is pure: it looks only at e.
 func Classify(e Exit) Verdict {
 	lines := parseTail(e.Tail)
+	if e.OOM {
+		return Verdict{Class: ClassResource, Reason: "etcd was killed by the kernel's OOM killer: the host (or etcd's memory cgroup) ran out of memory; not evidence of corruption. " +
+			"etcd's memory grows with its data and with snapshot-count (the raft entries it keeps in memory): lower snapshot-count, raise the memory limit, or move other work off the host",
+			Evidence: "SIGKILL, and the memory cgroup's oom_kill count rose"}
+	}
 	if e.Signal != "" {
 		return classifySignal(normalizeSignal(e.Signal), lines)
 	}

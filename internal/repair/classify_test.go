@@ -192,7 +192,8 @@ func TestClassify(t *testing.T) {
 		{"killed while waiting for the db flock", Exit{Code: -1, Signal: "killed", Tail: []string{zl("info", "storage/backend.go:89", "db file is flocked by another process, or taking too long", "")}}, ClassTransient},
 
 		// unknown
-		{"SIGKILL (OOM)", Exit{Code: -1, Signal: "SIGKILL", Tail: []string{realCRCError}}, ClassUnknown},
+		{"SIGKILL, by whom unknown (operator or OOM)", Exit{Code: -1, Signal: "SIGKILL", Tail: []string{realCRCError}}, ClassUnknown},
+		{"SIGKILL by the OOM killer (its cgroup counted it)", Exit{Code: -1, Signal: "killed", OOM: true, Tail: []string{realCRCError}}, ClassResource},
 		{"SIGSEGV", Exit{Code: -1, Signal: "segmentation fault"}, ClassUnknown},
 		{"nil pointer in etcd", Exit{Code: 2, Tail: goPanic("panic: runtime error: invalid memory address or nil pointer dereference", "go.etcd.io/etcd/server/v3/etcdserver.(*EtcdServer).apply")}, ClassUnknown},
 		{"fatal error elsewhere, bbolt idle in another goroutine", Exit{Code: 2, Tail: []string{

@@ -37,6 +37,7 @@ var agentMetrics = []string{
 	"etcdkeeper_upgrade_pending",
 	"etcdkeeper_host_turns_total",
 	"etcdkeeper_host_turn_held",
+	"etcdkeeper_etcd_oom_kills_total",
 }
 
 var wantAlerts = []string{
@@ -62,6 +63,7 @@ var wantAlerts = []string{
 	"EtcdkeeperUpgradeStuck",
 	"EtcdkeeperHostTurnReleased",
 	"EtcdkeeperHostTurnHeldLong",
+	"EtcdkeeperEtcdOOMKilled",
 }
 
 type ruleFile struct {
