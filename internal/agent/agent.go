@@ -356,15 +356,13 @@ func (a *Agent) shutdown() {
 	// Give up the lock and the agent record while the cluster still
 	// answers, then stop etcd.
 	ctx := context.Background()
-	if p := a.etcd.Process(); p != nil && p.Running() {
-		a.handOffLeadership(ctx, reconcile.Input{})
-	}
 	a.releaseLock(ctx)
 	if a.presence != nil {
 		_ = a.presence.Close()
 		a.presence = nil
 	}
 	if p := a.etcd.Process(); p != nil && p.Running() {
+		a.handOffLeadership(ctx, reconcile.Input{})
 		a.lg.Info("stopping etcd", zap.Int("pid", p.PID()))
 		e, err := a.etcd.Stop()
 		if err != nil {

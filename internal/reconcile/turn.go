@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/etcdkeeper/etcdkeeper/internal/model"
 	"github.com/etcdkeeper/etcdkeeper/internal/spec"
@@ -34,6 +35,12 @@ func wantTurn(in Input, self string) (Action, bool) {
 		return waits(t.Text()+" comes first", "held/"+t.ID)
 	}
 	id := in.Local.Answer.MemberID
+	if id == in.View().Leader && in.Now.Sub(w.At) < LeaderTurnGrace {
+		// Hosts asked together (one reboot time, one Ansible run) reach
+		// their agents a pass apart: the others' wishes show in their
+		// records only by then, and the leader's host goes last.
+		return waits(fmt.Sprintf("this member leads: its host waits %s for the other hosts' wishes (the leader's host goes last)", LeaderTurnGrace), "leader-grace")
+	}
 	g := budgetOf(in).grant(Request{Member: id, Kind: DisruptHost, Why: w.Why, Name: in.Self.Name}, turnQueue(in), false)
 	if !g.Granted() {
 		return waits(g.Wait, "budget/"+numberless(g.Wait))
@@ -55,6 +62,12 @@ func wantTurn(in Input, self string) (Action, bool) {
 	return Action{Kind: DoTakeTurn, Topic: TopicTurn, Key: "turn/take/" + w.ID, ReleaseLock: true,
 		Reason: fmt.Sprintf("took the host turn for %s (the others: %s)", w.Why, others)}, true
 }
+
+// LeaderTurnGrace is how long a leader's host waits before it takes a
+// turn it wished: long enough for the wishes of hosts asked at the same
+// moment to show in their agents' records (an agent publishes its record
+// each pass, at most a steady interval of 5 s apart).
+const LeaderTurnGrace = 12 * time.Second
 
 // turnQueue is the other hosts waiting for a turn, as their agents'
 // records say: the leader's host goes last.

@@ -20,6 +20,7 @@ func TestHostTurn(t *testing.T) {
 		w.Granted, w.StopEtcd = true, stop
 		return &w
 	}
+	fresh := &model.TurnWish{ID: "w1", Kind: model.TurnGuard, Why: "guard: systemctl reboot", At: planNow.Add(-2 * time.Second)}
 	mine := &model.HostTurn{ID: "w1", Member: "node2", MemberID: 2, Why: "guard: systemctl reboot", Since: planNow.Add(-time.Minute), Renewed: planNow.Add(-10 * time.Second)}
 	other := &model.HostTurn{ID: "t3", Member: "node3", MemberID: 3, Why: "guard: apt-get -y dist-upgrade", Since: planNow.Add(-time.Minute), Renewed: planNow.Add(-10 * time.Second)}
 	stale := &model.HostTurn{ID: "t3", Member: "node3", MemberID: 3, Why: "guard: systemctl reboot", Since: planNow.Add(-time.Hour), Renewed: planNow.Add(-20 * time.Minute)}
@@ -50,6 +51,10 @@ func TestHostTurn(t *testing.T) {
 			agents: []model.AgentRecord{{Name: "node2", MemberID: 2}, {Name: "node3", MemberID: 3}}, kind: DoChangeMembership, contains: "move-leader"},
 		{name: "wish, leader, a follower's host waits: the leader last", self: 1, obs: healthy, local: model.TurnLocal{Wish: guard, Active: true}, lock: true, running: true,
 			agents: []model.AgentRecord{{Name: "node3", MemberID: 3, WantsTurn: "guard: systemctl reboot"}}, kind: DoNothing, contains: "node3 take their host turns first"},
+		{name: "wish, leader, just asked: waits for the others' wishes", self: 1, obs: healthy, local: model.TurnLocal{Wish: fresh, Active: true}, lock: true, running: true,
+			agents: []model.AgentRecord{{Name: "node2", MemberID: 2}, {Name: "node3", MemberID: 3}}, kind: DoNothing, contains: "its host waits 12s for the other hosts' wishes"},
+		{name: "wish, follower, just asked: no grace", self: 2, obs: healthy, local: model.TurnLocal{Wish: fresh, Active: true}, lock: true, running: true,
+			kind: DoTakeTurn, contains: "took the host turn"},
 		{name: "wish, leader, records not read: waits", self: 1, obs: healthy, local: model.TurnLocal{Wish: guard, Active: true}, lock: true, running: true,
 			kind: DoNothing, contains: "records are not read"},
 		{name: "wish, another host holds the turn", self: 2, obs: withTurn(healthy, other), local: model.TurnLocal{Wish: guard, Active: true}, lock: true, running: true,
