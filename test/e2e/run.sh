@@ -554,21 +554,11 @@ boot() {
 		# network namespace of its own, joined to the run's bridge by a
 		# veth pair. 8>&-: the container must not hold the run's lock
 		# (7>&-: nor the outer network namespace).
-		# A reboot inside the container ends nspawn with 133: the host
-		# boots again, as a real one would (step 13). nspawn.pid follows.
-		local rc
-		while :; do
-			systemd-nspawn --quiet --register=no --keep-unit --link-journal=no \
-				--network-bridge="$BRIDGE" \
-				--console=read-only --machine="$h" --directory="$d/root" --boot 7>&- 8>&- &
-			echo $! >"$d/nspawn.pid"
-			rc=0
-			wait $! || rc=$?
-			((rc == 133)) || exit "$rc"
-			echo "$(date +%T.%N) $h rebooted" >>"$d/reboots"
-		done
+		exec systemd-nspawn --quiet --register=no --keep-unit --link-journal=no \
+			--network-bridge="$BRIDGE" \
+			--console=read-only --machine="$h" --directory="$d/root" --boot 7>&- 8>&-
 	) >>"$d/console.log" 2>&1 </dev/null &
-	echo $! >"$d/loop.pid"
+	echo $! >"$d/nspawn.pid"
 	wait_for 30 "$h: container PID 1" pid1 "$h" >/dev/null || fail -h "$h" "$h: systemd-nspawn did not start (console: $d/console.log)"
 	# systemctl talks to systemd through its private socket: it is there
 	# a moment after PID 1 starts ("Failed to connect to bus" before).
@@ -618,12 +608,6 @@ rm_cgroups() {
 # by the PIDs recorded in WORK, unmount, remove the cgroups.
 cleanup() {
 	local h d p p1 pids=()
-	for d in "$WORK"/hosts/*/; do
-		[[ -d $d ]] || continue
-		# The boot loop first: no host boots again behind the cleanup.
-		p=$(cat "$d/loop.pid" 2>/dev/null) && kill -TERM "$p" 2>/dev/null
-		rm -f "$d/loop.pid"
-	done
 	for d in "$WORK"/hosts/*/; do
 		[[ -d $d ]] || continue
 		h=$(basename "$d")
@@ -1298,7 +1282,7 @@ renewed_twice() {
 	[[ -n $na ]] && ((na >= $2 + 55))
 }
 
-# 13. Across every step, with the short WatchdogSec drop-in: systemd's
+# 11. Across every step, with the short WatchdogSec drop-in: systemd's
 # watchdog fired only once, on the agent step 6 froze on purpose.
 s_no_watchdog_kills() {
 	local h n want
@@ -1310,114 +1294,6 @@ s_no_watchdog_kills() {
 		[[ $n == "$want" ]] || fail -h "$h" "$h: systemd's watchdog fired $n times over the run, want $want (step 6's)"
 		log "$h: 'Watchdog timeout' $n times over the run (want $want)"
 	done
-}
-
-# 12. Reboots in turns: every host asks for a reboot in the same second, as
-# unattended-upgrades does (apt's /run/reboot-required), with the shipped
-# etcdkeeper-reboot.path enabled: its service runs `etcdkeeper guard --
-# systemctl reboot`, and the hosts reboot one at a time, the leader's last,
-# each turn over only once its member has caught up again. Never fewer
-# than 2 members answering with a leader; no write of a retrying client
-# fails.
-rb_watch() {
-	local stop=$1 out=$2 fewest=3 changes=0 last= h n l lead t0= longest=0 d
-	while [[ ! -e $stop ]]; do
-		n=0 lead=
-		for h in "${IP[@]}"; do
-			l=$(curl -sf --max-time 0.5 -X POST "http://$h:2379/v3/maintenance/status" -d '{}' | jq -r '.leader // "0"') || l=0
-			if [[ $l != 0 && -n $l ]]; then
-				n=$((n + 1))
-				lead=$l
-			fi
-		done
-		((n < fewest)) && fewest=$n
-		if [[ -n $lead ]]; then
-			[[ -n $last && $lead != "$last" ]] && changes=$((changes + 1))
-			last=$lead
-			if [[ -n $t0 ]]; then
-				d=$(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%d", (b - a) * 1000 }')
-				((d > longest)) && longest=$d
-				t0=
-			fi
-		elif [[ -z $t0 ]]; then
-			t0=$EPOCHREALTIME
-		fi
-		sleep 0.2
-	done
-	echo "$fewest $changes $longest" >"$out"
-}
-boots() { journalctl -D "$(hdir "$1")/root/var/log/journal" --list-boots --no-pager 2>/dev/null | grep -cE '[0-9a-f]{32}'; }
-# turn_times HOST: "taken ended" (unix seconds) of HOST's last host turn.
-turn_times() {
-	local taken ended
-	taken=$(journal "$1" -o json | jq -r 'select(.MESSAGE | test("\"msg\":\"host turn taken\"")) | .__REALTIME_TIMESTAMP' | tail -n1)
-	ended=$(journal "$1" -o json | jq -r 'select(.MESSAGE | test("\"msg\":\"host turn ended\"")) | .__REALTIME_TIMESTAMP' | tail -n1)
-	[[ -n $taken && -n $ended && $ended -gt $taken ]] || return 1
-	echo "$((taken / 1000000)) $((ended / 1000000))"
-}
-rebooted_back() {
-	local h=$1
-	(($(boots "$h") > $(get "rb-boots-$h"))) || { echo "$h: not rebooted yet"; return 1; }
-	turn_times "$h" >/dev/null || { echo "$h: its turn has not ended"; return 1; }
-	member_healthy "$h" "$(get "rb-id-$h")" >/dev/null || { echo "$h: member not healthy"; return 1; }
-}
-s_reboot() {
-	local h w m t0 took ok failed stall fewest changes longest leader a b e
-	wait_all_healthy 90 || fail "cluster not healthy before the reboots"
-	leader=$(agent_field "${HOST[0]}" leaderName)
-	for h in "${HOST[@]}"; do
-		put "rb-boots-$h" "$(boots "$h")"
-		put "rb-id-$h" "$(agent_field "$h" memberID)"
-		if [[ $(member "$h") != "$h" ]]; then
-			# The unit's comment: a member not named after its host.
-			on "$h" sh -c "mkdir -p /etc/systemd/system/etcdkeeper-reboot.service.d && printf '[Service]\nExecStart=\nExecStart=/usr/bin/etcdkeeper guard --config $SPEC --name $(member "$h") -- /bin/systemctl reboot\n' >/etc/systemd/system/etcdkeeper-reboot.service.d/name.conf"
-			sctl "$h" daemon-reload
-		fi
-		sctl "$h" enable --now etcdkeeper-reboot.path >/dev/null 2>&1 || fail -h "$h" "$h: systemctl enable --now etcdkeeper-reboot.path failed"
-	done
-	rm -f "$WORK/state/rb-stop"
-	upg_writer "$WORK/state/rb-stop" "$WORK/state/rb-writer" &
-	w=$!
-	rb_watch "$WORK/state/rb-stop" "$WORK/state/rb-watch" &
-	m=$!
-	sleep 2
-	t0=$EPOCHREALTIME
-	log "touching /run/reboot-required on ${HOST[*]} at once (leader: $leader)"
-	local touches=()
-	for h in "${HOST[@]}"; do
-		on "$h" touch /run/reboot-required &
-		touches+=($!)
-	done
-	wait "${touches[@]}" || fail "touching /run/reboot-required failed"
-	for h in "${HOST[@]}"; do
-		if ! wait_for 600 "$h rebooted in its turn and back" rebooted_back "$h"; then
-			touch "$WORK/state/rb-stop"
-			fail -h "$h" "$h did not reboot in its turn and come back"
-		fi
-	done
-	took=$(elapsed "$t0")
-	touch "$WORK/state/rb-stop"
-	wait "$w" "$m" || true
-	read -r ok failed stall <"$WORK/state/rb-writer"
-	read -r fewest changes longest <"$WORK/state/rb-watch"
-	local order=()
-	for h in "${HOST[@]}"; do
-		read -r a b < <(turn_times "$h")
-		order+=("$a $b $h")
-		log "$h: turn taken $(date -d "@$a" +%T), ended $(date -d "@$b" +%T) ($((b - a)) s); boots $(get "rb-boots-$h") → $(boots "$h")"
-	done
-	mapfile -t order < <(printf '%s\n' "${order[@]}" | sort -n)
-	local prev_end=0 last=
-	for e in "${order[@]}"; do
-		read -r a b h <<<"$e"
-		((a >= prev_end)) || fail -h "$h" "$h took its turn at $a, before the previous turn ended at $prev_end: two hosts rebooted together"
-		prev_end=$b last=$h
-	done
-	log "three reboots in turns: all back in ${took}s; order: $(printf '%s\n' "${order[@]}" | awk '{print $3}' | tr '\n' ' '); writes ok $ok, failed $failed, longest write ${stall} ms; leader changes $changes; fewest members answering with a leader $fewest; longest with none ${longest} ms"
-	[[ $(member "$last") == "$leader" ]] || fail "the leader $leader's host did not reboot last (last: $last)"
-	((failed == 0)) || fail "$failed writes failed during the reboots"
-	((fewest >= 2)) || fail "only $fewest members answered with a leader at one point, want never fewer than 2 of 3"
-	wait_all_healthy 90 || fail "cluster not healthy after the reboots"
 }
 
 # 9. One host cut off from the others and from the test for a minute (its
@@ -1563,7 +1439,6 @@ step "8. apt-get remove keeps data; reinstall resumes" s_reinstall
 step "9. one host cut off for 60s: the others serve" s_cut
 step "10. the new .deb on all 3 hosts in the same second: rolled one at a time" s_upgrade
 step "11. certificates renewed by the agents, no etcd restart" s_renew
-step "12. all 3 hosts ask for a reboot in the same second: rebooted one at a time" s_reboot
-step "13. WatchdogSec=$WATCHDOG all along: no watchdog kill but step 6's" s_no_watchdog_kills
+step "12. WatchdogSec=$WATCHDOG all along: no watchdog kill but step 6's" s_no_watchdog_kills
 [[ -z $FAILED ]]
 
