@@ -85,14 +85,13 @@ func (a *Agent) observeTurn(ctx context.Context, in *reconcile.Input) {
 	}
 	t, err := a.client.GetTurn(ctx, s.Cluster.Name)
 	if err != nil {
-		a.lg.Debug("reading the host turn", zap.Error(err))
-		// Not known: taken as held by someone, so that no turn is taken
-		// and none of ours counts as gone.
-		if w != nil && w.Granted {
-			t = &model.HostTurn{ID: w.ID, Member: in.Self.Name, Why: w.Why, Renewed: time.Now()}
-		} else {
-			t = &model.HostTurn{ID: "unknown", Member: "an unknown host", Why: "the turn key could not be read: " + err.Error(), Renewed: time.Now()}
-		}
+		// Not known: the pass decides as without a view of the cluster,
+		// so that no disruption is granted beside a turn it cannot see,
+		// and no turn is ended on a guess.
+		a.lg.Debug("reading the host turn: the pass goes without the cluster's view", zap.Error(err))
+		in.Cluster = nil
+		a.updateStatus(func(st *Status) { st.TurnWish = w })
+		return
 	}
 	if t != nil && w != nil && w.Granted && t.ID == w.ID && time.Since(t.Renewed) >= turnRenewEvery(in.TurnTimeout) && err == nil {
 		n := *t
@@ -292,7 +291,14 @@ func (a *Agent) turnProgressLocked(id string) model.TurnProgress {
 		w := a.loadWish()
 		switch {
 		case w != nil && (id == "" || w.ID == id):
-			p = model.TurnProgress{ID: w.ID, Phase: wishPhase(w, turnLocal(w, time.Now(), 0).Active), Text: "the agent decides at its next pass"}
+			// Granted only once this process has read the cluster's key
+			// naming it: a kill -9 between the wish's save and the
+			// turn's txn leaves a wish that says granted without a turn.
+			ph := wishPhase(w, turnLocal(w, time.Now(), 0).Active)
+			if st := a.Status(); ph == model.TurnGranted && (st.Turn == nil || st.Turn.ID != w.ID) {
+				ph = model.TurnWaiting
+			}
+			p = model.TurnProgress{ID: w.ID, Phase: ph, Text: "the agent decides at its next pass"}
 		case id != "":
 			p = model.TurnProgress{ID: id, Phase: model.TurnEnded, Text: "this host has no such wish: it ended, or was withdrawn"}
 		default:
