@@ -95,7 +95,7 @@ func TestHostTurn(t *testing.T) {
 			id := uint64(tt.self)
 			in := Input{Self: self, InSpec: true, Desired: specNodes(3), Cluster: &obs, Now: planNow, Agents: tt.agents, TurnTimeout: 15 * time.Minute,
 				Memory: model.Memory{Compacted: 50},
-				Local: model.Local{Running: tt.running, LockHeld: tt.lock, Turn: tt.local, Data: model.Data{Kind: model.DataHealthy, ClusterID: obs.ClusterID, MemberID: id}}}
+				Local:  model.Local{Running: tt.running, LockHeld: tt.lock, Turn: tt.local, Data: model.Data{Kind: model.DataHealthy, ClusterID: obs.ClusterID, MemberID: id}}}
 			if tt.running {
 				in.Local.Answer = &model.Answer{MemberID: id, ClusterID: obs.ClusterID, Leader: obs.LeaderID, Revision: 50}
 			} else {
