@@ -3,6 +3,7 @@ module github.com/etcdkeeper/etcdkeeper
 go 1.26.8
 
 require (
+	filippo.io/age v1.2.1
 	github.com/anishathalye/porcupine v1.3.1
 	github.com/coreos/go-systemd/v22 v22.7.0
 	github.com/fsnotify/fsnotify v1.10.1

@@ -19,6 +19,8 @@ const (
 	defaultMinFreeMB   = 256
 	defaultBackupEvery = time.Hour
 	defaultBackupKeep  = 24
+	// defaultDrillEvery: one restore drill a day, as the restore check.
+	defaultDrillEvery = 24 * time.Hour
 	// SnapshotSubdir names the snapshot dir inside the state dir when
 	// backup.dir is empty.
 	SnapshotSubdir = "backups"
@@ -88,6 +90,8 @@ func (d *doc) defaultBackup(b *Backup, base string) {
 	}
 	b.S3.CredentialsFile = resolvePath(base, b.S3.CredentialsFile)
 	b.S3.CAFile = resolvePath(base, b.S3.CAFile)
+	b.Encryption.IdentityFile = resolvePath(base, b.Encryption.IdentityFile)
+	d.defaultDuration("backup.drillInterval", &b.DrillInterval, defaultDrillEvery)
 }
 
 // snapshotReuseIntervals is repair.snapshotMaxAge's default in

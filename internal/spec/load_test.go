@@ -91,9 +91,11 @@ repair:
 			StopTimeout:    Duration{10 * time.Second},
 		},
 		Repair:      Repair{Enabled: &off, Snapshot: &on, MaxPerHour: 3, KeepBackups: 5, MinFreeMB: 0, SnapshotMaxAge: Duration{2 * time.Hour}},
-		Backup:      Backup{Interval: Duration{time.Hour}, Keep: 24},
+		Backup:      Backup{Interval: Duration{time.Hour}, Keep: 24, DrillInterval: Duration{24 * time.Hour}},
 		Maintenance: Maintenance{Defrag: Defrag{Enabled: &on, MinFreeRatio: 0.5, MinFreeBytes: 256 << 20}, MaxDisrupted: 1, HostTurnTimeout: Duration{15 * time.Minute}},
 		Path:        path,
+		// Backups on by default, with no recipients: plaintext, said.
+		Warnings: Errors{{File: path, Line: 1, Msg: "backup: NO ENCRYPTION: snapshots are taken in plaintext (the whole keyspace, Kubernetes Secrets included, readable by whoever reads a backup dir or the bucket): give backup.encryption.recipients (age-keygen; docs/backups.md), or say backup.encryption.plaintext: true to keep them plaintext on purpose"}},
 	}
 	got, err := Load(path)
 	if err != nil {
@@ -135,6 +137,12 @@ func comparable(s *Spec) Spec {
 	c.Members = append([]Member(nil), s.Members...)
 	for i := range c.Members {
 		c.Members[i].Line = 0
+	}
+	// A warning about a key that was not written points at line 1, and
+	// at the key once the spec is written back out with every key.
+	c.Warnings = append(Errors(nil), s.Warnings...)
+	for i := range c.Warnings {
+		c.Warnings[i].Line = 0
 	}
 	return c
 }

@@ -248,7 +248,38 @@ type Backup struct {
 	Keep int `yaml:"keep"`
 	// S3: also upload every verified snapshot there (optional).
 	S3 S3 `yaml:"s3"`
+	// Encryption: who can read the snapshots (see Encryption).
+	Encryption Encryption `yaml:"encryption"`
+	// DrillInterval is how often the agent restores the newest snapshot
+	// (from S3 when set, else its own) into a scratch dir and times it:
+	// the restore drill. 0 turns it off.
+	DrillInterval Duration `yaml:"drillInterval"`
 }
+
+// Encryption says how snapshots are encrypted at rest: to age X25519
+// recipients, or, only when Plaintext says so, not at all.
+type Encryption struct {
+	// Recipients are age X25519 public keys (age1...): every snapshot is
+	// encrypted to all of them before it touches disk or S3. Adding one
+	// takes effect at the next snapshot.
+	Recipients []string `yaml:"recipients"`
+	// IdentityFile holds the age identities (AGE-SECRET-KEY-1..., one a
+	// line) that read them, on the hosts that restore: mode 0600, owned
+	// by the agent's user. A host without the file takes, uploads,
+	// prunes and checks snapshots' integrity, but cannot restore them.
+	IdentityFile string `yaml:"identityFile"`
+	// Plaintext: snapshots are written unencrypted, and the spec says so
+	// on purpose. Excludes Recipients.
+	Plaintext bool `yaml:"plaintext"`
+}
+
+// Encrypts: snapshots are encrypted (recipients are given).
+func (e Encryption) Encrypts() bool { return len(e.Recipients) > 0 }
+
+// Unacknowledged: snapshots are written in plaintext without the spec
+// saying so (no recipients, no plaintext: true): a spec from before
+// encryption.
+func (e Encryption) Unacknowledged() bool { return !e.Encrypts() && !e.Plaintext }
 
 // S3 is an S3-compatible bucket that verified snapshots are uploaded to.
 type S3 struct {

@@ -3,10 +3,16 @@ package spec
 import (
 	"bytes"
 	"errors"
+	"fmt"
+	"io"
+	"io/fs"
 	"net/url"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
+
+	"filippo.io/age"
 )
 
 // validBucket is S3's rule for bucket names that path-style addressing
@@ -20,6 +26,10 @@ func (d *doc) checkBackup(b Backup) {
 		d.errorf(d.line("backup.interval"), "backup.interval: %s: must be 0 (no scheduled snapshots) or more, e.g. 1h", b.Interval)
 	}
 	d.checkAtLeast("backup.keep", int64(b.Keep), 1, "the newest verified snapshot is always kept; set backup.interval: 0 to take none")
+	if d.given["backup.drillInterval"] && !d.broken["backup.drillInterval"] && b.DrillInterval.Duration < 0 {
+		d.errorf(d.line("backup.drillInterval"), "backup.drillInterval: %s: must be 0 (no restore drills) or more, e.g. 24h", b.DrillInterval)
+	}
+	d.checkEncryption(b)
 	s3 := b.S3
 	if s3 == (S3{}) {
 		return
@@ -49,6 +59,116 @@ func (d *doc) checkBackup(b Backup) {
 			d.errorf(d.line(f.key), "%s: %s: {name} is not expanded here: one file for every agent", f.key, quote(f.p))
 		}
 	}
+}
+
+// checkEncryption checks backup.encryption as written: recipients that
+// age parses, each once, and plaintext only when said, never beside
+// recipients. A spec that takes snapshots and says neither is valid (a
+// spec from before encryption: its agents keep taking plaintext
+// snapshots, loudly), but warned about.
+func (d *doc) checkEncryption(b Backup) {
+	e := b.Encryption
+	seen := map[string]bool{}
+	for i, r := range e.Recipients {
+		p := index("backup.encryption.recipients", i)
+		if _, err := age.ParseX25519Recipient(r); err != nil {
+			d.errorf(d.line(p), "%s: %s: not an age X25519 recipient (age1..., from age-keygen -y IDENTITY_FILE): %v", p, quote(r), err)
+		} else if seen[r] {
+			d.errorf(d.line(p), "%s: %s: listed twice", p, quote(r))
+		}
+		seen[r] = true
+	}
+	d.checkPath("backup.encryption.identityFile", e.IdentityFile)
+	if strings.Contains(e.IdentityFile, "{name}") {
+		d.errorf(d.line("backup.encryption.identityFile"), "backup.encryption.identityFile: %s: {name} is not expanded here: one path on every host that restores", quote(e.IdentityFile))
+	}
+	switch {
+	case e.Plaintext && len(e.Recipients) > 0:
+		d.errorf(d.line("backup.encryption.plaintext"), "backup.encryption.plaintext: true beside recipients: snapshots are either encrypted to the recipients or plaintext; remove one")
+	case e.Plaintext:
+		d.warnf(d.line("backup.encryption.plaintext"), "backup.encryption.plaintext: true: every snapshot, locally and in S3, holds the whole keyspace (Kubernetes Secrets included) readable by whoever reads the file; give backup.encryption.recipients instead (docs/backups.md)")
+	case len(e.Recipients) == 0 && (b.Interval.Duration != 0 || !d.given["backup.interval"] || b.S3 != (S3{})):
+		d.warnf(d.line("backup.encryption", "backup"), "backup: NO ENCRYPTION: snapshots are taken in plaintext (the whole keyspace, Kubernetes Secrets included, readable by whoever reads a backup dir or the bucket): give backup.encryption.recipients (age-keygen; docs/backups.md), or say backup.encryption.plaintext: true to keep them plaintext on purpose")
+	}
+}
+
+// warnf records a warning: the spec stays valid.
+func (d *doc) warnf(line int, format string, args ...any) {
+	if line < 1 {
+		line = 1
+	}
+	d.warns = append(d.warns, Error{File: d.file, Line: line, Msg: fmt.Sprintf(format, args...)})
+}
+
+// IdentityFileMode is what CheckIdentityFile refuses: an identity file
+// its group or others can read or write.
+const IdentityFileMode = 0o077
+
+// ErrNoIdentity means the identity file is not on this host: the host
+// takes, uploads and prunes encrypted snapshots and checks their
+// integrity, but cannot restore them.
+var ErrNoIdentity = errors.New("no identity file on this host")
+
+// ReadIdentities reads the age identities of backup.encryption.
+// identityFile. It refuses a file its group or others can read (or that
+// is not a regular file), and never quotes the file's content. A file
+// that does not exist is ErrNoIdentity (and fs.ErrNotExist).
+func ReadIdentities(path string) ([]age.Identity, error) {
+	if path == "" {
+		return nil, fmt.Errorf("%w: backup.encryption.identityFile is not set", ErrNoIdentity)
+	}
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%w: %s: %w", ErrNoIdentity, path, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("backup.encryption.identityFile %s: %w", path, err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("backup.encryption.identityFile %s: %w", path, err)
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("backup.encryption.identityFile %s: not a regular file", path)
+	}
+	if perm := st.Mode().Perm(); perm&IdentityFileMode != 0 {
+		return nil, fmt.Errorf("backup.encryption.identityFile %s: mode %04o: its group or others can read it, and it is the key to every snapshot: refused (chmod 600 %s, owned by the agent's user)", path, perm, path)
+	}
+	ids, err := age.ParseIdentities(io.LimitReader(f, 1<<20))
+	if err != nil {
+		// age's error quotes no key material, only line numbers.
+		return nil, fmt.Errorf("backup.encryption.identityFile %s: %w (one AGE-SECRET-KEY-1... a line, as age-keygen writes)", path, err)
+	}
+	return ids, nil
+}
+
+// checkIdentityFile reads the identity file when this host has one: a
+// file others can read is an error; one whose keys read none of the
+// recipients, a warning (new snapshots cannot be restored with it). A
+// file that is not here is a host that only encrypts.
+func (d *doc) checkIdentityFile(e Encryption) {
+	if e.IdentityFile == "" {
+		return
+	}
+	line := d.line("backup.encryption.identityFile")
+	ids, err := ReadIdentities(e.IdentityFile)
+	switch {
+	case errors.Is(err, ErrNoIdentity) || errors.Is(err, fs.ErrPermission):
+		return // not this host's to read: the agent says so where it runs
+	case err != nil:
+		d.errorf(line, "%v", err)
+		return
+	}
+	if len(e.Recipients) == 0 {
+		return
+	}
+	for _, id := range ids {
+		if x, ok := id.(*age.X25519Identity); ok && slices.Contains(e.Recipients, x.Recipient().String()) {
+			return
+		}
+	}
+	d.warnf(line, "backup.encryption.identityFile %s: none of its keys is one of backup.encryption.recipients: snapshots taken now cannot be restored with it (add its recipient, age-keygen -y %s)", e.IdentityFile, e.IdentityFile)
 }
 
 // checkBackupFiles reads the S3 files after defaults, the way the agent

@@ -221,7 +221,7 @@ func TestValidationErrors(t *testing.T) {
 		{"unknown anchor", twoMembers + "etcd: *base\n", "spec.yaml:5: YAML syntax", "unknown anchor"},
 		{"control character", twoMembers + "etcd: {dataDir: \"/x\x01\"}\n", "spec.yaml:5: YAML syntax", "control characters"},
 		{"second document", twoMembers + "---\ncluster: {name: u}\n", "spec.yaml:5: a second YAML document", "one document"},
-		{"unknown backup key", twoMembers + "backup:\n  intervall: 1h\n", "spec.yaml:6: backup.intervall", "unknown key: remove it or use one of dir, interval, keep, s3"},
+		{"unknown backup key", twoMembers + "backup:\n  intervall: 1h\n", "spec.yaml:6: backup.intervall", "unknown key: remove it or use one of dir, drillInterval, encryption, interval, keep, s3"},
 		{"unknown s3 key", twoMembers + "backup:\n  s3:\n    endpoint: https://s3\n    bucket: b-1\n    credentialsFile: /c\n    pathStyle: true\n",
 			"spec.yaml:10: backup.s3.pathStyle", "unknown key"},
 		{"negative backup interval", twoMembers + "backup:\n  interval: -1h\n", "spec.yaml:6: backup.interval", "must be 0 (no scheduled snapshots) or more"},
@@ -345,6 +345,7 @@ members:
 // that says what to do, unless recoveryInsecure: true says the operator
 // means it (then a warning); a bad address is an error too.
 func TestRecoveryAddr(t *testing.T) {
+	// No backups: no warning about their encryption beside the one wanted.
 	const members = "cluster: {name: c}\nmembers:\n  - {name: a, peerURLs: [http://10.0.0.1:2380], clientURLs: [http://10.0.0.1:2379]}\n"
 	for _, tt := range []struct {
 		name, agent string
@@ -361,7 +362,7 @@ func TestRecoveryAddr(t *testing.T) {
 		{name: "neither", agent: "  interval: 1s\n"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			s, err := Parse([]byte(members+"agent:\n"+tt.agent), "spec.yaml")
+			s, err := Parse([]byte(members+"agent:\n"+tt.agent+"backup: {interval: 0s}\n"), "spec.yaml")
 			if tt.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.err) || !strings.Contains(err.Error(), tt.errPart) {
 					t.Fatalf("err = %v, want %q ... %q", err, tt.err, tt.errPart)

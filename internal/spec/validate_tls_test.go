@@ -84,7 +84,7 @@ func loadTLS(t *testing.T, text string, prepare func(dir string)) (*Spec, string
 // and validates without a word; its callers are checked against the peer
 // CA, so tls.peer needs trustedCAFile.
 func TestRecoveryAddrTLS(t *testing.T) {
-	s, _, err := loadTLS(t, tlsSpec+"agent:\n  recoveryAddr: ':2377'\n", nil)
+	s, _, err := loadTLS(t, tlsSpec+"agent:\n  recoveryAddr: ':2377'\nbackup: {interval: 0s}\n", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
