@@ -105,7 +105,7 @@ func TestTakeVerifyRestore(t *testing.T) {
 	}
 
 	start = time.Now()
-	rc := CheckRestore(context.Background(), listed[0])
+	rc := CheckRestore(context.Background(), listed[0], Keys{})
 	t.Logf("restore check: %v", time.Since(start).Round(time.Millisecond))
 	if !rc.OK || rc.Keys != int64(live) || rc.Revision != rev || rc.KVHash != v.KVHash {
 		t.Errorf("restore check = %+v, want %d keys at revision %d, key bucket hash %08x", rc, live, rev, v.KVHash)

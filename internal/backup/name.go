@@ -15,6 +15,10 @@ const timeLayout = "20060102T150405Z"
 const (
 	partialPrefix = ".partial-"
 	restorePrefix = ".restore-check-"
+	// drillPrefix: the drill's scratch dir (0700): the downloaded
+	// snapshot, its decrypted copy and the restored data dir, all removed
+	// when the drill ends.
+	drillPrefix   = ".restore-drill-"
 	sidecarSuffix = ".json"
 )
 

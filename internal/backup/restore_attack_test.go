@@ -147,7 +147,7 @@ func TestRestoreCheckExposesNothing(t *testing.T) {
 	}()
 	const checks = 3
 	for i := range checks {
-		if rc := CheckRestore(ctx, e); !rc.OK {
+		if rc := CheckRestore(ctx, e, Keys{}); !rc.OK {
 			t.Fatalf("restore check %d: %+v", i, rc)
 		}
 	}

@@ -44,7 +44,7 @@ func TestRestoreCheckFailsWrongSnapshots(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rc := CheckRestore(context.Background(), good); !rc.OK || rc.Keys != int64(good.Sidecar.Verification.TotalKey) {
+	if rc := CheckRestore(context.Background(), good, Keys{}); !rc.OK || rc.Keys != int64(good.Sidecar.Verification.TotalKey) {
 		t.Fatalf("the good snapshot: %+v", rc)
 	}
 	data, err := os.ReadFile(good.Path())
@@ -68,7 +68,7 @@ func TestRestoreCheckFailsWrongSnapshots(t *testing.T) {
 		{"truncated, sha256 updated", func(t *testing.T, sc *Sidecar, path string) {
 			writeFile(t, path, data[:len(data)/2])
 			sc.SHA256, _, _, _ = fileSums(path)
-		}, "restore"},
+		}, "does not verify"},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -81,7 +81,7 @@ func TestRestoreCheckFailsWrongSnapshots(t *testing.T) {
 			sc := *good.Sidecar
 			tt.change(t, &sc, e.Path())
 			e.Sidecar = &sc
-			rc := CheckRestore(context.Background(), e)
+			rc := CheckRestore(context.Background(), e, Keys{})
 			if rc.OK || !strings.Contains(rc.Error, tt.want) {
 				t.Errorf("case %d: restore check = %+v, want it to fail about %q", i, rc, tt.want)
 			}

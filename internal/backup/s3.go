@@ -1,14 +1,19 @@
 package backup
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/minio/minio-go/v7"
@@ -101,4 +106,71 @@ func s3Client(cfg spec.S3) (*minio.Client, error) {
 		return nil, fmt.Errorf("s3 client for %s: %w", cfg.Endpoint, err)
 	}
 	return client, nil
+}
+
+// remoteSnapshot is a snapshot object in the bucket.
+type remoteSnapshot struct {
+	Key  string
+	File string
+	parsed
+}
+
+// listRemote lists the snapshot objects of cluster under cfg's prefix,
+// newest first (revision, then the time in the name).
+func listRemote(ctx context.Context, client *minio.Client, cfg spec.S3, cluster string) ([]remoteSnapshot, error) {
+	var out []remoteSnapshot
+	for obj := range client.ListObjects(ctx, cfg.Bucket, minio.ListObjectsOptions{Prefix: cfg.Prefix + cluster + "-"}) {
+		if obj.Err != nil {
+			return nil, fmt.Errorf("list bucket %s: %w", cfg.Bucket, obj.Err)
+		}
+		file := strings.TrimPrefix(obj.Key, cfg.Prefix)
+		if p, ok := parseName(cluster, file); ok {
+			out = append(out, remoteSnapshot{Key: obj.Key, File: file, parsed: p})
+		}
+	}
+	slices.SortFunc(out, func(a, b remoteSnapshot) int {
+		return cmp.Or(cmp.Compare(b.Revision, a.Revision), b.Time.Compare(a.Time), strings.Compare(b.File, a.File))
+	})
+	return out, nil
+}
+
+// maxSidecarBytes bounds a sidecar read from the bucket.
+const maxSidecarBytes = 1 << 20
+
+// remoteSidecar reads the sidecar object of key.
+func remoteSidecar(ctx context.Context, client *minio.Client, cfg spec.S3, key string) (*Sidecar, error) {
+	obj, err := client.GetObject(ctx, cfg.Bucket, SidecarName(key), minio.GetObjectOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("get %s: %w", SidecarName(key), err)
+	}
+	defer obj.Close()
+	b, err := io.ReadAll(io.LimitReader(obj, maxSidecarBytes))
+	if err != nil {
+		return nil, fmt.Errorf("get %s: %w", SidecarName(key), err)
+	}
+	var sc Sidecar
+	if err := json.Unmarshal(b, &sc); err != nil {
+		return nil, fmt.Errorf("sidecar %s: %w", SidecarName(key), err)
+	}
+	return &sc, nil
+}
+
+// download writes object key into a new file dst (0600, in the drill's
+// 0700 scratch dir).
+func download(ctx context.Context, client *minio.Client, cfg spec.S3, key, dst string) (int64, error) {
+	obj, err := client.GetObject(ctx, cfg.Bucket, key, minio.GetObjectOptions{})
+	if err != nil {
+		return 0, fmt.Errorf("get %s: %w", key, err)
+	}
+	defer obj.Close()
+	f, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return 0, fmt.Errorf("download %s: %w", key, err)
+	}
+	defer f.Close()
+	n, err := io.Copy(f, obj)
+	if err != nil {
+		return n, fmt.Errorf("download %s: %w", key, err)
+	}
+	return n, f.Close()
 }

@@ -3,6 +3,7 @@ package backup
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"sync"
 	"time"
@@ -41,6 +42,13 @@ type State struct {
 	FailuresInARow   int           `json:"failuresInARow"`
 	LastError        string        `json:"lastError,omitempty"`
 	LastRestoreCheck *RestoreCheck `json:"lastRestoreCheck,omitempty"`
+	// Encryption says who can read new snapshots and whether this host
+	// can restore them (Keys.Describe).
+	Encryption string `json:"encryption,omitempty"`
+	// The restore drill: the last one, and when the next is due.
+	DrillInterval string    `json:"drillInterval,omitempty"`
+	NextDrill     time.Time `json:"nextDrill,omitzero"`
+	LastDrill     *Drill    `json:"lastDrill,omitempty"`
 }
 
 // Scheduler takes this agent's scheduled snapshots in its own goroutine,
@@ -53,8 +61,9 @@ type Scheduler struct {
 	state State
 
 	// Owned by Run's goroutine.
-	lastOK, lastFail, lastCheck time.Time
-	failures                    int
+	lastOK, lastFail, lastCheck, lastDrill time.Time
+	failures                               int
+	keysSaid                               string
 }
 
 // startDelay: the first snapshot of a run waits this long (at most an
@@ -85,6 +94,10 @@ func (s *Scheduler) State() State {
 		rc := *st.LastRestoreCheck
 		st.LastRestoreCheck = &rc
 	}
+	if st.LastDrill != nil {
+		d := *st.LastDrill
+		st.LastDrill = &d
+	}
 	return st
 }
 
@@ -105,8 +118,15 @@ func (s *Scheduler) Run(ctx context.Context) {
 		if m := s.cfg.Metrics; m != nil {
 			m.Interval.Set(interval.Seconds())
 		}
+		k := s.keys(sp)
 		s.update(func(st *State) {
 			st.Enabled, st.Dir, st.Interval = interval > 0, self.SnapshotDir, sp.Backup.Interval.String()
+			st.Encryption, st.DrillInterval = k.Describe(), sp.Backup.DrillInterval.String()
+			if d := sp.Backup.DrillInterval.Duration; d > 0 && !s.lastDrill.IsZero() {
+				st.NextDrill = s.lastDrill.Add(d)
+			} else {
+				st.NextDrill = time.Time{}
+			}
 		})
 		if interval <= 0 {
 			s.update(func(st *State) { st.NextRun = time.Time{} })
@@ -123,8 +143,43 @@ func (s *Scheduler) Run(ctx context.Context) {
 			sleep(ctx, min(wait, recheck))
 			continue // look again: the spec may have changed meanwhile
 		}
-		s.runOnce(ctx, sp, self)
+		s.runOnce(ctx, sp, self, k)
 	}
+}
+
+// keys reads backup.encryption on this host (each pass: a new identity
+// file, or its mode fixed, counts at once), sets the metrics, and logs
+// what they do when that changes.
+func (s *Scheduler) keys(sp *spec.Spec) Keys {
+	k, err := KeysFor(sp.Backup.Encryption)
+	if err != nil {
+		// spec.Load parsed the same recipients: only a spec built by hand.
+		s.lg.Error("backup.encryption", zap.Error(err))
+	}
+	if m := s.cfg.Metrics; m != nil {
+		m.Encrypted.Set(b2f(k.Encrypts()))
+		m.PlaintextUnacknowledged.Set(b2f(k.Unacknowledged))
+		m.DrillInterval.Set(sp.Backup.DrillInterval.Seconds())
+	}
+	if said := k.Describe(); said != s.keysSaid {
+		s.keysSaid = said
+		switch {
+		case k.Unacknowledged:
+			s.lg.Warn("snapshots are PLAINTEXT: the spec gives no backup.encryption.recipients (the whole keyspace is readable in every snapshot file and object); add recipients, or say backup.encryption.plaintext: true", zap.String("encryption", said))
+		case k.Encrypts() && !k.CanRead() && !errors.Is(k.NoIdentity, spec.ErrNoIdentity):
+			s.lg.Warn("snapshot encryption: the identity file is refused: restore checks and drills cannot decrypt", zap.String("encryption", said))
+		default:
+			s.lg.Info("snapshot encryption", zap.String("encryption", said))
+		}
+	}
+	return k
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 func sleep(ctx context.Context, d time.Duration) {
@@ -196,10 +251,10 @@ func (s *Scheduler) noteSuccess(e Entry) {
 
 // runOnce takes one snapshot, then uploads it, applies retention and,
 // when due, checks that the newest restores.
-func (s *Scheduler) runOnce(ctx context.Context, sp *spec.Spec, self spec.Member) {
+func (s *Scheduler) runOnce(ctx context.Context, sp *spec.Spec, self spec.Member, k Keys) {
 	s.update(func(st *State) { st.Busy = "snapshot" })
 	defer s.update(func(st *State) { st.Busy = "" })
-	e, err := s.take(ctx, sp, self)
+	e, err := s.take(ctx, sp, self, k)
 	if ctx.Err() != nil {
 		return // stopping: not a failure
 	}
@@ -212,9 +267,14 @@ func (s *Scheduler) runOnce(ctx context.Context, sp *spec.Spec, self spec.Member
 	s.lastOK, s.failures = time.Now(), 0
 	s.noteSuccess(e)
 	s.update(func(st *State) { st.FailuresInARow, st.LastError = 0, "" })
-	s.lg.Info("snapshot saved", zap.String("file", e.Path()), zap.Int64("revision", e.Revision),
+	saved := s.lg.Info
+	if k.Unacknowledged {
+		saved = s.lg.Warn // every plaintext snapshot the spec did not ask for says so
+	}
+	saved("snapshot saved", zap.String("file", e.Path()), zap.Int64("revision", e.Revision),
 		zap.Int("keys", e.Sidecar.Verification.TotalKey), zap.Int64("bytes", e.Size),
-		zap.Float64("seconds", e.Sidecar.Seconds), zap.String("source", e.Sidecar.Source.Name+" ("+e.Sidecar.Source.Role+")"))
+		zap.Float64("seconds", e.Sidecar.Seconds), zap.String("source", e.Sidecar.Source.Name+" ("+e.Sidecar.Source.Role+")"),
+		zap.String("encryption", encryptionOf(e.Sidecar)))
 	if sp.Backup.S3.Enabled() {
 		s.update(func(st *State) { st.Busy = "upload" })
 		if where, err := Upload(ctx, sp.Backup.S3, e); err != nil {
@@ -234,13 +294,72 @@ func (s *Scheduler) runOnce(ctx context.Context, sp *spec.Spec, self spec.Member
 	if err != nil {
 		s.fail(&StageError{StageRetention, err})
 	}
-	if restoreCheckDue(time.Now(), s.lastCheck, sp.Backup.Interval.Duration) {
+	// A drill of a local snapshot is its restore check; after a drill
+	// from S3 (or a failed one), the local newest is checked on its own.
+	drilled := false
+	if drillDue(time.Now(), s.lastDrill, sp.Backup.DrillInterval.Duration) && (k.CanRead() || !k.Encrypts()) {
+		s.update(func(st *State) { st.Busy = "restore-drill" })
+		drilled = s.drill(ctx, sp, self, k, e.ClusterID())
+	}
+	if !drilled && restoreCheckDue(time.Now(), s.lastCheck, sp.Backup.Interval.Duration) {
 		s.update(func(st *State) { st.Busy = "restore-check" })
-		s.restoreCheck(ctx, sp, self, e.ClusterID())
+		s.restoreCheck(ctx, sp, self, e.ClusterID(), k)
 	}
 }
 
-func (s *Scheduler) take(ctx context.Context, sp *spec.Spec, self spec.Member) (Entry, error) {
+// encryptionOf says how a snapshot is encrypted, for logs.
+func encryptionOf(sc *Sidecar) string {
+	if sc == nil || sc.Encryption == nil {
+		return "none (plaintext)"
+	}
+	return fmt.Sprintf("%s to %d recipient(s)", sc.Encryption.Format, len(sc.Encryption.Recipients))
+}
+
+// drill runs one restore drill; true when it was the restore check of
+// this host's newest snapshot (a local drill that passed).
+func (s *Scheduler) drill(ctx context.Context, sp *spec.Spec, self spec.Member, k Keys, clusterID string) bool {
+	d := RunDrill(ctx, DrillPlan{Cluster: sp.Cluster.Name, ClusterID: clusterID, Dir: self.SnapshotDir, S3: sp.Backup.S3, Keys: k})
+	if ctx.Err() != nil {
+		return false
+	}
+	s.lastDrill = time.Now()
+	if d.RestoreCheck != nil {
+		s.lastCheck = s.lastDrill
+	}
+	s.update(func(st *State) {
+		st.LastDrill = &d
+		st.NextDrill = s.lastDrill.Add(sp.Backup.DrillInterval.Duration)
+		if d.RestoreCheck != nil {
+			st.LastRestoreCheck = d.RestoreCheck
+		}
+	})
+	if m := s.cfg.Metrics; m != nil && d.RestoreCheck != nil {
+		m.RestoreChecks.WithLabelValues("ok").Inc()
+	}
+	if m := s.cfg.Metrics; m != nil {
+		m.DrillLastFailed.Set(b2f(!d.OK))
+		if d.OK {
+			m.DrillSeconds.Set(d.Seconds)
+			m.DrillBytes.Set(float64(d.Bytes))
+			m.DrillLastSuccess.Set(float64(d.At.UnixNano()) / 1e9)
+			for step, v := range map[string]float64{"download": d.Steps.Download, "decrypt": d.Steps.Decrypt, "verify": d.Steps.Verify, "restore": d.Steps.Restore} {
+				m.DrillStepSeconds.WithLabelValues(step).Set(v)
+			}
+		} else {
+			m.DrillFailures.Inc()
+		}
+	}
+	if !d.OK {
+		s.lg.Warn("restore drill failed", zap.String("source", d.Source), zap.String("error", d.Error), zap.Float64("seconds", d.Seconds))
+		return false
+	}
+	s.lg.Info("restore drill passed", zap.String("source", d.Source), zap.Bool("encrypted", d.Encrypted), zap.Int64("bytes", d.Bytes),
+		zap.Float64("seconds", d.Seconds), zap.Float64("download", d.Steps.Download), zap.Float64("decrypt", d.Steps.Decrypt),
+		zap.Float64("verify", d.Steps.Verify), zap.Float64("restore", d.Steps.Restore), zap.Int64("revision", d.Revision), zap.Int64("keys", d.Keys))
+	return d.RestoreCheck != nil
+}
+
+func (s *Scheduler) take(ctx context.Context, sp *spec.Spec, self spec.Member, k Keys) (Entry, error) {
 	var eps []string
 	for _, m := range sp.Members {
 		eps = append(eps, m.ClientURLs...)
@@ -250,32 +369,40 @@ func (s *Scheduler) take(ctx context.Context, sp *spec.Spec, self spec.Member) (
 		return Entry{}, err
 	}
 	defer client.Close()
-	t := Taker{Client: client, Cluster: sp.Cluster.Name, Member: self.Name, Dir: self.SnapshotDir, By: BySchedule, Now: s.cfg.Now}
+	t := Taker{Client: client, Cluster: sp.Cluster.Name, Member: self.Name, Dir: self.SnapshotDir, By: BySchedule, Now: s.cfg.Now,
+		Recipients: k.Recipients, Names: k.Names}
 	return t.Take(ctx)
 }
 
-func (s *Scheduler) restoreCheck(ctx context.Context, sp *spec.Spec, self spec.Member, clusterID string) {
+func (s *Scheduler) restoreCheck(ctx context.Context, sp *spec.Spec, self spec.Member, clusterID string, k Keys) {
 	entries, err := List(self.SnapshotDir, sp.Cluster.Name)
 	e, ok := NewestVerified(entries, clusterID)
 	if err != nil || !ok {
 		s.fail(&StageError{StageRestoreCheck, errors.Join(errors.New("no verified snapshot to restore"), err)})
 		return
 	}
-	rc := CheckRestore(ctx, e)
+	rc := CheckRestore(ctx, e, k)
 	if ctx.Err() != nil {
 		return
 	}
 	s.lastCheck = time.Now()
 	s.update(func(st *State) { st.LastRestoreCheck = &rc })
 	result := "ok"
-	if !rc.OK {
+	switch {
+	case !rc.OK:
 		result = "failed"
+	case rc.Checked == CheckedSHA256:
+		result = "ciphertext-only"
 	}
 	if m := s.cfg.Metrics; m != nil {
 		m.RestoreChecks.WithLabelValues(result).Inc()
 	}
 	if !rc.OK {
 		s.fail(&StageError{StageRestoreCheck, errors.New(e.File + ": " + rc.Error)})
+		return
+	}
+	if rc.Checked == CheckedSHA256 {
+		s.lg.Info("snapshot's ciphertext sha256 checked: this host has no identity to restore it with", zap.String("file", e.File), zap.Float64("seconds", rc.Seconds))
 		return
 	}
 	s.lg.Info("snapshot restored and compared", zap.String("file", e.File), zap.Int64("revision", rc.Revision),

@@ -33,8 +33,13 @@ type Sidecar struct {
 	Seq     int64     `json:"seq"`
 	TakenAt time.Time `json:"takenAt"`
 	Source  Source    `json:"source"`
-	SHA256  string    `json:"sha256"`
-	Size    int64     `json:"size"`
+	// SHA256 and Size are the file's as it lies on disk and in S3: the
+	// ciphertext's when Encryption is set.
+	SHA256 string `json:"sha256"`
+	Size   int64  `json:"size"`
+	// Encryption: the file is encrypted (age), to these recipients, from
+	// this plaintext; nil: the file is the plaintext snapshot.
+	Encryption *Encryption `json:"encryption,omitempty"`
 	// Verified: every check of Verification passed.
 	Verified     bool         `json:"verified"`
 	Verification Verification `json:"verification"`

@@ -4,11 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
+
+	"filippo.io/age"
 
 	"github.com/etcdkeeper/etcdkeeper/internal/atomicfile"
 	"github.com/etcdkeeper/etcdkeeper/internal/cluster"
@@ -24,6 +28,10 @@ type Taker struct {
 	Member string
 	Dir    string
 	By     string
+	// Recipients: when any, the snapshot is encrypted to them on its way
+	// to the file (Keys.Recipients); none: plaintext.
+	Recipients []age.Recipient
+	Names      []string
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
 }
@@ -89,14 +97,16 @@ func (t *Taker) Take(ctx context.Context) (Entry, error) {
 	tmp := filepath.Join(t.Dir, partialName(t.Cluster, takenAt))
 	defer removePartial(tmp) // a no-op once renamed
 	endpoint := src.ClientURLs[0]
-	if _, err := t.Client.SaveSnapshot(ctx, endpoint, tmp); err != nil {
-		return fail(StageSnapshot, fmt.Errorf("from %s (%s): %w", src.Name, why, err))
-	}
 	hashedAt := sumNow()
-	ver, sum, size, err := Verify(tmp)
+	got, err := t.fetch(ctx, endpoint, tmp, src.DBSize)
 	if err != nil {
-		return fail(StageVerify, fmt.Errorf("snapshot from %s: %w", src.Name, err))
+		stage := StageSnapshot
+		if got.verifyFailed {
+			stage = StageVerify
+		}
+		return fail(stage, fmt.Errorf("snapshot from %s (%s): %w", src.Name, why, err))
 	}
+	ver, sum, size := got.ver, got.sum, got.size
 	entries, err := List(t.Dir, t.Cluster)
 	if err != nil {
 		return fail(StageSnapshot, err)
@@ -122,13 +132,67 @@ func (t *Taker) Take(ctx context.Context) (Entry, error) {
 		Writer: writer, By: t.By, Cluster: t.Cluster, Member: t.Member, File: file,
 		Seq: nextSeq(entries, clusterID), TakenAt: takenAt.UTC(),
 		Source: Source{Name: src.Name, ID: fmt.Sprintf("%x", src.ID), ClusterID: clusterID, Endpoint: endpoint, Role: role},
-		SHA256: sum, Size: size, Verified: true, Verification: ver,
+		SHA256: sum, Size: size, Verified: true, Verification: ver, Encryption: got.enc,
 		Seconds: time.Since(start).Seconds(),
 	}
 	if err := writeSidecar(filepath.Join(t.Dir, SidecarName(file)), sc); err != nil {
 		return fail(StageSnapshot, err)
 	}
 	return Entry{Dir: t.Dir, File: file, Time: takenAt.UTC().Truncate(time.Second), Revision: ver.Revision, Size: size, Sidecar: sc}, nil
+}
+
+// fetched is one snapshot in its temporary file: the file's sha256 and
+// size, and, when it is encrypted, what the plaintext was.
+type fetched struct {
+	ver          Verification
+	sum          string
+	size         int64
+	enc          *Encryption
+	verifyFailed bool
+}
+
+// fetch streams a snapshot from endpoint into tmp and verifies it. A
+// plaintext one is written and then verified on disk. An encrypted one is
+// encrypted as it streams, and its plaintext goes into memory (memFile),
+// never onto a filesystem, to be verified there.
+func (t *Taker) fetch(ctx context.Context, endpoint, tmp string, dbSize int64) (fetched, error) {
+	if len(t.Recipients) == 0 {
+		if _, err := t.Client.SaveSnapshot(ctx, endpoint, tmp); err != nil {
+			return fetched{}, err
+		}
+		ver, sum, size, err := Verify(tmp)
+		return fetched{ver: ver, sum: sum, size: size, verifyFailed: err != nil}, err
+	}
+	if err := checkMemory(dbSize); err != nil {
+		return fetched{}, err
+	}
+	mem, memPath, err := memFile("etcdkeeper-snapshot")
+	if err != nil {
+		return fetched{}, err
+	}
+	defer mem.Close()
+	out, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return fetched{}, fmt.Errorf("snapshot: %w", err)
+	}
+	defer out.Close()
+	write := func(w io.Writer) (int64, error) { return t.Client.WriteSnapshot(ctx, endpoint, w) }
+	sum, size, err := encryptStream(write, out, mem, t.Recipients)
+	if err != nil {
+		return fetched{}, err
+	}
+	if err := out.Sync(); err != nil {
+		return fetched{}, fmt.Errorf("snapshot: %w", err)
+	}
+	if err := out.Close(); err != nil {
+		return fetched{}, fmt.Errorf("snapshot: %w", err)
+	}
+	ver, plainSum, plainSize, err := Verify(memPath)
+	if err != nil {
+		return fetched{ver: ver, verifyFailed: true}, err
+	}
+	enc := &Encryption{Format: FormatAge, Recipients: slices.Clone(t.Names), PlainSHA256: plainSum, PlainSize: plainSize}
+	return fetched{ver: ver, sum: sum, size: size, enc: enc}, nil
 }
 
 // removePartial removes a snapshot that was being written by this process

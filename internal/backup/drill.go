@@ -1,0 +1,175 @@
+package backup
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"github.com/etcdkeeper/etcdkeeper/internal/spec"
+)
+
+// Drill is one restore drill: the newest snapshot restored offline as a
+// disaster would need it, timed end to end. Seconds is the figure we
+// publish (etcdkeeper_restore_drill_seconds): from asking the bucket (or
+// the dir) for the newest snapshot to etcd's store read back from the
+// restored data dir.
+type Drill struct {
+	At time.Time `json:"at"`
+	OK bool      `json:"ok"`
+	// Source is where the snapshot came from: s3://bucket/key, or its
+	// path on this host.
+	Source    string  `json:"source,omitempty"`
+	File      string  `json:"file,omitempty"`
+	Encrypted bool    `json:"encrypted"`
+	Bytes     int64   `json:"bytes,omitempty"` // the plaintext's size
+	Seconds   float64 `json:"seconds"`
+	Steps     Timings `json:"steps"`
+	Revision  int64   `json:"revision,omitempty"`
+	Keys      int64   `json:"keys,omitempty"`
+	Error     string  `json:"error,omitempty"`
+	// RestoreCheck: the drill restored this host's own snapshot, and
+	// this went into its sidecar as its restore check.
+	RestoreCheck *RestoreCheck `json:"-"`
+}
+
+// MBPerSecond is the drill's rate over the plaintext.
+func (d Drill) MBPerSecond() float64 {
+	if d.Seconds <= 0 {
+		return 0
+	}
+	return float64(d.Bytes) / 1e6 / d.Seconds
+}
+
+// DrillPlan is what a drill restores: from S3 when S3 is set (the copy a
+// host that lost its disk would have), else from Dir.
+type DrillPlan struct {
+	Cluster string
+	// ClusterID (hex) is the cluster whose snapshots count ("": any of
+	// this name: a host that knows none, such as the CLI's).
+	ClusterID string
+	Dir       string
+	S3        spec.S3
+	Keys      Keys
+}
+
+// RunDrill restores the newest snapshot of p into a scratch dir in p.Dir
+// (0700; removed after), as the restore check does, and times each step.
+// A local snapshot that passes gets the result as its restore check.
+func RunDrill(ctx context.Context, p DrillPlan) Drill {
+	start := time.Now()
+	d := Drill{At: start.UTC()}
+	err := runDrill(ctx, p, &d)
+	d.OK = err == nil
+	if err != nil {
+		d.Error = err.Error()
+	}
+	d.Seconds = time.Since(start).Seconds()
+	return d
+}
+
+func runDrill(ctx context.Context, p DrillPlan, d *Drill) error {
+	if err := CheckDir(p.Dir); err != nil {
+		return fmt.Errorf("no drill: %w", err)
+	}
+	tmp, err := scratchDir(p.Dir, drillPrefix)
+	if err != nil {
+		return err
+	}
+	defer removeScratch(tmp, drillPrefix)
+	step := time.Now()
+	path, sc, local, err := drillSnapshot(ctx, p, tmp, d)
+	if err != nil {
+		return err
+	}
+	d.Steps.Download = time.Since(step).Seconds()
+	d.File, d.Encrypted = filepath.Base(path), sc.Encryption != nil
+	d.Bytes = sc.Size
+	if sc.Encryption != nil {
+		d.Bytes = sc.Encryption.PlainSize
+	}
+	if sc.Encryption != nil && !p.Keys.CanRead() {
+		return fmt.Errorf("%s is encrypted and this host cannot read it: %w (run the drill where the identity file is)", d.File, cmpErr(p.Keys.NoIdentity, spec.ErrNoIdentity))
+	}
+	var rc RestoreCheck
+	err = restoreFrom(ctx, path, sc, p.Keys, tmp, &rc, &d.Steps)
+	d.Revision, d.Keys = rc.Revision, rc.Keys
+	if local != nil && err == nil {
+		// The drill of a local snapshot is its restore check.
+		rc.At, rc.OK, rc.Seconds = d.At, true, time.Since(d.At).Seconds()
+		c := *local.Sidecar
+		c.RestoreCheck = &rc
+		if writeSidecar(filepath.Join(local.Dir, SidecarName(local.File)), &c) == nil {
+			d.RestoreCheck = &rc
+		}
+	}
+	return err
+}
+
+// drillSnapshot finds the newest snapshot of p and returns its path and
+// sidecar: downloaded into tmp from S3, or where it lies in p.Dir (then
+// local is its entry).
+func drillSnapshot(ctx context.Context, p DrillPlan, tmp string, d *Drill) (string, *Sidecar, *Entry, error) {
+	if !p.S3.Enabled() {
+		entries, err := List(p.Dir, p.Cluster)
+		if err != nil {
+			return "", nil, nil, err
+		}
+		e, ok := NewestVerified(entries, p.ClusterID)
+		if !ok && p.ClusterID == "" {
+			e, ok = newestAnyCluster(entries)
+		}
+		if !ok {
+			return "", nil, nil, fmt.Errorf("no verified snapshot of cluster %s in %s to drill", p.Cluster, p.Dir)
+		}
+		d.Source = e.Path()
+		return e.Path(), e.Sidecar, &e, nil
+	}
+	client, err := s3Client(p.S3)
+	if err != nil {
+		return "", nil, nil, err
+	}
+	remote, err := listRemote(ctx, client, p.S3, p.Cluster)
+	if err != nil {
+		return "", nil, nil, err
+	}
+	var errs []error
+	for _, r := range remote {
+		sc, err := remoteSidecar(ctx, client, p.S3, r.Key)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if sc.File != r.File || !sc.Verified || (p.ClusterID != "" && sc.Source.ClusterID != p.ClusterID) {
+			continue // another cluster's of this name, or not verified
+		}
+		dst := filepath.Join(tmp, r.File)
+		if _, err := download(ctx, client, p.S3, r.Key, dst); err != nil {
+			return "", nil, nil, err
+		}
+		d.Source = "s3://" + p.S3.Bucket + "/" + r.Key
+		return dst, sc, nil, nil
+	}
+	return "", nil, nil, errors.Join(fmt.Errorf("no verified snapshot of cluster %s in s3://%s/%s", p.Cluster, p.S3.Bucket, p.S3.Prefix), errors.Join(errs...))
+}
+
+// newestAnyCluster is the newest verified intact entry of any cluster ID
+// (the CLI knows none).
+func newestAnyCluster(entries []Entry) (Entry, bool) {
+	for _, e := range sorted(entries) {
+		if e.Verified() && e.Distrust == "" && Intact(e) {
+			return e, true
+		}
+	}
+	return Entry{}, false
+}
+
+// drillDue: no drill yet in this run, or the last is interval old (or in
+// the future: the clock moved); never when interval is 0.
+func drillDue(now, last time.Time, interval time.Duration) bool {
+	if interval <= 0 {
+		return false
+	}
+	return last.IsZero() || last.After(now) || now.Sub(last) >= interval
+}

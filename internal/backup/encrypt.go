@@ -1,0 +1,244 @@
+package backup
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"filippo.io/age"
+	"golang.org/x/sys/unix"
+
+	"github.com/etcdkeeper/etcdkeeper/internal/spec"
+)
+
+// FormatAge is Encryption.Format of a snapshot encrypted with age.
+const FormatAge = "age"
+
+// ageMagic starts every age file (its header's version line).
+var ageMagic = []byte("age-encryption.org/v1\n")
+
+// Encryption is what a sidecar records of an encrypted snapshot: the file
+// on disk and in S3 is the ciphertext (Sidecar.SHA256 and Size are its),
+// and these are the plaintext's and who can read it.
+type Encryption struct {
+	Format string `json:"format"`
+	// Recipients are the age recipients it was encrypted to: any one of
+	// their identities reads it.
+	Recipients []string `json:"recipients"`
+	// PlainSHA256 and PlainSize are the snapshot's before encryption
+	// (etcd's stream, its appended sha256 included): a decryption must
+	// give exactly these.
+	PlainSHA256 string `json:"plainSHA256"`
+	PlainSize   int64  `json:"plainSize"`
+}
+
+// Keys are what this host holds for its snapshots.
+type Keys struct {
+	// Recipients: every new snapshot is encrypted to all of them; none:
+	// snapshots are plaintext.
+	Recipients []age.Recipient
+	Names      []string
+	// Identities read encrypted snapshots; none: NoIdentity says why
+	// (spec.ErrNoIdentity: the file is not on this host; or a refusal).
+	Identities []age.Identity
+	NoIdentity error
+	// Unacknowledged: plaintext without the spec saying so.
+	Unacknowledged bool
+}
+
+// KeysFor reads backup.encryption on this host: the recipients, and the
+// identities when the identity file is here and only the agent's user can
+// read it. A refused identity file does not stop snapshots from being
+// taken: only what needs the identity fails, with NoIdentity.
+func KeysFor(e spec.Encryption) (Keys, error) {
+	k := Keys{Names: e.Recipients, Unacknowledged: e.Unacknowledged()}
+	for _, s := range e.Recipients {
+		r, err := age.ParseX25519Recipient(s)
+		if err != nil {
+			return Keys{}, fmt.Errorf("backup.encryption.recipients: %q: %w", s, err)
+		}
+		k.Recipients = append(k.Recipients, r)
+	}
+	k.Identities, k.NoIdentity = spec.ReadIdentities(e.IdentityFile)
+	return k, nil
+}
+
+// Encrypts: new snapshots are encrypted.
+func (k Keys) Encrypts() bool { return len(k.Recipients) > 0 }
+
+// CanRead: this host holds identities to decrypt with.
+func (k Keys) CanRead() bool { return len(k.Identities) > 0 }
+
+// Describe says in a few words what the keys do on this host.
+func (k Keys) Describe() string {
+	var b strings.Builder
+	switch {
+	case k.Encrypts():
+		fmt.Fprintf(&b, "age, %d recipient(s): %s", len(k.Names), strings.Join(shortKeys(k.Names), ", "))
+	case k.Unacknowledged:
+		b.WriteString("NONE: plaintext snapshots (the spec gives no backup.encryption)")
+	default:
+		b.WriteString("none: plaintext snapshots (backup.encryption.plaintext: true)")
+	}
+	if k.CanRead() {
+		fmt.Fprintf(&b, "; identity: %d key(s) on this host", len(k.Identities))
+	} else if k.Encrypts() {
+		fmt.Fprintf(&b, "; identity: none on this host (%v): restores need it, the ciphertext's sha256 is checked instead", k.NoIdentity)
+	}
+	return b.String()
+}
+
+// shortKeys abbreviates age recipients for tables: age1 and the first
+// and last 6 characters of the key.
+func shortKeys(names []string) []string {
+	out := make([]string, 0, len(names))
+	for _, n := range names {
+		if len(n) > 20 {
+			n = n[:10] + "…" + n[len(n)-6:]
+		}
+		out = append(out, n)
+	}
+	return out
+}
+
+// Errors of reading an encrypted snapshot.
+var (
+	// ErrWrongKey means the snapshot is encrypted to none of the
+	// identities this host holds.
+	ErrWrongKey = errors.New("encrypted to none of this host's identities (wrong key)")
+	// ErrNotAge means a file that should be an age-encrypted snapshot is
+	// not a valid one: forged, altered or truncated.
+	ErrNotAge = errors.New("not a valid age-encrypted snapshot: forged, altered or truncated")
+	// ErrChanged means a snapshot file is not the one its sidecar
+	// describes (altered, truncated, or another file under its name).
+	ErrChanged = errors.New("the file is not the one its sidecar describes")
+)
+
+// IsEncrypted: the file at path starts as an age file does.
+func IsEncrypted(path string) (bool, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return false, fmt.Errorf("open snapshot: %w", err)
+	}
+	defer f.Close()
+	head := make([]byte, len(ageMagic))
+	n, err := io.ReadFull(f, head)
+	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
+		return false, fmt.Errorf("read snapshot: %w", err)
+	}
+	return bytes.Equal(head[:n], ageMagic), nil
+}
+
+// memFile is an anonymous file in memory (memfd): the plaintext of an
+// encrypted snapshot is verified there, so that it never touches a
+// filesystem. Only this process (and root) can open it, through its path
+// under /proc/self/fd, which bbolt needs.
+func memFile(name string) (*os.File, string, error) {
+	fd, err := unix.MemfdCreate(name, unix.MFD_CLOEXEC)
+	if err != nil {
+		return nil, "", fmt.Errorf("memfd for the snapshot's plaintext: %w", err)
+	}
+	f := os.NewFile(uintptr(fd), name)
+	return f, fmt.Sprintf("/proc/self/fd/%d", fd), nil
+}
+
+// memAvailable is what /proc/meminfo says a new allocation can take
+// without swapping (MemAvailable), or -1 when it cannot tell.
+func memAvailable() int64 {
+	b, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return -1
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "MemAvailable:"); ok {
+			var kb int64
+			if _, err := fmt.Sscanf(strings.TrimSpace(rest), "%d kB", &kb); err == nil {
+				return kb << 10
+			}
+		}
+	}
+	return -1
+}
+
+// checkMemory refuses to hold a db of dbSize bytes in memory when less
+// than that and a quarter more is available: the verification of an
+// encrypted snapshot reads its plaintext from memory.
+func checkMemory(dbSize int64) error {
+	avail := memAvailable()
+	if avail < 0 || dbSize <= 0 {
+		return nil
+	}
+	if need := dbSize + dbSize/4; avail < need {
+		return fmt.Errorf("an encrypted snapshot is verified in memory: its db is %d MiB, %d MiB available (MemAvailable), at least %d MiB needed: no snapshot taken (free memory, or defragment to shrink the db)",
+			dbSize>>20, avail>>20, need>>20)
+	}
+	return nil
+}
+
+// encryptStream streams one snapshot from write (etcd's stream) through
+// age, to recipients, into out, and the plaintext into mem; it returns
+// the ciphertext's sha256 and size.
+func encryptStream(write func(io.Writer) (int64, error), out io.Writer, mem io.Writer, recipients []age.Recipient) (string, int64, error) {
+	h := sha256.New()
+	cw := &counter{w: io.MultiWriter(out, h)}
+	bw := bufio.NewWriterSize(cw, 1<<20)
+	aw, err := age.Encrypt(bw, recipients...)
+	if err != nil {
+		return "", 0, fmt.Errorf("encrypt: %w", err)
+	}
+	if _, err := write(io.MultiWriter(mem, aw)); err != nil {
+		return "", 0, err
+	}
+	if err := aw.Close(); err != nil {
+		return "", 0, fmt.Errorf("encrypt: %w", err)
+	}
+	if err := bw.Flush(); err != nil {
+		return "", 0, fmt.Errorf("write snapshot: %w", err)
+	}
+	return hexSum(h), cw.n, nil
+}
+
+type counter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *counter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// EncryptFile streams write's snapshot, encrypted to recipients, into a
+// new file at path (0600, fsynced; removed when anything fails): the
+// repair's safety snapshot when the spec gives recipients. It returns the
+// plaintext's size.
+func EncryptFile(path string, recipients []age.Recipient, write func(io.Writer) (int64, error)) (int64, error) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return 0, fmt.Errorf("snapshot: %w", err)
+	}
+	var n int64
+	counted := func(w io.Writer) (int64, error) {
+		var err error
+		n, err = write(w)
+		return n, err
+	}
+	_, _, err = encryptStream(counted, f, io.Discard, recipients)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		_ = os.Remove(path)
+		return 0, fmt.Errorf("snapshot %s: %w", path, err)
+	}
+	return n, nil
+}
