@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -18,13 +19,16 @@ func backupCmd() *cobra.Command {
 	c := &cobra.Command{
 		Use: "backup",
 		Example: `  etcdkeeper backup save --config /etc/etcdkeeper/cluster.yaml
-  etcdkeeper backup list --config /etc/etcdkeeper/cluster.yaml`,
-		Short: "Take a verified snapshot now, or list the snapshots on this host",
+  etcdkeeper backup list --config /etc/etcdkeeper/cluster.yaml
+  etcdkeeper backup drill --config /etc/etcdkeeper/cluster.yaml`,
+		Short: "Take a verified snapshot now, list the snapshots on this host, or time a restore drill",
 		Long: `The agents take verified snapshots on the schedule of the spec's backup: section
 (every host its own copy, in backup.dir). backup save takes one now; backup list
-shows them. Snapshots saved by hand are never deleted by the agents' retention.`,
+shows them (and which key reads each). backup drill restores the newest into a
+scratch dir, offline, and times it. Snapshots saved by hand are never deleted
+by the agents' retention.`,
 	}
-	c.AddCommand(backupSaveCmd(), backupListCmd())
+	c.AddCommand(backupSaveCmd(), backupListCmd(), backupDrillCmd())
 	return c
 }
 
@@ -86,15 +90,22 @@ retention.`,
 			defer client.Close()
 			ctx, cancel := context.WithTimeout(c.Context(), 15*time.Minute)
 			defer cancel()
+			k, err := backup.KeysFor(s.Backup.Encryption)
+			if err != nil {
+				return err
+			}
+			if k.Unacknowledged {
+				fmt.Fprintln(c.ErrOrStderr(), "warning: the spec gives no backup.encryption.recipients: this snapshot is PLAINTEXT (the whole keyspace readable in the file)")
+			}
 			// Member "" (a host that runs none): no local member to prefer.
-			t := backup.Taker{Client: client, Cluster: s.Cluster.Name, Member: m.Name, Dir: dir, By: backup.ByHand}
+			t := backup.Taker{Client: client, Cluster: s.Cluster.Name, Member: m.Name, Dir: dir, By: backup.ByHand, Recipients: k.Recipients, Names: k.Names}
 			e, err := t.Take(ctx)
 			if err != nil {
 				return err
 			}
 			sc := e.Sidecar
-			fmt.Fprintf(c.OutOrStdout(), "%s: verified: revision %d, %d keys, %d bytes, sha256 %s, from %s (%s), %.2fs\n",
-				e.Path(), e.Revision, sc.Verification.TotalKey, e.Size, sc.SHA256, sc.Source.Name, sc.Source.Role, sc.Seconds)
+			fmt.Fprintf(c.OutOrStdout(), "%s: verified: revision %d, %d keys, %d bytes, sha256 %s, from %s (%s), %.2fs, key: %s\n",
+				e.Path(), e.Revision, sc.Verification.TotalKey, e.Size, sc.SHA256, sc.Source.Name, sc.Source.Role, sc.Seconds, keyOf(sc))
 			return nil
 		},
 	}
@@ -154,11 +165,11 @@ func printBackups(w io.Writer, entries []backup.Entry, output string) error {
 		return err
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "FILE\tTIME\tREVISION\tKEYS\tSIZE\tVERIFIED\tBY\tWHERE")
+	fmt.Fprintln(tw, "FILE\tTIME\tREVISION\tKEYS\tSIZE\tVERIFIED\tBY\tKEY\tWHERE")
 	for _, e := range entries {
-		keys, verified, by, where := "-", "no", "-", e.Dir
+		keys, verified, by, key, where := "-", "no", "-", "-", e.Dir
 		if sc := e.Sidecar; sc != nil {
-			keys, by = fmt.Sprint(sc.Verification.TotalKey), sc.By
+			keys, by, key = fmt.Sprint(sc.Verification.TotalKey), sc.By, keyOf(sc)
 			if sc.Member != "" {
 				by += " (" + sc.Member + ")"
 			}
@@ -168,9 +179,12 @@ func printBackups(w io.Writer, entries []backup.Entry, output string) error {
 			case e.Verified():
 				verified = "yes"
 			}
-			if rc := sc.RestoreCheck; rc != nil && rc.OK {
+			switch rc := sc.RestoreCheck; {
+			case rc != nil && rc.OK && rc.Checked == backup.CheckedSHA256:
+				verified += ", sha256 checked (no identity here)"
+			case rc != nil && rc.OK:
 				verified += ", restored"
-			} else if rc != nil {
+			case rc != nil:
 				verified += ", restore FAILED"
 			}
 			if sc.Uploaded != "" {
@@ -179,7 +193,98 @@ func printBackups(w io.Writer, entries []backup.Entry, output string) error {
 		} else if e.SidecarErr != "" {
 			verified = "no: " + e.SidecarErr
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%s\t%s\t%s\n", e.File, e.Time.Format(time.RFC3339), e.Revision, keys, e.Size, verified, by, where)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%s\t%s\t%s\t%s\n", e.File, e.Time.Format(time.RFC3339), e.Revision, keys, e.Size, verified, by, key, where)
 	}
 	return tw.Flush()
+}
+
+// keyOf says which keys read a snapshot: its age recipients, shortened
+// (-o json has them whole), or plaintext.
+func keyOf(sc *backup.Sidecar) string {
+	if sc.Encryption == nil {
+		return "plaintext"
+	}
+	return strings.Join(backup.ShortKeys(sc.Encryption.Recipients), ",")
+}
+
+func backupDrillCmd() *cobra.Command {
+	var path, name, dir, output string
+	var local bool
+	c := &cobra.Command{
+		Use: "drill --config FILE [--local] [-o table|json]",
+		Example: `  # the newest snapshot in the bucket (or, without s3:, this host's), restored offline, timed
+  sudo -u etcdkeeper etcdkeeper backup drill --config /etc/etcdkeeper/cluster.yaml
+
+  # this host's newest, even with s3: set
+  etcdkeeper backup drill --config /etc/etcdkeeper/cluster.yaml --local`,
+		Short: "Restore the newest snapshot into a scratch dir, offline, and time it end to end",
+		Long: `drill does what the agents' scheduled restore drill does (backup.drillInterval),
+now, on this host: it takes the newest verified snapshot of the cluster from the
+bucket of backup.s3 (else, or with --local, from this host's member's backup.dir,
+or --dir), downloads it into a scratch dir (0700) in that backup.dir, decrypts it
+with backup.encryption.identityFile (0600, readable by the agent's user only:
+run it as that user or root), verifies it as etcdutl snapshot status does,
+restores it with etcdutl's code and opens etcd's store on the result, offline
+(no port, no socket); then it removes the scratch dir. It prints each step's time
+and the total, the recovery time a restore from this snapshot needs here.`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			s, err := spec.Load(path)
+			if err != nil {
+				return err
+			}
+			m, isMember, err := backupMember(s, name)
+			if err != nil {
+				return err
+			}
+			if dir == "" {
+				if dir, err = backup.SaveDir(s, "", m, isMember); err != nil {
+					return err
+				}
+			}
+			k, err := backup.KeysFor(s.Backup.Encryption)
+			if err != nil {
+				return err
+			}
+			plan := backup.DrillPlan{Cluster: s.Cluster.Name, Dir: dir, S3: s.Backup.S3, Keys: k}
+			if local {
+				plan.S3 = spec.S3{}
+			}
+			ctx, cancel := context.WithTimeout(c.Context(), 30*time.Minute)
+			defer cancel()
+			d := backup.RunDrill(ctx, plan)
+			if table, err := printJSON(c.OutOrStdout(), d, output); !table {
+				if err == nil && !d.OK {
+					err = fmt.Errorf("restore drill failed: %s", d.Error)
+				}
+				return err
+			}
+			printDrill(c.OutOrStdout(), d)
+			if !d.OK {
+				return fmt.Errorf("restore drill failed: %s", d.Error)
+			}
+			return nil
+		},
+	}
+	c.Flags().StringVarP(&path, "config", "c", "/etc/etcdkeeper/cluster.yaml", "the spec file")
+	c.Flags().StringVar(&name, "name", "", "the member this host runs (default: the member named like the host)")
+	c.Flags().StringVar(&dir, "dir", "", "the backup dir to drill from and in (default: this member's backup.dir)")
+	c.Flags().BoolVar(&local, "local", false, "drill this host's newest snapshot even when backup.s3 is set")
+	c.Flags().StringVarP(&output, "output", "o", "table", "table or json")
+	return c
+}
+
+func printDrill(w io.Writer, d backup.Drill) {
+	enc := "plaintext"
+	if d.Encrypted {
+		enc = "encrypted"
+	}
+	if d.Source != "" {
+		fmt.Fprintf(w, "snapshot:  %s (%s, %d bytes)\n", d.Source, enc, d.Bytes)
+	}
+	fmt.Fprintf(w, "download:  %6.2fs\ndecrypt:   %6.2fs\nverify:    %6.2fs\nrestore:   %6.2fs\n", d.Steps.Download, d.Steps.Decrypt, d.Steps.Verify, d.Steps.Restore)
+	fmt.Fprintf(w, "total:     %6.2fs (%.0f MB/s)\n", d.Seconds, d.MBPerSecond())
+	if d.OK {
+		fmt.Fprintf(w, "restored:  revision %d, %d keys, as the snapshot recorded\n", d.Revision, d.Keys)
+	}
 }

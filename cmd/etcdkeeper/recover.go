@@ -158,7 +158,14 @@ func runRecover(w io.Writer, f recoverFlags) error {
 		fmt.Fprintf(w, "\nWould recover from %s. Nothing was changed: run again with --yes to do it.\n", what(f))
 		return nil
 	}
-	rec, err := recoveryRequest(f, src, rep)
+	// The snapshot is checked here as far as this command can read it,
+	// and in full (decrypted with the agent's identity file) by the
+	// agent before it changes anything.
+	keys, err := backup.KeysFor(s.Backup.Encryption)
+	if err != nil {
+		return err
+	}
+	rec, err := recoveryRequest(f, src, rep, keys)
 	if err != nil {
 		return err
 	}
@@ -172,7 +179,7 @@ func runRecover(w io.Writer, f recoverFlags) error {
 
 // recoveryRequest is the source's request: a new recovery, or --id's;
 // refused (nothing changed) while the recovery must not start.
-func recoveryRequest(f recoverFlags, src string, rep planReport) (recovery.Recovery, error) {
+func recoveryRequest(f recoverFlags, src string, rep planReport, keys backup.Keys) (recovery.Recovery, error) {
 	rec := recovery.Recovery{Request: recovery.Request{ID: f.id, Role: recovery.RoleSource, Source: src, RevisionBump: f.bump}, Assumed: f.assumeFenced}
 	if f.id == "" {
 		rec.Request.ID = newRecoveryID()
@@ -188,7 +195,7 @@ func recoveryRequest(f recoverFlags, src string, rep planReport) (recovery.Recov
 			return rec, fmt.Errorf("recovery refused: %w", err)
 		}
 		if f.snapshot != "" {
-			if _, _, _, err := backup.Verify(f.snapshot); err != nil {
+			if err := backup.Precheck(f.snapshot, keys); err != nil {
 				return rec, fmt.Errorf("recovery refused: the snapshot %s does not verify: %w; nothing was changed", f.snapshot, err)
 			}
 		}

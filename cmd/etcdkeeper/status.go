@@ -66,6 +66,7 @@ or an alarm is raised (NOSPACE: etcd refuses writes), 1 on error.`,
 					printPaused(c.OutOrStdout(), rows)
 					printTurnLines(c.Context(), c.OutOrStdout(), s)
 					fmt.Fprintln(c.OutOrStdout(), certSummary(memberCerts(s), time.Now()))
+					printBackupLines(c.OutOrStdout(), agentRecords(c.Context(), s))
 					if l := renewSummary(s); l != "" {
 						fmt.Fprintln(c.OutOrStdout(), l)
 					}
@@ -443,4 +444,18 @@ func certSummary(mc []memberCert, now time.Time) string {
 		line += fmt.Sprintf("%d of %d files not readable here (etcdkeeper validate says why)", unreadable, len(mc))
 	}
 	return line
+}
+
+// printBackupLines shows each agent's snapshot encryption and its last
+// restore drill: the recovery time a restore from its newest snapshot
+// takes on its host.
+func printBackupLines(w io.Writer, recs []model.AgentRecord) {
+	for _, r := range recs {
+		if r.Backup != "" {
+			fmt.Fprintf(w, "backups of %s: %s\n", r.Name, r.Backup)
+		}
+		if r.RestoreDrill != "" {
+			fmt.Fprintf(w, "restore drill of %s: %s\n", r.Name, r.RestoreDrill)
+		}
+	}
 }

@@ -90,6 +90,12 @@ func (a *Agent) publish(ctx context.Context) {
 	if w := st.TurnWish; w != nil && !w.Granted {
 		rec.WantsTurn = w.Why
 	}
+	if b := st.Backup; b != nil {
+		rec.Backup = b.Encryption
+		if d := b.LastDrill; d != nil {
+			rec.RestoreDrill = d.Line()
+		}
+	}
 	if err := a.presence.Publish(ctx, s.Cluster.Name, rec); err != nil {
 		a.lg.Debug("publish agent record", zap.Error(err))
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/etcdkeeper/etcdkeeper/internal/reconcile"
 	"github.com/etcdkeeper/etcdkeeper/internal/recovery"
 	"github.com/etcdkeeper/etcdkeeper/internal/repair"
+	"github.com/etcdkeeper/etcdkeeper/internal/spec"
 )
 
 // recoveryFile is this host's recovery journal in agent.stateDir.
@@ -374,14 +375,21 @@ func (a *Agent) forceNewCluster(j recovery.Journal, why string) (string, bool, e
 // journaled; a resumed restore redoes only the unfinished one.
 func (a *Agent) restoreSnapshot(j recovery.Journal, why string) (string, bool, error) {
 	s, self := a.Spec()
+	// An encrypted snapshot is decrypted into a 0700 dir of the agent's
+	// own, next to the restore's scratch dir; removed when this returns
+	// (a resumed restore decrypts again).
+	plainDir := filepath.Join(self.BackupDir, "restore-"+j.ID+".snapshot")
+	defer func() { _ = os.RemoveAll(plainDir) }()
+	plain := ""
 	if j.Step == recovery.StepRequested || j.Step == recovery.StepStopped {
 		stop := a.notify.While(func() int64 { return 0 })
-		_, _, _, err := backup.Verify(j.Snapshot)
+		p, err := a.snapshotForRestore(s, j.Snapshot, plainDir)
 		stop()
 		if err != nil {
 			j.Step, j.Error = recovery.StepRefused, fmt.Sprintf("the snapshot %s does not verify: %v; nothing was changed", j.Snapshot, err)
 			return j.Error, false, a.saveRecovery(j)
 		}
+		plain = p
 		a.crashPoint("recover-move")
 		dest, err := repair.MoveAside(self.DataDir, self.BackupDir, time.Now())
 		if err != nil {
@@ -396,9 +404,18 @@ func (a *Agent) restoreSnapshot(j recovery.Journal, why string) (string, bool, e
 	}
 	if j.Step == recovery.StepMoved {
 		a.crashPoint("recover-restore")
+		if _, err := os.Lstat(filepath.Join(self.DataDir, "member")); plain == "" && err != nil {
+			// Resumed before the restore was moved into place: the
+			// decrypted copy went with the last attempt.
+			p, err := a.snapshotForRestore(s, j.Snapshot, plainDir)
+			if err != nil {
+				return "the snapshot does not verify any more", false, err
+			}
+			plain = p
+		}
 		scratch := filepath.Join(self.BackupDir, "restore-"+j.ID)
 		stop := a.notify.While(func() int64 { return dirBytes(scratch) })
-		err := restoreInto(s.Cluster.Name, j, self.Name, self.PeerURLs, self.DataDir, scratch)
+		err := restoreInto(s.Cluster.Name, j, plain, self.Name, self.PeerURLs, self.DataDir, scratch)
 		stop()
 		if err != nil {
 			return "restoring the snapshot", false, err
@@ -421,12 +438,26 @@ func (a *Agent) restoreSnapshot(j recovery.Journal, why string) (string, bool, e
 	return why, true, nil
 }
 
+// snapshotForRestore checks the snapshot at path in full before anything
+// changes (backup.ForRestore: its sidecar when it has one, etcd's own
+// checks) and returns the plaintext to restore from: the file itself, or,
+// when it is encrypted, its decryption with this host's identity file in
+// plainDir (0600 in a 0700 dir).
+func (a *Agent) snapshotForRestore(s *spec.Spec, path, plainDir string) (string, error) {
+	k, err := backup.KeysFor(s.Backup.Encryption)
+	if err != nil {
+		return "", err
+	}
+	plain, _, err := backup.ForRestore(path, k, plainDir)
+	return plain, err
+}
+
 // restoreInto restores j's snapshot with etcdutl's restore code as a new
 // one-member cluster of this member (a new cluster ID: the token names
 // the recovery), with the revision bumped and marked compacted, and moves
 // the result into dataDir. The scratch dir is the restore's own output,
 // made again from the snapshot on a resume.
-func restoreInto(clusterName string, j recovery.Journal, name string, peerURLs []string, dataDir, scratch string) error {
+func restoreInto(clusterName string, j recovery.Journal, snapshotPath, name string, peerURLs []string, dataDir, scratch string) error {
 	member := filepath.Join(dataDir, "member")
 	if _, err := os.Lstat(member); err == nil {
 		// The journal says the data dir was moved aside, and nothing but
@@ -453,7 +484,7 @@ func restoreInto(clusterName string, j recovery.Journal, name string, peerURLs [
 		bump = DefaultRevisionBump
 	}
 	err := snapshot.NewV3(zap.NewNop()).Restore(snapshot.RestoreConfig{
-		SnapshotPath: j.Snapshot, Name: name, OutputDataDir: scratch, PeerURLs: peerURLs,
+		SnapshotPath: snapshotPath, Name: name, OutputDataDir: scratch, PeerURLs: peerURLs,
 		InitialCluster: strings.Join(initial, ","), InitialClusterToken: clusterName + "-recovery-" + j.ID,
 		RevisionBump: bump, MarkCompacted: true,
 	})

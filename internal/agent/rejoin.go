@@ -3,6 +3,8 @@ package agent
 import (
 	"context"
 	"fmt"
+	"io"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -150,10 +152,26 @@ type watchedCluster struct {
 	a *Agent
 }
 
+// SaveSnapshot takes the repair's safety snapshot: encrypted as it
+// streams when the spec gives recipients, like every scheduled one (a
+// plaintext copy of the keyspace would be the one file that is not).
 func (w watchedCluster) SaveSnapshot(ctx context.Context, endpoint, path string) (int64, error) {
 	stop := w.a.notify.While(func() int64 { return dirBytes(filepath.Dir(path)) })
 	defer stop()
-	return w.Client.SaveSnapshot(ctx, endpoint, path)
+	s, _ := w.a.Spec()
+	k, err := backup.KeysFor(s.Backup.Encryption)
+	if err != nil {
+		return 0, err
+	}
+	if !k.Encrypts() {
+		return w.Client.SaveSnapshot(ctx, endpoint, path)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return 0, fmt.Errorf("snapshot dir: %w", err)
+	}
+	return backup.EncryptFile(path, k.Recipients, func(wr io.Writer) (int64, error) {
+		return w.Client.WriteSnapshot(ctx, endpoint, wr)
+	})
 }
 
 // recentSnapshot is this host's newest verified scheduled snapshot of the
@@ -176,6 +194,18 @@ func (a *Agent) recentSnapshot(clusterID uint64) (string, bool) {
 	age := time.Since(e.Sidecar.TakenAt)
 	if age < 0 || age > maxAge {
 		return "", false
+	}
+	// An encrypted one is reused only when it is for a key this host
+	// holds (its header says so); a host without the identity file reuses
+	// it as the scheduled copy it is (intact: its sha256 is its
+	// sidecar's), readable where the identity is.
+	if e.Sidecar.Encryption != nil {
+		if k, err := backup.KeysFor(s.Backup.Encryption); err == nil && k.CanRead() {
+			if err := backup.Readable(e.Path(), k.Identities); err != nil {
+				a.lg.Warn("the newest scheduled snapshot is not reused by the repair: this host cannot read it", zap.String("file", e.Path()), zap.Error(err))
+				return "", false
+			}
+		}
 	}
 	return e.Path(), true
 }

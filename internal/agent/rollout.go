@@ -66,7 +66,11 @@ func (a *Agent) takeRolloutSnapshot(ctx context.Context, act reconcile.Action, i
 		a.remember(history.Event{Kind: "rollout-snapshot", Reason: act.Reason, Detail: map[string]string{"path": path, "reused": "true"}})
 		return fmt.Sprintf("rollout snapshot: %s (recent, verified)", path), true, nil
 	}
-	t := backup.Taker{Client: a.client, Cluster: s.Cluster.Name, Member: self.Name, Dir: self.SnapshotDir, By: backup.ByRollout}
+	k, err := backup.KeysFor(s.Backup.Encryption)
+	if err != nil {
+		return "rollout snapshot failed", false, err
+	}
+	t := backup.Taker{Client: a.client, Cluster: s.Cluster.Name, Member: self.Name, Dir: self.SnapshotDir, By: backup.ByRollout, Recipients: k.Recipients, Names: k.Names}
 	e, err := t.Take(ctx)
 	if err != nil {
 		return "rollout snapshot failed", false, fmt.Errorf("snapshot before the rollout (%s): %w", in.Local.Restart.Why, err)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 
@@ -126,7 +127,7 @@ func recipientsOf(sc *Sidecar) string {
 	if sc == nil || sc.Encryption == nil {
 		return ""
 	}
-	return fmt.Sprintf(" (its sidecar says %v)", shortKeys(sc.Encryption.Recipients))
+	return fmt.Sprintf(" (its sidecar says %v)", ShortKeys(sc.Encryption.Recipients))
 }
 
 // Readable: the encrypted snapshot at path has a header one of ids
@@ -143,6 +144,92 @@ func Readable(path string, ids []age.Identity) error {
 			return fmt.Errorf("%s: %w", filepath.Base(path), ErrWrongKey)
 		}
 		return fmt.Errorf("%s: %w: %w", filepath.Base(path), ErrNotAge, err)
+	}
+	return nil
+}
+
+// sidecarOf reads the sidecar next to a snapshot given by path (nil when
+// there is none: a snapshot copied by hand, or a repair's safety
+// snapshot). One that is there but cannot be read is an error: it may be
+// the record that the file was changed.
+func sidecarOf(path string) (*Sidecar, error) {
+	sc, err := readSidecar(SidecarName(path))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w (move it away to restore %s without it)", err, filepath.Base(path))
+	}
+	if sc.File != "" && sc.File != filepath.Base(path) {
+		return nil, fmt.Errorf("%w: the sidecar %s names %s", ErrChanged, filepath.Base(SidecarName(path)), sc.File)
+	}
+	return sc, nil
+}
+
+// ForRestore makes the snapshot at path (any file: a scheduled one, one
+// saved by hand, a repair's safety snapshot, one downloaded from S3) ready
+// for a restore that changes something: its sidecar, when one lies next
+// to it, must describe it (Plain); an encrypted one is decrypted with k
+// into scratch (0700, made here; the caller removes it); then etcdutl's
+// checks (Verify) must pass and, with a sidecar, find what it recorded.
+// It returns the plaintext file to restore from.
+func ForRestore(path string, k Keys, scratch string) (string, Verification, error) {
+	sc, err := sidecarOf(path)
+	if err != nil {
+		return "", Verification{}, err
+	}
+	if err := os.MkdirAll(scratch, 0o700); err != nil {
+		return "", Verification{}, fmt.Errorf("restore dir: %w", err)
+	}
+	if err := os.Chmod(scratch, 0o700); err != nil {
+		return "", Verification{}, fmt.Errorf("restore dir: %w", err)
+	}
+	_ = os.Remove(filepath.Join(scratch, plainName)) // an earlier attempt's
+	plain, err := Plain(path, sc, k.Identities, k.NoIdentity, scratch)
+	if err != nil {
+		return "", Verification{}, err
+	}
+	v, _, _, err := Verify(plain)
+	if err != nil {
+		return "", v, fmt.Errorf("%s does not verify: %w", filepath.Base(path), err)
+	}
+	if sc != nil && (v.Revision != sc.Verification.Revision || v.TotalKey != sc.Verification.TotalKey || v.Hash != sc.Verification.Hash) {
+		return "", v, fmt.Errorf("%s: %w: it holds revision %d, %d keys; the sidecar records revision %d, %d keys",
+			filepath.Base(path), ErrChanged, v.Revision, v.TotalKey, sc.Verification.Revision, sc.Verification.TotalKey)
+	}
+	return plain, v, nil
+}
+
+// Precheck is what a command can check of the snapshot at path before it
+// asks an agent to restore it (the agent checks it in full, ForRestore,
+// before it changes anything): a plaintext one verifies; an encrypted one
+// is the file its sidecar describes (when it has one), and, when the
+// command can read the identity file, is for one of its keys.
+func Precheck(path string, k Keys) error {
+	sc, err := sidecarOf(path)
+	if err != nil {
+		return err
+	}
+	enc, err := IsEncrypted(path)
+	if err != nil {
+		return err
+	}
+	if sc != nil {
+		if sum, err := wholeSHA256(path); err != nil {
+			return err
+		} else if sum != sc.SHA256 {
+			return fmt.Errorf("%s: %w: its sha256 is %s, its sidecar's %s", filepath.Base(path), ErrChanged, sum, sc.SHA256)
+		}
+		if enc != (sc.Encryption != nil) {
+			return fmt.Errorf("%s: %w: encrypted %v, the sidecar says %v", filepath.Base(path), ErrChanged, enc, sc.Encryption != nil)
+		}
+	}
+	if !enc {
+		_, _, _, err := Verify(path)
+		return err
+	}
+	if k.CanRead() {
+		return Readable(path, k.Identities)
 	}
 	return nil
 }

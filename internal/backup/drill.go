@@ -42,6 +42,20 @@ func (d Drill) MBPerSecond() float64 {
 	return float64(d.Bytes) / 1e6 / d.Seconds
 }
 
+// Line is the drill in one line, for status.
+func (d Drill) Line() string {
+	at := d.At.UTC().Format("2006-01-02 15:04 UTC")
+	if !d.OK {
+		return fmt.Sprintf("FAILED at %s after %.1fs: %s", at, d.Seconds, d.Error)
+	}
+	enc := "plaintext"
+	if d.Encrypted {
+		enc = "encrypted"
+	}
+	return fmt.Sprintf("%.1fs at %s (%.0f MB %s from %s, %.0f MB/s: download %.1fs, decrypt %.1fs, verify %.1fs, restore %.1fs)",
+		d.Seconds, at, float64(d.Bytes)/1e6, enc, d.Source, d.MBPerSecond(), d.Steps.Download, d.Steps.Decrypt, d.Steps.Verify, d.Steps.Restore)
+}
+
 // DrillPlan is what a drill restores: from S3 when S3 is set (the copy a
 // host that lost its disk would have), else from Dir.
 type DrillPlan struct {

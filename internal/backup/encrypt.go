@@ -8,11 +8,13 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"filippo.io/age"
 	"golang.org/x/sys/unix"
 
+	"github.com/etcdkeeper/etcdkeeper/internal/atomicfile"
 	"github.com/etcdkeeper/etcdkeeper/internal/spec"
 )
 
@@ -79,7 +81,7 @@ func (k Keys) Describe() string {
 	var b strings.Builder
 	switch {
 	case k.Encrypts():
-		fmt.Fprintf(&b, "age, %d recipient(s): %s", len(k.Names), strings.Join(shortKeys(k.Names), ", "))
+		fmt.Fprintf(&b, "age, %d recipient(s): %s", len(k.Names), strings.Join(ShortKeys(k.Names), ", "))
 	case k.Unacknowledged:
 		b.WriteString("NONE: plaintext snapshots (the spec gives no backup.encryption)")
 	default:
@@ -93,9 +95,9 @@ func (k Keys) Describe() string {
 	return b.String()
 }
 
-// shortKeys abbreviates age recipients for tables: age1 and the first
+// ShortKeys abbreviates age recipients for tables: age1 and the first
 // and last 6 characters of the key.
-func shortKeys(names []string) []string {
+func ShortKeys(names []string) []string {
 	out := make([]string, 0, len(names))
 	for _, n := range names {
 		if len(n) > 20 {
@@ -214,12 +216,14 @@ func (c *counter) Write(p []byte) (int, error) {
 	return n, err
 }
 
-// EncryptFile streams write's snapshot, encrypted to recipients, into a
-// new file at path (0600, fsynced; removed when anything fails): the
-// repair's safety snapshot when the spec gives recipients. It returns the
-// plaintext's size.
+// EncryptFile streams write's snapshot, encrypted to recipients, into
+// path (0600, fsynced, through a temporary name and a rename, as
+// atomicfile does: never half a snapshot at path): the repair's safety
+// snapshot when the spec gives recipients. It returns the plaintext's
+// size.
 func EncryptFile(path string, recipients []age.Recipient, write func(io.Writer) (int64, error)) (int64, error) {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	tmp := path + ".partial"
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
 		return 0, fmt.Errorf("snapshot: %w", err)
 	}
@@ -236,8 +240,14 @@ func EncryptFile(path string, recipients []age.Recipient, write func(io.Writer) 
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err == nil {
+		err = atomicfile.SyncDir(filepath.Dir(path))
+	}
 	if err != nil {
-		_ = os.Remove(path)
+		_ = os.Remove(tmp)
 		return 0, fmt.Errorf("snapshot %s: %w", path, err)
 	}
 	return n, nil

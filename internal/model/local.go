@@ -96,6 +96,10 @@ type AgentRecord struct {
 	// WantsTurn is why the agent's host waits for a host turn ("": it
 	// does not): the leader's host takes its turn last.
 	WantsTurn string `json:"wantsTurn,omitempty"`
+	// RestoreDrill is the agent's last restore drill, in a line ("": none
+	// yet), and its snapshots' encryption (Backup), for status.
+	RestoreDrill string `json:"restoreDrill,omitempty"`
+	Backup       string `json:"backup,omitempty"`
 }
 
 // Phase is what the agent is doing with its member, for STATUS, /status
