@@ -1,0 +1,379 @@
+package backup
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"filippo.io/age"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdkeeper/etcdkeeper/internal/spec"
+	"github.com/etcdkeeper/etcdkeeper/internal/testetcd"
+)
+
+// testKey is an age key pair and its identity file (0600).
+type testKey struct {
+	id   *age.X25519Identity
+	name string // the recipient, age1...
+	file string
+}
+
+func newKey(t *testing.T) testKey {
+	t.Helper()
+	id, err := age.GenerateX25519Identity()
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "backup.key")
+	if err := os.WriteFile(file, []byte("# test key\n"+id.String()+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return testKey{id: id, name: id.Recipient().String(), file: file}
+}
+
+// keysOf are the Keys of a spec with these recipients and this identity
+// file ("" for none on this host).
+func keysOf(t *testing.T, identityFile string, recipients ...testKey) Keys {
+	t.Helper()
+	var names []string
+	for _, r := range recipients {
+		names = append(names, r.name)
+	}
+	if identityFile == "" {
+		identityFile = filepath.Join(t.TempDir(), "absent.key")
+	}
+	k, err := KeysFor(spec.Encryption{Recipients: names, IdentityFile: identityFile})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+// putSecret writes a known, random secret value into the cluster and
+// returns it.
+func putSecret(t *testing.T, ep string) []byte {
+	t.Helper()
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	secret := "etcdkeeper-test-secret-" + hex.EncodeToString(b)
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{ep}, DialTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := cli.Put(ctx, "/registry/secrets/default/db-password", secret); err != nil {
+		t.Fatal(err)
+	}
+	return []byte(secret)
+}
+
+func take(t *testing.T, ep, dir string, k Keys) Entry {
+	t.Helper()
+	e, err := (&Taker{Client: dial(t, ep), Cluster: "c1", Member: "a", Dir: dir, By: BySchedule, Recipients: k.Recipients, Names: k.Names}).Take(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// TestEncryptedSnapshot takes an encrypted snapshot of a real etcd that
+// holds a secret: the file is age's, holds no byte of the secret, and its
+// sidecar records both sides' sha256 and the recipients; it restores with
+// either recipient's identity, a host without one checks its ciphertext's
+// sha256, and the drill restores it and reports each step.
+func TestEncryptedSnapshot(t *testing.T) {
+	ep, _ := testetcd.Start(t)
+	live, rev := fill(t, ep, 500, 200)
+	secret := putSecret(t, ep)
+	rev++
+	live++
+	a, b := newKey(t), newKey(t)
+	dir := filepath.Join(t.TempDir(), "backups")
+	e := take(t, ep, dir, keysOf(t, "", a, b))
+	sc := e.Sidecar
+	data, err := os.ReadFile(e.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.HasPrefix(data, ageMagic) || bytes.Contains(data, secret) {
+		t.Fatalf("the snapshot file is not age ciphertext, or holds the secret")
+	}
+	if sum := sha256.Sum256(data); sc.SHA256 != hex.EncodeToString(sum[:]) || sc.Size != int64(len(data)) {
+		t.Errorf("sidecar sha256/size %s/%d are not the file's", sc.SHA256, sc.Size)
+	}
+	if enc := sc.Encryption; enc == nil || enc.Format != FormatAge || !slices.Equal(enc.Recipients, []string{a.name, b.name}) || enc.PlainSize <= 0 || enc.PlainSHA256 == "" {
+		t.Fatalf("sidecar encryption = %+v", sc.Encryption)
+	}
+	if v := sc.Verification; v.Revision != rev || v.TotalKey != live || v.Integrity != "ok" {
+		t.Errorf("verification = %+v, want revision %d, %d keys, integrity ok (verified in memory)", v, rev, live)
+	}
+	for _, f := range dirNames(t, dir) {
+		b, _ := os.ReadFile(filepath.Join(dir, f))
+		if bytes.Contains(b, secret) {
+			t.Errorf("%s holds the secret", f)
+		}
+	}
+	// The plaintext decrypts to exactly what the sidecar recorded.
+	r, err := age.Decrypt(bytes.NewReader(data), b.id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, _ := io.ReadAll(r)
+	if sum := sha256.Sum256(plain); hex.EncodeToString(sum[:]) != sc.Encryption.PlainSHA256 || !bytes.Contains(plain, secret) {
+		t.Errorf("the plaintext is not the one the sidecar records, or lacks the secret")
+	}
+
+	listed, err := List(dir, "c1")
+	if err != nil || len(listed) != 1 {
+		t.Fatal(listed, err)
+	}
+	for _, key := range []testKey{a, b} {
+		rc := CheckRestore(context.Background(), listed[0], keysOf(t, key.file, a, b))
+		if !rc.OK || rc.Checked != CheckedRestore || rc.Revision != rev || rc.Keys != int64(live) {
+			t.Errorf("restore check with one recipient's identity = %+v", rc)
+		}
+	}
+	if rc := CheckRestore(context.Background(), listed[0], keysOf(t, "", a, b)); !rc.OK || rc.Checked != CheckedSHA256 {
+		t.Errorf("restore check without an identity = %+v, want its ciphertext sha256 checked", rc)
+	}
+	d := RunDrill(context.Background(), DrillPlan{Cluster: "c1", ClusterID: e.ClusterID(), Dir: dir, Keys: keysOf(t, a.file, a, b)})
+	if !d.OK || !d.Encrypted || d.Bytes != sc.Encryption.PlainSize || d.Revision != rev || d.Steps.Decrypt <= 0 || d.Steps.Restore <= 0 || d.Source != e.Path() {
+		t.Errorf("drill = %+v", d)
+	}
+	t.Logf("drill: %s", d.Line())
+	if names := dirNames(t, dir); len(names) != 3 {
+		t.Errorf("scratch dirs left: %q", names)
+	}
+}
+
+// TestKeyRotation: a recipient added takes effect at the next snapshot;
+// the older one stays readable with the old key, and the new key alone
+// reads only the new one.
+func TestKeyRotation(t *testing.T) {
+	ep, _ := testetcd.Start(t)
+	fill(t, ep, 50, 100)
+	old, added := newKey(t), newKey(t)
+	dir := filepath.Join(t.TempDir(), "backups")
+	first := take(t, ep, dir, keysOf(t, "", old))
+	time.Sleep(time.Second) // another name
+	second := take(t, ep, dir, keysOf(t, "", old, added))
+	if !slices.Equal(first.Sidecar.Encryption.Recipients, []string{old.name}) || !slices.Equal(second.Sidecar.Encryption.Recipients, []string{old.name, added.name}) {
+		t.Fatalf("recipients: %v, then %v", first.Sidecar.Encryption.Recipients, second.Sidecar.Encryption.Recipients)
+	}
+	for _, tt := range []struct {
+		e    Entry
+		key  testKey
+		want error // nil: it restores
+	}{
+		{first, old, nil},
+		{second, old, nil},
+		{second, added, nil},
+		{first, added, ErrWrongKey},
+	} {
+		_, _, err := ForRestore(tt.e.Path(), keysOf(t, tt.key.file, old, added), t.TempDir())
+		if !errors.Is(err, tt.want) {
+			t.Errorf("%s with %s: %v, want %v", tt.e.File, tt.key.name[:12], err, tt.want)
+		}
+	}
+}
+
+// TestRefusedByEveryRestorePath: a snapshot that is not the one its
+// sidecar describes, or that this host's key cannot read, is refused by
+// every path that restores or reuses one, and none of them changes it or
+// leaves a decrypted copy.
+func TestRefusedByEveryRestorePath(t *testing.T) {
+	ep, _ := testetcd.Start(t)
+	fill(t, ep, 200, 100)
+	ours, other := newKey(t), newKey(t)
+	k := keysOf(t, ours.file, ours)
+	src := filepath.Join(t.TempDir(), "src")
+	good := take(t, ep, src, k)
+	putSecret(t, ep) // the next snapshot holds other data
+	time.Sleep(time.Second)
+	next := take(t, ep, src, k)
+	goodData, _ := os.ReadFile(good.Path())
+	nextData, _ := os.ReadFile(next.Path())
+	reencrypted := reencrypt(t, goodData, ours.id, other.id.Recipient())
+
+	sum := func(b []byte) string { s := sha256.Sum256(b); return hex.EncodeToString(s[:]) }
+	cases := []struct {
+		name string
+		// file is what lies under the good snapshot's name; sidecar
+		// edits its sidecar.
+		file    []byte
+		sidecar func(sc *Sidecar)
+	}{
+		{"truncated", goodData[:len(goodData)/2], nil},
+		{"one byte altered", flip(goodData), nil},
+		{"truncated, sidecar's sha256 updated", goodData[:len(goodData)-100], func(sc *Sidecar) { sc.SHA256, sc.Size = sum(goodData[:len(goodData)-100]), int64(len(goodData)-100) }},
+		{"forged: another snapshot to our key, sidecar's sha256 updated", nextData, func(sc *Sidecar) { sc.SHA256, sc.Size = next.Sidecar.SHA256, next.Size }},
+		{"re-encrypted to another key, sidecar's sha256 updated", reencrypted, func(sc *Sidecar) { sc.SHA256, sc.Size = sum(reencrypted), int64(len(reencrypted)) }},
+		{"sidecar swapped (another snapshot's, renamed)", goodData, func(sc *Sidecar) { *sc = *next.Sidecar; sc.File = good.File }},
+		{"sidecar's plaintext sha256 altered", goodData, func(sc *Sidecar) { sc.Encryption.PlainSHA256 = sum([]byte("x")) }},
+	}
+	paths := []struct {
+		name string
+		// refuse returns nil when the path would restore (or reuse) the
+		// snapshot in dir.
+		refuse func(dir string) error
+	}{
+		{"restore check", func(dir string) error {
+			es, _ := List(dir, "c1")
+			if len(es) != 1 {
+				return errors.New("not listed")
+			}
+			if rc := CheckRestore(context.Background(), es[0], k); !rc.OK {
+				return errors.New(rc.Error)
+			}
+			return nil
+		}},
+		{"restore drill", func(dir string) error {
+			if d := RunDrill(context.Background(), DrillPlan{Cluster: "c1", ClusterID: good.ClusterID(), Dir: dir, Keys: k}); !d.OK {
+				return errors.New(d.Error)
+			}
+			return nil
+		}},
+		{"recover --from-snapshot (command, then agent)", func(dir string) error {
+			p := filepath.Join(dir, good.File)
+			if err := Precheck(p, k); err != nil {
+				return err
+			}
+			scratch := filepath.Join(t.TempDir(), "restore-x.snapshot")
+			_, _, err := ForRestore(p, k, scratch)
+			if err != nil {
+				if des, _ := os.ReadDir(scratch); len(des) > 0 {
+					t.Errorf("a refused restore left %s in its scratch dir", des[0].Name())
+				}
+			}
+			return err
+		}},
+		{"repair reuse", func(dir string) error {
+			es, _ := List(dir, "c1")
+			e, ok := NewestVerified(es, good.ClusterID())
+			if !ok {
+				return errors.New("no verified intact snapshot")
+			}
+			return Readable(e.Path(), k.Identities)
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			for _, p := range paths {
+				dir := filepath.Join(t.TempDir(), "backups")
+				if err := os.Mkdir(dir, 0o700); err != nil {
+					t.Fatal(err)
+				}
+				writeFile(t, filepath.Join(dir, good.File), c.file)
+				sc := *good.Sidecar
+				enc := *sc.Encryption
+				sc.Encryption = &enc
+				if c.sidecar != nil {
+					c.sidecar(&sc)
+				}
+				if err := writeSidecar(filepath.Join(dir, SidecarName(good.File)), &sc); err != nil {
+					t.Fatal(err)
+				}
+				before := dirNames(t, dir)
+				err := p.refuse(dir)
+				if err == nil {
+					t.Errorf("%s: not refused", p.name)
+				} else {
+					t.Logf("%s: refused: %v", p.name, err)
+				}
+				after, _ := os.ReadFile(filepath.Join(dir, good.File))
+				if !bytes.Equal(after, c.file) {
+					t.Errorf("%s changed the snapshot", p.name)
+				}
+				for _, n := range dirNames(t, dir) {
+					if !slices.Contains(before, n) && !strings.HasSuffix(n, sumSuffix) {
+						t.Errorf("%s left %s", p.name, n)
+					}
+				}
+			}
+		})
+	}
+	// And the good one passes every path (so that each can fail).
+	dir := filepath.Join(t.TempDir(), "backups")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(dir, good.File), goodData)
+	if err := writeSidecar(filepath.Join(dir, SidecarName(good.File)), good.Sidecar); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range paths {
+		if err := p.refuse(dir); err != nil {
+			t.Errorf("%s refused the good snapshot: %v", p.name, err)
+		}
+	}
+}
+
+func flip(b []byte) []byte {
+	c := slices.Clone(b)
+	c[len(c)/2] ^= 0x01
+	return c
+}
+
+// reencrypt decrypts data with id and encrypts it to r.
+func reencrypt(t *testing.T, data []byte, id age.Identity, r age.Recipient) []byte {
+	t.Helper()
+	dr, err := age.Decrypt(bytes.NewReader(data), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	w, err := age.Encrypt(&out, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.Copy(w, dr); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return out.Bytes()
+}
+
+// TestIdentityFileRefused: an identity file its group or others can read
+// is refused with what to do; one not on this host is ErrNoIdentity.
+func TestIdentityFileRefused(t *testing.T) {
+	key := newKey(t)
+	for _, tt := range []struct {
+		mode os.FileMode
+		want string
+	}{
+		{0o600, ""},
+		{0o400, ""},
+		{0o640, "chmod 600"},
+		{0o644, "chmod 600"},
+		{0o606, "chmod 600"},
+	} {
+		if err := os.Chmod(key.file, tt.mode); err != nil {
+			t.Fatal(err)
+		}
+		ids, err := spec.ReadIdentities(key.file)
+		switch {
+		case tt.want == "" && (err != nil || len(ids) != 1):
+			t.Errorf("mode %04o: %v", tt.mode, err)
+		case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want) || !strings.Contains(err.Error(), key.file)):
+			t.Errorf("mode %04o: %v, want a refusal naming the file and %q", tt.mode, err, tt.want)
+		}
+	}
+	if _, err := spec.ReadIdentities(filepath.Join(t.TempDir(), "none")); !errors.Is(err, spec.ErrNoIdentity) {
+		t.Errorf("absent: %v, want ErrNoIdentity", err)
+	}
+}
