@@ -93,6 +93,18 @@ func (a *Agent) observeTurn(ctx context.Context, in *reconcile.Input) {
 		a.updateStatus(func(st *Status) { st.TurnWish = w })
 		return
 	}
+	if t != nil && w != nil && !w.Granted && t.ID == w.ID && t.Member == in.Self.Name {
+		// A take whose txn committed while its call failed (timed out):
+		// the turn is this host's; renewed and ended as any other.
+		w.Granted = true
+		if err := a.saveWish(w); err != nil {
+			a.lg.Error("keeping the host turn the cluster names as this host's", zap.Error(err))
+		} else {
+			a.metrics.HostTurns.WithLabelValues("taken").Inc()
+			a.lg.Warn("host turn taken: the cluster names this host's wish, though taking it seemed to fail", zap.String("id", w.ID), zap.String("why", w.Why))
+			in.Local.Turn = turnLocal(w, time.Now(), a.goneFor(w))
+		}
+	}
 	if t != nil && w != nil && w.Granted && t.ID == w.ID && time.Since(t.Renewed) >= turnRenewEvery(in.TurnTimeout) && err == nil {
 		n := *t
 		n.Renewed = time.Now()
