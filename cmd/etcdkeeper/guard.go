@@ -62,8 +62,8 @@ agent cannot be asked.`,
 			stop() // CMD gets the terminal's signals itself
 			rc := runGuarded(c, args)
 			if shuttingDown() {
-				fmt.Fprintln(t.out, "etcdkeeper: the host is shutting down: the agent ends the turn once it is back and its member has caught up")
-				time.Sleep(10 * time.Minute) // the shutdown ends this process
+				fmt.Fprintln(t.out, "etcdkeeper: the host is shutting down (or has a shutdown scheduled): the agent ends the turn once it is back and its member has caught up")
+				time.Sleep(10 * time.Minute) // the shutdown ends this process; if not, the agent holds the turn while one is scheduled
 				return &exitError{code: rc, err: errors.New("the host did not shut down")}
 			}
 			if err := t.returnTurn(c.Context(), id); err != nil {
@@ -331,6 +331,11 @@ func runGuarded(c *cobra.Command, args []string) int {
 // for two seconds: the job is queued when systemctl returns, but give it
 // a moment.
 func shuttingDown() bool {
+	if _, err := os.Stat("/run/systemd/shutdown/scheduled"); err == nil {
+		// shutdown -r +5: the reboot comes later; the turn stays held
+		// until it has happened.
+		return true
+	}
 	if _, err := exec.LookPath("systemctl"); err != nil {
 		return false
 	}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"strconv"
 	"strings"
 	"time"
@@ -162,10 +163,28 @@ func (a *Agent) goneFor(w *model.TurnWish) time.Duration {
 	if w == nil || w.Kind != model.TurnGuard || w.Done || w.Boot != bootID() || guardAlive(w) {
 		return 0
 	}
-	if a.turnGoneID != w.ID {
+	if a.turnGoneID != w.ID || hostStopping() {
+		// While the host shuts down (or has a shutdown scheduled) the
+		// clock does not run: a slow shutdown does not end the turn
+		// before it stops this agent.
 		a.turnGoneID, a.turnGoneAt = w.ID, time.Now()
 	}
 	return time.Since(a.turnGoneAt)
+}
+
+// hostStopping: systemd takes the host down now, or has a shutdown
+// scheduled (shutdown -r +5); a variable for the tests.
+var hostStopping = func() bool {
+	if _, err := os.Stat("/run/systemd/shutdown/scheduled"); err == nil {
+		return true
+	}
+	if _, err := exec.LookPath("systemctl"); err != nil {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	out, _ := exec.CommandContext(ctx, "systemctl", "is-system-running").Output()
+	return strings.TrimSpace(string(out)) == "stopping"
 }
 
 // guardAlive: the guard process that made w still runs (the same
