@@ -136,7 +136,14 @@ func (p *Presence) Close() error {
 		return err
 	}
 	for attempt := 1; ; attempt++ {
-		_, err = cli.Revoke(ctx, p.lease)
+		if attempt > 1 && errors.Is(rpctypes.Error(err), rpctypes.ErrPermissionDenied) && p.c.auth.user != "" {
+			// Refused as the certificate's CN: the client holds no
+			// token (a relogin cut short, then rate-limited). A new
+			// client logs in as it connects.
+			err = p.revokeFresh(ctx)
+		} else {
+			_, err = cli.Revoke(ctx, p.lease)
+		}
 		if err == nil || errors.Is(rpctypes.Error(err), rpctypes.ErrLeaseNotFound) {
 			return nil
 		}
@@ -148,6 +155,20 @@ func (p *Presence) Close() error {
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
+}
+
+// revokeFresh revokes the lease through a new client of the cluster,
+// which logs in with the credentials as it connects.
+func (p *Presence) revokeFresh(ctx context.Context) error {
+	cfg := p.c.config(p.c.endpoints...)
+	cfg.Context = ctx
+	cli, err := clientv3.New(cfg)
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	_, err = cli.Revoke(ctx, p.lease)
+	return err
 }
 
 // closeTimeout and closeAttempts bound Close.
