@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/etcdkeeper/etcdkeeper/internal/agent"
 	"github.com/etcdkeeper/etcdkeeper/internal/httpapi"
 	"github.com/etcdkeeper/etcdkeeper/internal/model"
 	"github.com/etcdkeeper/etcdkeeper/internal/reconcile"
@@ -331,17 +331,8 @@ func runGuarded(c *cobra.Command, args []string) int {
 // for two seconds: the job is queued when systemctl returns, but give it
 // a moment.
 func shuttingDown() bool {
-	if _, err := os.Stat("/run/systemd/shutdown/scheduled"); err == nil {
-		// shutdown -r +5: the reboot comes later; the turn stays held
-		// until it has happened.
-		return true
-	}
-	if _, err := exec.LookPath("systemctl"); err != nil {
-		return false
-	}
 	for range 4 {
-		out, _ := exec.Command("systemctl", "is-system-running").Output()
-		if s := strings.TrimSpace(string(bytes.TrimSpace(out))); s == "stopping" {
+		if agent.HostStopping() {
 			return true
 		}
 		time.Sleep(500 * time.Millisecond)

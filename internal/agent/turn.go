@@ -94,7 +94,7 @@ func (a *Agent) observeTurn(ctx context.Context, in *reconcile.Input) {
 		a.updateStatus(func(st *Status) { st.TurnWish = w })
 		return
 	}
-	if t != nil && w != nil && !w.Granted && t.ID == w.ID && t.Member == in.Self.Name {
+	if w != nil && !w.Granted && t.Of(w, in.Self.Name) {
 		// A take whose txn committed while its call failed (timed out):
 		// the turn is this host's; renewed and ended as any other.
 		w.Granted = true
@@ -172,9 +172,12 @@ func (a *Agent) goneFor(w *model.TurnWish) time.Duration {
 	return time.Since(a.turnGoneAt)
 }
 
-// hostStopping: systemd takes the host down now, or has a shutdown
-// scheduled (shutdown -r +5); a variable for the tests.
-var hostStopping = func() bool {
+// hostStopping is HostStopping; a variable for the tests.
+var hostStopping = HostStopping
+
+// HostStopping: systemd takes the host down now, or has a shutdown
+// scheduled (shutdown -r +5).
+func HostStopping() bool {
 	if _, err := os.Stat("/run/systemd/shutdown/scheduled"); err == nil {
 		return true
 	}

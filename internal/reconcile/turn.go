@@ -137,14 +137,7 @@ func turnHeld(in Input) bool {
 	if w == nil {
 		return false
 	}
-	if w.Granted {
-		return true
-	}
-	if in.Cluster == nil || in.Cluster.Turn == nil {
-		return false
-	}
-	t := in.Cluster.Turn
-	return t.ID == w.ID && t.Member == in.Self.Name
+	return w.Granted || (in.Cluster != nil && in.Cluster.Turn.Of(w, in.Self.Name))
 }
 
 // caughtUpAgain: the local member is a voter that serves and has caught
