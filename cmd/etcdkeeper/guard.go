@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/etcdkeeper/etcdkeeper/internal/agent"
 	"github.com/etcdkeeper/etcdkeeper/internal/httpapi"
 	"github.com/etcdkeeper/etcdkeeper/internal/model"
 	"github.com/etcdkeeper/etcdkeeper/internal/reconcile"
@@ -62,8 +62,8 @@ agent cannot be asked.`,
 			stop() // CMD gets the terminal's signals itself
 			rc := runGuarded(c, args)
 			if shuttingDown() {
-				fmt.Fprintln(t.out, "etcdkeeper: the host is shutting down: the agent ends the turn once it is back and its member has caught up")
-				time.Sleep(10 * time.Minute) // the shutdown ends this process
+				fmt.Fprintln(t.out, "etcdkeeper: the host is shutting down (or has a shutdown scheduled): the agent ends the turn once it is back and its member has caught up")
+				time.Sleep(10 * time.Minute) // the shutdown ends this process; if not, the agent holds the turn while one is scheduled
 				return &exitError{code: rc, err: errors.New("the host did not shut down")}
 			}
 			if err := t.returnTurn(c.Context(), id); err != nil {
@@ -331,12 +331,8 @@ func runGuarded(c *cobra.Command, args []string) int {
 // for two seconds: the job is queued when systemctl returns, but give it
 // a moment.
 func shuttingDown() bool {
-	if _, err := exec.LookPath("systemctl"); err != nil {
-		return false
-	}
 	for range 4 {
-		out, _ := exec.Command("systemctl", "is-system-running").Output()
-		if s := strings.TrimSpace(string(bytes.TrimSpace(out))); s == "stopping" {
+		if agent.HostStopping() {
 			return true
 		}
 		time.Sleep(500 * time.Millisecond)

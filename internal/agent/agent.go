@@ -358,7 +358,9 @@ func (a *Agent) shutdown() {
 	ctx := context.Background()
 	a.releaseLock(ctx)
 	if a.presence != nil {
-		_ = a.presence.Close()
+		if err := a.presence.Close(); err != nil {
+			a.lg.Warn("agent record stays until its lease expires", zap.Int("ttl-seconds", cluster.PresenceTTL), zap.Error(err))
+		}
 		a.presence = nil
 	}
 	if p := a.etcd.Process(); p != nil && p.Running() {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"strconv"
 	"strings"
 	"time"
@@ -93,6 +94,18 @@ func (a *Agent) observeTurn(ctx context.Context, in *reconcile.Input) {
 		a.updateStatus(func(st *Status) { st.TurnWish = w })
 		return
 	}
+	if w != nil && !w.Granted && t.Of(w, in.Self.Name) {
+		// A take whose txn committed while its call failed (timed out):
+		// the turn is this host's; renewed and ended as any other.
+		w.Granted = true
+		if err := a.saveWish(w); err != nil {
+			a.lg.Error("keeping the host turn the cluster names as this host's", zap.Error(err))
+		} else {
+			a.metrics.HostTurns.WithLabelValues("taken").Inc()
+			a.lg.Warn("host turn taken: the cluster names this host's wish, though taking it seemed to fail", zap.String("id", w.ID), zap.String("why", w.Why))
+			in.Local.Turn = turnLocal(w, time.Now(), a.goneFor(w))
+		}
+	}
 	if t != nil && w != nil && w.Granted && t.ID == w.ID && time.Since(t.Renewed) >= turnRenewEvery(in.TurnTimeout) && err == nil {
 		n := *t
 		n.Renewed = time.Now()
@@ -150,10 +163,31 @@ func (a *Agent) goneFor(w *model.TurnWish) time.Duration {
 	if w == nil || w.Kind != model.TurnGuard || w.Done || w.Boot != bootID() || guardAlive(w) {
 		return 0
 	}
-	if a.turnGoneID != w.ID {
+	if a.turnGoneID != w.ID || hostStopping() {
+		// While the host shuts down (or has a shutdown scheduled) the
+		// clock does not run: a slow shutdown does not end the turn
+		// before it stops this agent.
 		a.turnGoneID, a.turnGoneAt = w.ID, time.Now()
 	}
 	return time.Since(a.turnGoneAt)
+}
+
+// hostStopping is HostStopping; a variable for the tests.
+var hostStopping = HostStopping
+
+// HostStopping: systemd takes the host down now, or has a shutdown
+// scheduled (shutdown -r +5).
+func HostStopping() bool {
+	if _, err := os.Stat("/run/systemd/shutdown/scheduled"); err == nil {
+		return true
+	}
+	if _, err := exec.LookPath("systemctl"); err != nil {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	out, _ := exec.CommandContext(ctx, "systemctl", "is-system-running").Output()
+	return strings.TrimSpace(string(out)) == "stopping"
 }
 
 // guardAlive: the guard process that made w still runs (the same

@@ -124,20 +124,58 @@ func (p *Presence) Publish(ctx context.Context, clusterName string, r model.Agen
 	return nil
 }
 
-// Close revokes the lease, removing the record, within CallTimeout: on
-// shutdown the cluster may already be gone.
+// Close revokes the lease, removing the record, within closeTimeout: on
+// shutdown the cluster may already be gone. A revoke refused while the
+// client logs in again (etcd's auth enabled under it) or slow on a loaded
+// host is tried again; a lease etcd no longer knows is gone already.
 func (p *Presence) Close() error {
-	ctx, cancel := context.WithTimeout(context.Background(), CallTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
 	defer cancel()
 	cli, err := p.c.conn()
 	if err != nil {
 		return err
 	}
-	if _, err := cli.Revoke(ctx, p.lease); err != nil {
-		return fmt.Errorf("revoke presence lease: %w", err)
+	for attempt := 1; ; attempt++ {
+		if attempt > 1 && errors.Is(rpctypes.Error(err), rpctypes.ErrPermissionDenied) && p.c.auth.user != "" {
+			// Refused as the certificate's CN: the client holds no
+			// token (a relogin cut short, then rate-limited). A new
+			// client logs in as it connects.
+			err = p.revokeFresh(ctx)
+		} else {
+			_, err = cli.Revoke(ctx, p.lease)
+		}
+		if err == nil || errors.Is(rpctypes.Error(err), rpctypes.ErrLeaseNotFound) {
+			return nil
+		}
+		if attempt == closeAttempts || ctx.Err() != nil {
+			return fmt.Errorf("revoke presence lease %x (%d attempts): %w", int64(p.lease), attempt, err)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(200 * time.Millisecond):
+		}
 	}
-	return nil
 }
+
+// revokeFresh revokes the lease through a new client of the cluster,
+// which logs in with the credentials as it connects.
+func (p *Presence) revokeFresh(ctx context.Context) error {
+	cfg := p.c.config(p.c.endpoints...)
+	cfg.Context = ctx
+	cli, err := clientv3.New(cfg)
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	_, err = cli.Revoke(ctx, p.lease)
+	return err
+}
+
+// closeTimeout and closeAttempts bound Close.
+const (
+	closeTimeout  = 2 * CallTimeout
+	closeAttempts = 3
+)
 
 // Agents reads the records of the live agents.
 func (c *Client) Agents(ctx context.Context, clusterName string) ([]model.AgentRecord, error) {

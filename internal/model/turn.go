@@ -52,6 +52,11 @@ const (
 	TurnMaintenance TurnKind = "maintenance"
 )
 
+// Of: t is the turn of wish w, taken by member's host (nil t: no).
+func (t *HostTurn) Of(w *TurnWish, member string) bool {
+	return t != nil && w != nil && t.ID == w.ID && t.Member == member
+}
+
 // Expired: the holder's agent has not renewed the turn for timeout.
 func (t *HostTurn) Expired(now time.Time, timeout time.Duration) bool {
 	return t != nil && timeout > 0 && now.Sub(t.Renewed) > timeout

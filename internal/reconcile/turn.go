@@ -24,7 +24,7 @@ import (
 // wants it, no NOSPACE), and granted by the budget.
 func wantTurn(in Input, self string) (Action, bool) {
 	w := in.Local.Turn.Wish
-	if w == nil || w.Granted || in.Cluster == nil || in.Local.Answer == nil {
+	if w == nil || turnHeld(in) || in.Cluster == nil || in.Local.Answer == nil {
 		return Action{}, false
 	}
 	waits := func(why, key string) (Action, bool) {
@@ -94,7 +94,7 @@ func turnQueue(in Input) Queue {
 func ownTurn(in Input) (Action, bool) {
 	tl := in.Local.Turn
 	w := tl.Wish
-	if w == nil || !w.Granted {
+	if !turnHeld(in) {
 		return Action{}, false
 	}
 	if in.Cluster != nil && (in.Cluster.Turn == nil || in.Cluster.Turn.ID != w.ID) {
@@ -126,6 +126,18 @@ func ownTurn(in Input) (Action, bool) {
 	}
 	return Action{Kind: DoEndTurn, Topic: TopicTurn, Key: "turn/end/" + w.ID, ReleaseLock: true, Turn: in.Cluster.Turn,
 		Reason: fmt.Sprintf("host turn for %s ended: %s is a caught-up voter again", w.Why, in.Self.Name)}, true
+}
+
+// turnHeld: this host holds the turn of its wish: granted here, or named
+// by the cluster's key (a take whose answer was lost: its txn committed,
+// the call timed out; the agent keeps the wish as granted when it sees
+// the key, observeTurn).
+func turnHeld(in Input) bool {
+	w := in.Local.Turn.Wish
+	if w == nil {
+		return false
+	}
+	return w.Granted || (in.Cluster != nil && in.Cluster.Turn.Of(w, in.Self.Name))
 }
 
 // caughtUpAgain: the local member is a voter that serves and has caught

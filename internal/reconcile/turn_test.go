@@ -85,6 +85,10 @@ func TestHostTurn(t *testing.T) {
 			kind: DoEndTurn, contains: "caught-up voter again", turnGiven: true},
 		{name: "returning, stopped: the start path starts etcd", self: 2, obs: withTurn(healthy, mine), local: model.TurnLocal{Wish: granted(true), Settled: true},
 			kind: DoStart, contains: "started etcd"},
+		{name: "not granted here, but the cluster holds this wish's turn (the take's answer was lost): held", self: 2, obs: withTurn(healthy, mine),
+			local: model.TurnLocal{Wish: guard, Active: true}, lock: true, running: true, kind: DoNothing, contains: "host turn held"},
+		{name: "not granted here, the cluster holds this wish's turn, the work over: ends", self: 2, obs: withTurn(healthy, mine),
+			local: model.TurnLocal{Wish: guard, Settled: true}, running: true, kind: DoEndTurn, contains: "caught-up voter again", turnGiven: true},
 		{name: "granted, the cluster no longer holds it: the wish ends", self: 2, obs: healthy, local: model.TurnLocal{Wish: granted(false), Active: true}, running: true,
 			kind: DoEndTurn, contains: "no longer holds it"},
 	}
