@@ -182,6 +182,8 @@ func printBackups(w io.Writer, entries []backup.Entry, output string) error {
 			switch rc := sc.RestoreCheck; {
 			case rc != nil && rc.OK && rc.Checked == backup.CheckedSHA256:
 				verified += ", sha256 checked (no identity here)"
+			case rc != nil && rc.OK && rc.Checked == backup.CheckedDecrypt:
+				verified += ", decrypted (too large to restore in memory)"
 			case rc != nil && rc.OK:
 				verified += ", restored"
 			case rc != nil:

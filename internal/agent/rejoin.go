@@ -195,13 +195,14 @@ func (a *Agent) recentSnapshot(clusterID uint64) (string, bool) {
 	if age < 0 || age > maxAge {
 		return "", false
 	}
-	// An encrypted one is reused only when it is for a key this host
-	// holds (its header says so); a host without the identity file reuses
+	// An encrypted one is reused only when this host's identity decrypts
+	// it, in full, to the plaintext its sidecar records (backup.Decrypts:
+	// nothing written); a host without the identity file reuses
 	// it as the scheduled copy it is (intact: its sha256 is its
 	// sidecar's), readable where the identity is.
 	if e.Sidecar.Encryption != nil {
 		if k, err := backup.KeysFor(s.Backup.Encryption); err == nil && k.CanRead() {
-			if err := backup.Readable(e.Path(), k.Identities); err != nil {
+			if err := backup.Decrypts(e.Path(), e.Sidecar, k.Identities); err != nil {
 				a.lg.Warn("the newest scheduled snapshot is not reused by the repair: this host cannot read it", zap.String("file", e.Path()), zap.Error(err))
 				return "", false
 			}

@@ -72,6 +72,40 @@ func cmpErr(err, def error) error {
 // decryptTo decrypts src into a new file dst (0600, fsynced) and checks
 // both sides' sha256 against sc when given.
 func decryptTo(src, dst string, sc *Sidecar, ids []age.Identity) error {
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return fmt.Errorf("decrypted snapshot: %w", err)
+	}
+	defer out.Close()
+	if err := decryptInto(src, out, sc, ids); err != nil {
+		return err
+	}
+	if err := out.Sync(); err != nil {
+		return fmt.Errorf("decrypted snapshot: %w", err)
+	}
+	return nil
+}
+
+// Decrypts: the encrypted snapshot at path decrypts, in full, with ids to
+// exactly the plaintext its sidecar sc records, and is the ciphertext sc
+// records. Nothing is written: the plaintext is hashed and dropped. A
+// repair reuses a scheduled snapshot only when its own host could
+// restore it.
+func Decrypts(path string, sc *Sidecar, ids []age.Identity) error {
+	if sc == nil || sc.Encryption == nil {
+		return fmt.Errorf("%s: %w: its sidecar records no encryption", filepath.Base(path), ErrChanged)
+	}
+	if err := decryptInto(path, io.Discard, sc, ids); err != nil {
+		return fmt.Errorf("%s: %w", filepath.Base(path), err)
+	}
+	return nil
+}
+
+// decryptInto decrypts src into w and checks both sides' sha256 (and the
+// plaintext's size) against sc when given. age authenticates every 64 KiB
+// chunk and the end of the stream: an altered or truncated file fails
+// here even without a sidecar.
+func decryptInto(src string, w io.Writer, sc *Sidecar, ids []age.Identity) error {
 	in, err := os.Open(src)
 	if err != nil {
 		return fmt.Errorf("open snapshot: %w", err)
@@ -86,13 +120,8 @@ func decryptTo(src, dst string, sc *Sidecar, ids []age.Identity) error {
 		}
 		return fmt.Errorf("%w: %w", ErrNotAge, err)
 	}
-	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		return fmt.Errorf("decrypted snapshot: %w", err)
-	}
-	defer out.Close()
 	plain := sha256.New()
-	bw := bufio.NewWriterSize(io.MultiWriter(out, plain), 1<<20)
+	bw := bufio.NewWriterSize(io.MultiWriter(w, plain), 1<<20)
 	n, err := io.Copy(bw, r)
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrNotAge, err)
@@ -104,14 +133,11 @@ func decryptTo(src, dst string, sc *Sidecar, ids []age.Identity) error {
 	if _, err := io.Copy(io.Discard, tee); err != nil {
 		return fmt.Errorf("read snapshot: %w", err)
 	}
-	if err := out.Sync(); err != nil {
-		return fmt.Errorf("decrypted snapshot: %w", err)
-	}
 	if sc == nil {
 		return nil
 	}
 	if got := hexSum(cipher); got != sc.SHA256 {
-		return fmt.Errorf("%w: its sha256 changed while it was read (%s, the sidecar's %s)", ErrChanged, got, sc.SHA256)
+		return fmt.Errorf("%w: its sha256 is %s, the sidecar's %s", ErrChanged, got, sc.SHA256)
 	}
 	if e := sc.Encryption; e == nil || hexSum(plain) != e.PlainSHA256 || n != e.PlainSize {
 		want := "none recorded"
@@ -128,24 +154,6 @@ func recipientsOf(sc *Sidecar) string {
 		return ""
 	}
 	return fmt.Sprintf(" (its sidecar says %v)", ShortKeys(sc.Encryption.Recipients))
-}
-
-// Readable: the encrypted snapshot at path has a header one of ids
-// opens (read from the header alone: cheap). A repair reuses a scheduled
-// snapshot only when its own host could restore it.
-func Readable(path string, ids []age.Identity) error {
-	f, err := os.Open(path)
-	if err != nil {
-		return fmt.Errorf("open snapshot: %w", err)
-	}
-	defer f.Close()
-	if _, err := age.Decrypt(bufio.NewReader(f), ids...); err != nil {
-		if _, ok := errors.AsType[*age.NoIdentityMatchError](err); ok {
-			return fmt.Errorf("%s: %w", filepath.Base(path), ErrWrongKey)
-		}
-		return fmt.Errorf("%s: %w: %w", filepath.Base(path), ErrNotAge, err)
-	}
-	return nil
 }
 
 // sidecarOf reads the sidecar next to a snapshot given by path (nil when
@@ -229,7 +237,11 @@ func Precheck(path string, k Keys) error {
 		return err
 	}
 	if k.CanRead() {
-		return Readable(path, k.Identities)
+		// Decrypted in full and dropped: the stream authenticates, and
+		// with a sidecar, is the plaintext it records.
+		if err := decryptInto(path, io.Discard, sc, k.Identities); err != nil {
+			return fmt.Errorf("%s: %w", filepath.Base(path), err)
+		}
 	}
 	return nil
 }

@@ -69,7 +69,9 @@ type DrillPlan struct {
 }
 
 // RunDrill restores the newest snapshot of p into a scratch dir in p.Dir
-// (0700; removed after), as the restore check does, and times each step.
+// (0700; removed after; an encrypted one's plaintext and restored data
+// dir in memory, memScratch), as the restore check does, and times each
+// step.
 // A local snapshot that passes gets the result as its restore check.
 func RunDrill(ctx context.Context, p DrillPlan) Drill {
 	start := time.Now()
@@ -108,6 +110,10 @@ func runDrill(ctx context.Context, p DrillPlan, d *Drill) error {
 	}
 	var rc RestoreCheck
 	err = restoreFrom(ctx, path, sc, p.Keys, tmp, &rc, &d.Steps)
+	if err == nil && rc.Checked == CheckedDecrypt {
+		// A drill is a restore: one that cannot restore has no time.
+		err = fmt.Errorf("%s decrypted and compared, but %s", d.File, rc.Note)
+	}
 	d.Revision, d.Keys = rc.Revision, rc.Keys
 	if local != nil && err == nil {
 		// The drill of a local snapshot is its restore check.

@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -266,7 +267,7 @@ func TestRefusedByEveryRestorePath(t *testing.T) {
 			if !ok {
 				return errors.New("no verified intact snapshot")
 			}
-			return Readable(e.Path(), k.Identities)
+			return Decrypts(e.Path(), e.Sidecar, k.Identities)
 		}},
 	}
 	for _, c := range cases {
@@ -376,4 +377,55 @@ func TestIdentityFileRefused(t *testing.T) {
 	if _, err := spec.ReadIdentities(filepath.Join(t.TempDir(), "none")); !errors.Is(err, spec.ErrNoIdentity) {
 		t.Errorf("absent: %v, want ErrNoIdentity", err)
 	}
+}
+
+// TestRestoreCheckWithoutMemory: where the plaintext does not fit in a
+// memory filesystem (here: memDir is on a disk), the restore check
+// decrypts the snapshot in full and compares it, restores nothing and
+// writes no plaintext; the drill, whose point is a restore, fails and
+// says why.
+func TestRestoreCheckWithoutMemory(t *testing.T) {
+	ep, _ := testetcd.Start(t)
+	fill(t, ep, 50, 100)
+	secret := putSecret(t, ep)
+	key := newKey(t)
+	k := keysOf(t, key.file, key)
+	dir := filepath.Join(t.TempDir(), "backups")
+	e := take(t, ep, dir, k)
+	old := memDir
+	memDir = t.TempDir() // not a tmpfs
+	defer func() { memDir = old }()
+	rc := CheckRestore(context.Background(), e, k)
+	if !rc.OK || rc.Checked != CheckedDecrypt || !strings.Contains(rc.Note, "not a memory filesystem") {
+		t.Errorf("restore check = %+v, want decrypted, not restored, and why", rc)
+	}
+	d := RunDrill(context.Background(), DrillPlan{Cluster: "c1", ClusterID: e.ClusterID(), Dir: dir, Keys: k})
+	if d.OK || !strings.Contains(d.Error, "not a memory filesystem") {
+		t.Errorf("drill = %+v, want failed with why", d)
+	}
+	for _, root := range []string{dir, memDir} {
+		_ = filepath.WalkDir(root, func(p string, de fs.DirEntry, err error) error {
+			if err == nil && !de.IsDir() {
+				if b, _ := os.ReadFile(p); bytes.Contains(b, secret) {
+					t.Errorf("%s holds the secret", p)
+				}
+			}
+			return nil
+		})
+	}
+	// And with the identity but a forged file, the decrypting check
+	// refuses it.
+	writeFile(t, e.Path(), flip(mustRead(t, e.Path())))
+	if rc := CheckRestore(context.Background(), e, k); rc.OK {
+		t.Errorf("an altered snapshot passed the decrypting check: %+v", rc)
+	}
+}
+
+func mustRead(t *testing.T, p string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

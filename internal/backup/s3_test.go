@@ -27,6 +27,14 @@ import (
 // S3 settings that reach it. It skips when the server cannot be built.
 func startS3(t *testing.T) spec.S3 {
 	t.Helper()
+	cfg, _ := startS3Root(t)
+	return cfg
+}
+
+// startS3Root is startS3 that also returns the server's root dir: every
+// object, and every file the server writes on the way, lies under it.
+func startS3Root(t *testing.T) (spec.S3, string) {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("builds and starts an S3 server")
 	}
@@ -73,7 +81,7 @@ func startS3(t *testing.T) spec.S3 {
 	if err := client.MakeBucket(context.Background(), cfg.Bucket, minio.MakeBucketOptions{}); err != nil {
 		t.Fatalf("make bucket: %v\n%s", err, log.String())
 	}
-	return cfg
+	return cfg, root
 }
 
 // TestUploadToS3: a snapshot larger than a part goes up in parts,

@@ -393,6 +393,8 @@ func (s *Scheduler) restoreCheck(ctx context.Context, sp *spec.Spec, self spec.M
 		result = "failed"
 	case rc.Checked == CheckedSHA256:
 		result = "ciphertext-only"
+	case rc.Checked == CheckedDecrypt:
+		result = "decrypt-only"
 	}
 	if m := s.cfg.Metrics; m != nil {
 		m.RestoreChecks.WithLabelValues(result).Inc()
@@ -403,6 +405,10 @@ func (s *Scheduler) restoreCheck(ctx context.Context, sp *spec.Spec, self spec.M
 	}
 	if rc.Checked == CheckedSHA256 {
 		s.lg.Info("snapshot's ciphertext sha256 checked: this host has no identity to restore it with", zap.String("file", e.File), zap.Float64("seconds", rc.Seconds))
+		return
+	}
+	if rc.Checked == CheckedDecrypt {
+		s.lg.Warn("snapshot decrypted and compared, not restored", zap.String("file", e.File), zap.String("why", rc.Note), zap.Float64("seconds", rc.Seconds))
 		return
 	}
 	s.lg.Info("snapshot restored and compared", zap.String("file", e.File), zap.Int64("revision", rc.Revision),
