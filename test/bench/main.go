@@ -47,6 +47,9 @@ type config struct {
 	// defragMB, defragRuns: the defrag scenario's db size per member and
 	// its runs (each defragments the cluster both ways).
 	defragMB, defragRuns int
+	// backupMB, backupRuns: the backup scenario's db size and its runs
+	// (each way, plaintext and encrypted).
+	backupMB, backupRuns int
 }
 
 func main() {
@@ -66,13 +69,16 @@ func main() {
 	flag.IntVar(&cfg.recoverRuns, "recover-runs", 3, "recoveries from quorum loss per data size (1 MB, and 100 MB with -100mb)")
 	flag.IntVar(&cfg.defragMB, "defrag-mb", 1024, "the defrag scenario's db file per member, MB (more than half of it free)")
 	flag.IntVar(&cfg.defragRuns, "defrag-runs", 1, "runs of the defrag scenario (each defragments the cluster with etcdkeeper and with etcdctl defrag --cluster)")
-	flag.StringVar(&cfg.only, "only", "", "comma-separated subset of: bootstrap,repair,repair-big,scale,stall,idle,recover,defrag,rollout (rollout: not with -smoke; repair: every size; repair-big: only 100 MB, fresh and reused safety snapshot, and 1 GB with -1gb)")
+	flag.IntVar(&cfg.backupMB, "backup-mb", 1024, "the backup scenario's db, MB (random values)")
+	flag.IntVar(&cfg.backupRuns, "backup-runs", 3, "runs of the backup scenario, each way (plaintext and age)")
+	flag.StringVar(&cfg.only, "only", "", "comma-separated subset of: bootstrap,repair,repair-big,scale,stall,idle,recover,defrag,rollout,backup (rollout: not with -smoke; repair: every size; repair-big: only 100 MB, fresh and reused safety snapshot, and 1 GB with -1gb)")
 	flag.Parse()
 	if cfg.smoke {
 		cfg.runs, cfg.bigRuns, cfg.big, cfg.gb, cfg.idle, cfg.stallRuns, cfg.recoverRuns = 1, 1, false, false, 10*time.Second, 1, 1
 		cfg.smallRuns = 1
 		cfg.idleSettle = 5 * time.Second
 		cfg.defragMB, cfg.defragRuns = 32, 1
+		cfg.backupMB, cfg.backupRuns = 32, 1
 	}
 	os.Exit(run(cfg))
 }
@@ -87,7 +93,7 @@ func run(cfg config) int {
 	cfg.prog.OnInterrupt(b.closeAll)
 	err = testbed.Catch(b.all)
 	b.closeAll()
-	table := b.table() + b.stepsTable() + b.recoverTable() + b.defragTable() + b.rolloutTable() + b.stallTable()
+	table := b.table() + b.stepsTable() + b.recoverTable() + b.defragTable() + b.backupTable() + b.rolloutTable() + b.stallTable()
 	fmt.Println(table)
 	if cfg.out != "" {
 		if werr := os.WriteFile(cfg.out, []byte(table+"\n"), 0o644); werr != nil {
@@ -113,6 +119,7 @@ type bench struct {
 	steps    []repairBreakdown
 	recov    []recoverRow
 	defrag   []defragRows
+	backups  []backupRows
 	rollouts []rolloutRun
 }
 
@@ -195,6 +202,9 @@ func (b *bench) all() {
 	}
 	if b.want("defrag") && b.cfg.defragRuns > 0 {
 		b.defragScenario()
+	}
+	if b.want("backup") && b.cfg.backupRuns > 0 {
+		b.backupScenario()
 	}
 	if b.want("rollout") && !b.cfg.smoke {
 		b.rollout()
