@@ -28,7 +28,7 @@ shows them (and which key reads each). backup drill restores the newest into a
 scratch dir, offline, and times it. Snapshots saved by hand are never deleted
 by the agents' retention.`,
 	}
-	c.AddCommand(backupSaveCmd(), backupListCmd(), backupDrillCmd())
+	c.AddCommand(backupSaveCmd(), backupListCmd(), backupDrillCmd(), backupKeygenCmd())
 	return c
 }
 
@@ -227,7 +227,8 @@ or --dir), downloads it into a scratch dir (0700) in that backup.dir, decrypts i
 with backup.encryption.identityFile (0600, readable by the agent's user only:
 run it as that user or root), verifies it as etcdutl snapshot status does,
 restores it with etcdutl's code and opens etcd's store on the result, offline
-(no port, no socket); then it removes the scratch dir. It prints each step's time
+(no port, no socket); then it removes the scratch dir. An encrypted snapshot's
+plaintext and its restored data dir live in memory only (/dev/shm, 0700). It prints each step's time
 and the total, the recovery time a restore from this snapshot needs here.`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
@@ -289,4 +290,36 @@ func printDrill(w io.Writer, d backup.Drill) {
 	if d.OK {
 		fmt.Fprintf(w, "restored:  revision %d, %d keys, as the snapshot recorded\n", d.Revision, d.Keys)
 	}
+}
+
+func backupKeygenCmd() *cobra.Command {
+	var out string
+	c := &cobra.Command{
+		Use: "keygen --out FILE",
+		Example: `  # on the host (or in the vault) that keeps the key that restores
+  etcdkeeper backup keygen --out /etc/etcdkeeper/backup.key
+  # then, in the spec: backup.encryption.recipients: [the age1... it prints]`,
+		Short: "Make an age identity file (0600) for backup.encryption and print its recipient",
+		Long: `keygen makes a new age X25519 identity, writes it to FILE (0600, never over an
+existing file) and prints its recipient (age1...), which goes into the spec's
+backup.encryption.recipients. The identity file is what restores: keep a copy
+away from the cluster (the snapshots are useless without it), and put it, as
+backup.encryption.identityFile, only on the hosts that restore or drill (mode
+0600, owned by the agent's user). The same file as age-keygen writes.`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			if out == "" {
+				return fmt.Errorf("--out FILE is required: where the identity (the secret key) goes")
+			}
+			r, err := backup.NewIdentityFile(out)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(c.OutOrStdout(), "%s\n", r)
+			fmt.Fprintf(c.ErrOrStderr(), "identity written to %s (0600); its recipient above goes into backup.encryption.recipients\n", out)
+			return nil
+		},
+	}
+	c.Flags().StringVar(&out, "out", "", "the identity file to write (0600; refused when it exists)")
+	return c
 }

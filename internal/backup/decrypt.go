@@ -41,16 +41,19 @@ func Plain(path string, sc *Sidecar, ids []age.Identity, noIdentity error, dir s
 			return "", err
 		}
 	}
-	if sc != nil {
-		if sum, err := fileSHA256(path); err != nil {
-			return "", err
-		} else if sum != sc.SHA256 {
-			return "", fmt.Errorf("%s: %w: its sha256 is %s, its sidecar's %s", filepath.Base(path), ErrChanged, sum, sc.SHA256)
-		}
-	}
 	if !encrypted {
+		if sc != nil {
+			if sum, err := fileSHA256(path); err != nil {
+				return "", err
+			} else if sum != sc.SHA256 {
+				return "", fmt.Errorf("%s: %w: its sha256 is %s, its sidecar's %s", filepath.Base(path), ErrChanged, sum, sc.SHA256)
+			}
+		}
 		return path, nil
 	}
+	// An encrypted one's ciphertext is hashed as it is decrypted (one
+	// read), and the plaintext removed again when either sum is not its
+	// sidecar's.
 	if len(ids) == 0 {
 		return "", fmt.Errorf("%s is encrypted: %w", filepath.Base(path), cmpErr(noIdentity, spec.ErrNoIdentity))
 	}

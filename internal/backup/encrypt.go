@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"filippo.io/age"
 	"golang.org/x/sys/unix"
@@ -251,4 +252,31 @@ func EncryptFile(path string, recipients []age.Recipient, write func(io.Writer) 
 		return 0, fmt.Errorf("snapshot %s: %w", path, err)
 	}
 	return n, nil
+}
+
+// NewIdentityFile makes a new age X25519 identity in a new file at path
+// (0600, O_EXCL: never over an existing one; fsynced), as age-keygen
+// writes it, and returns its recipient.
+func NewIdentityFile(path string) (string, error) {
+	id, err := age.GenerateX25519Identity()
+	if err != nil {
+		return "", fmt.Errorf("new identity: %w", err)
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return "", fmt.Errorf("identity file: %w", err)
+	}
+	r := id.Recipient().String()
+	_, err = fmt.Fprintf(f, "# created: %s by etcdkeeper backup keygen\n# public key: %s\n%s\n", time.Now().UTC().Format(time.RFC3339), r, id)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		_ = os.Remove(path)
+		return "", fmt.Errorf("identity file %s: %w", path, err)
+	}
+	return r, nil
 }

@@ -429,3 +429,24 @@ func mustRead(t *testing.T, p string) []byte {
 	}
 	return b
 }
+
+// TestNewIdentityFile: keygen's file is 0600, read back by the agent's
+// reader as the key of the recipient it printed, and never written over.
+func TestNewIdentityFile(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "backup.key")
+	r, err := NewIdentityFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(p); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("identity file: %v, %v", fi, err)
+	}
+	ids, err := spec.ReadIdentities(p)
+	if err != nil || len(ids) != 1 || ids[0].(*age.X25519Identity).Recipient().String() != r {
+		t.Fatalf("read back: %v, %v; want the identity of %s", ids, err, r)
+	}
+	before := mustRead(t, p)
+	if _, err := NewIdentityFile(p); err == nil || !bytes.Equal(mustRead(t, p), before) {
+		t.Errorf("a second keygen over the file: %v", err)
+	}
+}

@@ -43,7 +43,7 @@ func newBackup() *Backup {
 		Failures: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "etcdkeeper_backup_failures_total",
 			Help: "Failed scheduled snapshot steps, by stage: snapshot, verify, upload, retention, restore-check."}, []string{"stage"}),
 		RestoreChecks: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "etcdkeeper_backup_restore_checks_total",
-			Help: "Restores of the newest snapshot into a throwaway etcd, by result: ok, failed, ciphertext-only (encrypted, no identity on this host: its sha256 checked instead)."}, []string{"result"}),
+			Help: "Restores of the newest snapshot into a throwaway etcd, by result: ok, failed, ciphertext-only (encrypted, no identity on this host: its sha256 checked instead), decrypt-only (its restore does not fit in memory: decrypted in full and compared)."}, []string{"result"}),
 		Removed: prometheus.NewCounter(prometheus.CounterOpts{Name: "etcdkeeper_backup_removed_total", Help: "Snapshots deleted by retention (backup.keep)."}),
 		Encrypted: prometheus.NewGauge(prometheus.GaugeOpts{Name: "etcdkeeper_backup_encrypted",
 			Help: "1: new snapshots are encrypted to backup.encryption.recipients; 0: plaintext."}),
@@ -70,7 +70,7 @@ func newBackup() *Backup {
 	for _, s := range []string{"snapshot", "verify", "upload", "retention", "restore-check"} {
 		b.Failures.WithLabelValues(s)
 	}
-	for _, r := range []string{"ok", "failed", "ciphertext-only"} {
+	for _, r := range []string{"ok", "failed", "ciphertext-only", "decrypt-only"} {
 		b.RestoreChecks.WithLabelValues(r)
 	}
 	return b

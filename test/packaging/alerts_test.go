@@ -13,6 +13,9 @@ import (
 // The metrics the agent exports (internal/metrics); the alert rules may use
 // these and Prometheus' own `up`, nothing else.
 var agentMetrics = []string{
+	"etcdkeeper_restore_drill_last_failed",
+	"etcdkeeper_restore_drill_seconds",
+	"etcdkeeper_backup_plaintext_unacknowledged",
 	"etcdkeeper_member_healthy",
 	"etcdkeeper_repairs_total",
 	"etcdkeeper_cluster_healthy_voters",
