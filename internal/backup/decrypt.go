@@ -114,9 +114,18 @@ func decryptInto(src string, w io.Writer, sc *Sidecar, ids []age.Identity) error
 		return fmt.Errorf("open snapshot: %w", err)
 	}
 	defer in.Close()
+	// Three stages: the file and its hash, age (this goroutine), the
+	// plaintext's hash and w.
 	cipher := sha256.New()
-	tee := io.TeeReader(bufio.NewReaderSize(in, 1<<20), cipher)
-	r, err := age.Decrypt(tee, ids...)
+	cr, readDone := readStage(bufio.NewReaderSize(in, 1<<20), cipher)
+	read := false
+	defer func() {
+		if !read {
+			cr.Close()
+			_ = readDone()
+		}
+	}()
+	r, err := age.Decrypt(cr, ids...)
 	if err != nil {
 		if _, ok := errors.AsType[*age.NoIdentityMatchError](err); ok {
 			return fmt.Errorf("%w: it is for other recipients%s", ErrWrongKey, recipientsOf(sc))
@@ -124,16 +133,28 @@ func decryptInto(src string, w io.Writer, sc *Sidecar, ids []age.Identity) error
 		return fmt.Errorf("%w: %w", ErrNotAge, err)
 	}
 	plain := sha256.New()
-	bw := bufio.NewWriterSize(io.MultiWriter(w, plain), 1<<20)
-	n, err := io.Copy(bw, r)
-	if err != nil {
-		return fmt.Errorf("%w: %w", ErrNotAge, err)
-	}
-	if err := bw.Flush(); err != nil {
-		return fmt.Errorf("decrypted snapshot: %w", err)
+	var n int64
+	sink := startStage(func(pr io.Reader) error {
+		var err error
+		n, err = io.Copy(io.MultiWriter(w, plain), pr)
+		if err != nil {
+			return fmt.Errorf("decrypted snapshot: %w", err)
+		}
+		return nil
+	})
+	ar := &errReader{r: r}
+	_, err = io.Copy(sink, ar)
+	if err = sink.finish(err); ar.err != nil {
+		return fmt.Errorf("%w: %w", ErrNotAge, ar.err)
+	} else if err != nil {
+		return err
 	}
 	// What age did not need (nothing, in a good file) is hashed too.
-	if _, err := io.Copy(io.Discard, tee); err != nil {
+	if _, err := io.Copy(io.Discard, cr); err != nil {
+		return fmt.Errorf("read snapshot: %w", err)
+	}
+	read = true
+	if err := readDone(); err != nil {
 		return fmt.Errorf("read snapshot: %w", err)
 	}
 	if sc == nil {

@@ -189,19 +189,34 @@ func checkMemory(dbSize int64) error {
 func encryptStream(write func(io.Writer) (int64, error), out io.Writer, mem io.Writer, recipients []age.Recipient) (string, int64, error) {
 	h := sha256.New()
 	cw := &counter{w: io.MultiWriter(out, h)}
-	bw := bufio.NewWriterSize(cw, 1<<20)
+	// Three stages: etcd's stream into mem (this goroutine), age, the
+	// ciphertext's hash and file.
+	sink := startStage(func(r io.Reader) error {
+		_, err := io.Copy(cw, r)
+		return err
+	})
+	bw := bufio.NewWriterSize(sink, 1<<20)
 	aw, err := age.Encrypt(bw, recipients...)
 	if err != nil {
-		return "", 0, fmt.Errorf("encrypt: %w", err)
+		err = fmt.Errorf("encrypt: %w", err)
+		return "", 0, sink.finish(err)
 	}
-	if _, err := write(io.MultiWriter(mem, aw)); err != nil {
+	enc := startStage(func(r io.Reader) error {
+		if _, err := io.Copy(aw, r); err != nil {
+			return fmt.Errorf("encrypt: %w", err)
+		}
+		if err := aw.Close(); err != nil {
+			return fmt.Errorf("encrypt: %w", err)
+		}
+		if err := bw.Flush(); err != nil {
+			return fmt.Errorf("write snapshot: %w", err)
+		}
+		return nil
+	})
+	_, err = write(io.MultiWriter(mem, enc))
+	err = enc.finish(err)
+	if err = sink.finish(err); err != nil {
 		return "", 0, err
-	}
-	if err := aw.Close(); err != nil {
-		return "", 0, fmt.Errorf("encrypt: %w", err)
-	}
-	if err := bw.Flush(); err != nil {
-		return "", 0, fmt.Errorf("write snapshot: %w", err)
 	}
 	return hexSum(h), cw.n, nil
 }
