@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -52,7 +54,7 @@ agent cannot be asked.`,
 			if err != nil {
 				return err
 			}
-			w := model.TurnWish{Kind: model.TurnGuard, Why: "guard: " + strings.Join(args, " "), By: whoAmI(), StopEtcd: stopEtcd, PID: os.Getpid()}
+			w := model.TurnWish{Kind: model.TurnGuard, Why: "guard: " + strings.Join(args, " "), By: whoAmI(), StopEtcd: stopEtcd, PID: os.Getpid(), ID: newWishID()}
 			ctx, stop := signal.NotifyContext(c.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			id, err := t.waitGranted(ctx, w, wait)
@@ -180,7 +182,7 @@ func newTurnClient(c *cobra.Command, path, name string) (*turnClient, error) {
 // with StopEtcd, etcd has stopped). Ctrl-C, SIGTERM or --wait running out
 // withdraw the wish.
 func (t *turnClient) waitGranted(ctx context.Context, w model.TurnWish, wait time.Duration) (string, error) {
-	p, err := t.post(ctx, "/turn", w)
+	p, err := t.postAgain(ctx, "/turn", w)
 	if err != nil {
 		return "", err
 	}
@@ -222,7 +224,7 @@ func (t *turnClient) waitGranted(ctx context.Context, w model.TurnWish, wait tim
 // returnTurn says the turn's work is done and follows the turn until it
 // has ended (the member a caught-up voter again).
 func (t *turnClient) returnTurn(ctx context.Context, id string) error {
-	p, err := t.post(ctx, "/turn/done", httpapi.TurnID{ID: id})
+	p, err := t.postAgain(ctx, "/turn/done", httpapi.TurnID{ID: id})
 	if err != nil {
 		return err
 	}
@@ -259,6 +261,37 @@ func (t *turnClient) sayText(s string) {
 		t.last = s
 	}
 }
+
+// postAgainFor bounds how long postAgain asks an agent that does not
+// answer: one restarting (a package upgrade in the turn) or busy with a
+// slow pass.
+const postAgainFor = 2 * time.Minute
+
+// postAgain is post for the calls the agent takes more than once with
+// the same effect (a wish with its ID, the work done): one the agent
+// does not answer is made again until postAgainFor has passed; one it
+// answers with a refusal is not.
+func (t *turnClient) postAgain(ctx context.Context, path string, body any) (model.TurnProgress, error) {
+	deadline := time.Now().Add(postAgainFor)
+	for {
+		p, err := t.post(ctx, path, body)
+		var refused *refusal
+		if err == nil || errors.As(err, &refused) || time.Now().After(deadline) || ctx.Err() != nil {
+			return p, err
+		}
+		t.sayText("the agent does not answer (" + err.Error() + "): asking again")
+		select {
+		case <-ctx.Done():
+			return p, err
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// refusal is the agent's answer saying no (an HTTP status other than 200).
+type refusal struct{ msg string }
+
+func (r *refusal) Error() string { return r.msg }
 
 func (t *turnClient) post(ctx context.Context, path string, body any) (model.TurnProgress, error) {
 	if !t.ctl.Local(t.self) {
@@ -297,7 +330,7 @@ func decodeTurn(resp *http.Response, path string) (model.TurnProgress, error) {
 		if e.Error == "" {
 			e.Error = strings.TrimSpace(string(b))
 		}
-		return model.TurnProgress{}, fmt.Errorf("%s: %s: %s", path, resp.Status, e.Error)
+		return model.TurnProgress{}, &refusal{msg: fmt.Sprintf("%s: %s: %s", path, resp.Status, e.Error)}
 	}
 	var p model.TurnProgress
 	if err := json.Unmarshal(b, &p); err != nil {
@@ -370,4 +403,12 @@ func printTurnLines(ctx context.Context, w io.Writer, s *spec.Spec) {
 	if len(waiting) > 0 {
 		fmt.Fprintf(w, "waiting for a host turn: %s\n", strings.Join(waiting, "; "))
 	}
+}
+
+// newWishID names a wish on the guard's side, so that asking again (the
+// agent did not answer) is the same wish, not a second one.
+func newWishID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }

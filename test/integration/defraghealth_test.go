@@ -139,6 +139,15 @@ func putsDuringDefrag(t *testing.T, c *testbed.Cluster, target string, cli *clie
 		}
 		return duringDefrag{}, fmt.Sprintf("%s while defragmented: %s", target, why)
 	}
+	// The client's own health stream learns NOT_SERVING a moment after
+	// the test's: on a loaded machine that moment is long enough for a
+	// put to be routed to the member before it does.
+	time.Sleep(defragGrace)
+	select {
+	case <-done:
+		return duringDefrag{}, fmt.Sprintf("%s's defragmentation returned within %s of NOT_SERVING", target, defragGrace)
+	default:
+	}
 	out := duringDefrag{by: map[uint64]int{}}
 	for i := range n {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -170,7 +179,10 @@ func putsDuringDefrag(t *testing.T, c *testbed.Cluster, target string, cli *clie
 
 // defragAttempts bounds the attempts of a measurement that says nothing
 // (see putsDuringDefrag and TestDefragHealth).
-const defragAttempts = 4
+const defragAttempts = 6
+
+// defragGrace is how long after the test saw NOT_SERVING the puts begin.
+const defragGrace = 300 * time.Millisecond
 
 // measureDuringDefrag repeats putsDuringDefrag until an attempt says
 // something: inconclusive(got) names why one does not.

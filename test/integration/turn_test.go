@@ -82,11 +82,14 @@ func startWatchServing(c *testbed.Cluster) *watchServing {
 			case <-time.After(100 * time.Millisecond):
 			}
 			o := testbed.Observe(cli)
-			n := 0
-			for _, m := range o.Voters() {
-				if m.HealthyVoter() {
-					n++
-				}
+			n := healthyVoters(o)
+			// A member that does not answer its status within the
+			// observer's second on a loaded machine is not a member
+			// down: a dip counts only when two more observations at
+			// once (round robin: to the other members) agree.
+			for tries := 1; (o.Err != nil || n < 2) && tries < 3; tries++ {
+				o = testbed.Observe(cli)
+				n = healthyVoters(o)
 			}
 			if o.Err == nil && int64(n) < w.fewest.Load() {
 				w.fewest.Store(int64(n))
@@ -102,6 +105,16 @@ func startWatchServing(c *testbed.Cluster) *watchServing {
 		}
 	}()
 	return w
+}
+
+func healthyVoters(o testbed.Observation) int {
+	n := 0
+	for _, m := range o.Voters() {
+		if m.HealthyVoter() {
+			n++
+		}
+	}
+	return n
 }
 
 func (w *watchServing) Stop() {
