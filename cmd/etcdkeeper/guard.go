@@ -44,6 +44,9 @@ CMD returns (guard waits for it), or, when CMD reboots the host, after the
 restarted agent has seen its member catch up. Until then no other host gets a
 turn and no agent restarts or defragments another member.
 
+An agent that does not answer (restarting, as a package upgrade inside the
+turn restarts it) is asked again for up to 2 minutes.
+
 Exit status: CMD's; 2 when the turn did not come within --wait; 1 when the
 agent cannot be asked.`,
 		Example: `  etcdkeeper guard -- systemctl reboot
