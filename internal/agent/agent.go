@@ -162,6 +162,11 @@ type Agent struct {
 	// the loop looks again quickly instead of waiting a whole interval.
 	settling bool
 	lastKey  string
+	// disk measures the local member's disk from etcd's histograms
+	// (disk.go); leaderPlaced is when this agent last moved leadership
+	// for the leader placement (zero: not since it started).
+	disk         diskMeter
+	leaderPlaced time.Time
 	// steadyPasses counts the passes in a row that found nothing to do in
 	// a cluster that matches the spec (see steadyInterval).
 	steadyPasses int

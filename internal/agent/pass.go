@@ -235,6 +235,7 @@ func (a *Agent) observeRunning(ctx context.Context, in *reconcile.Input) {
 	in.Memory.Restarted, in.Memory.RolloutSnapshot = a.restarted, a.rolloutSnapshot
 	a.restartPending, a.restartAgent = l.Restart.Why, l.Restart.Agent
 	a.noteAnswer(*l.Answer)
+	a.measureDisk(ctx, self.ClientURLs[0])
 	l.LeaderlessFor = a.leaderlessFor(l.Answer)
 	if st.Leader == 0 && l.LeaderlessFor >= reconcile.NoLeaderLook && !l.Journal.Open() && !l.Recovery.Open() {
 		a.observeAway(ctx, in)
@@ -247,13 +248,12 @@ func (a *Agent) observeRunning(ctx context.Context, in *reconcile.Input) {
 	if in.Cluster == nil {
 		return
 	}
-	if len(reconcile.Diff(in.Desired, *in.Cluster)) > 0 || l.Restart.Due() || reconcile.NoSpaceRaised(*in.Cluster) {
-		// Only a change to the membership, or a rolling restart, consults
-		// the other agents' specs, progress and pending restarts; NOSPACE,
-		// who is alive to act.
-		if recs, err := a.client.Agents(ctx, s.Cluster.Name); err == nil {
-			in.Agents = recs
-		}
+	// The agents' records: their specs, progress and pending restarts
+	// for a membership change or a rolling restart; who is alive under
+	// NOSPACE; their disks and leader moves for the leader placement.
+	if recs, err := a.client.Agents(ctx, s.Cluster.Name); err == nil {
+		in.Agents = recs
+		a.noteDisks(model.NewView(*in.Cluster, recs))
 	}
 	if !l.LockHeld && reconcile.NoSpaceRaised(*in.Cluster) {
 		// A lock taken before NOSPACE is kept by its holder's keepalives;

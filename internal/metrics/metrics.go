@@ -51,6 +51,7 @@ type Metrics struct {
 	RecoveryUnfinished prometheus.Gauge
 	Backup             *Backup
 	Space              *Space
+	Disk               *Disk
 	Build              *Build
 
 	mu        sync.Mutex
@@ -100,6 +101,8 @@ func New() *Metrics {
 	m.Registry.MustRegister(m.Backup.collectors()...)
 	m.Space = newSpace()
 	m.Registry.MustRegister(m.Space.collectors()...)
+	m.Disk = newDisk()
+	m.Registry.MustRegister(m.Disk.collectors()...)
 	m.Build = newBuild()
 	m.Registry.MustRegister(m.Build.collectors()...)
 	for _, r := range []string{"ok", "failed"} {

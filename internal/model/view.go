@@ -38,6 +38,12 @@ type View struct {
 	NoSpace bool
 	// Alarms are the cluster's active alarms.
 	Alarms []Alarm
+	// SlowDisks are the voters whose disks their agents measured far
+	// slower than the others' (slowDisks); LeaderPlaced is when an agent
+	// last moved leadership to honour them or the spec's leader tags
+	// (zero: not in any live agent's record).
+	SlowDisks    []SlowDisk
+	LeaderPlaced time.Time
 
 	members []Member
 }
@@ -59,7 +65,11 @@ func NewView(c Cluster, recs []AgentRecord) View {
 		if r.Defragmenting != 0 {
 			defragmenting[r.Defragmenting] = r.Name
 		}
+		if r.LeaderPlaced.After(v.LeaderPlaced) {
+			v.LeaderPlaced = r.LeaderPlaced
+		}
 	}
+	v.SlowDisks = slowDisks(v.members, recs)
 	for _, m := range v.members {
 		if !m.IsLearner {
 			v.Voters++

@@ -58,6 +58,13 @@ type Member struct {
 	// setting that differs between hosts, such as --listen-metrics-urls on
 	// each host's own address. The same rules as etcd.flags apply.
 	Flags map[string]string `yaml:"flags"`
+	// Leader is where this member stands for leadership: "prefer" (the
+	// agents move leadership to it when it is a caught-up voter with a
+	// healthy disk), "avoid" (moved off it whenever another can take
+	// over), or "" (no preference). etcd has no leader priority: the
+	// agents honour it with leader moves, at most one in
+	// reconcile.PlacementEvery (TiKV PD's leader priority is the model).
+	Leader string `yaml:"leader"`
 
 	// StateDir is agent.stateDir with {name} expanded (not a YAML field).
 	StateDir string `yaml:"-"`

@@ -28,8 +28,17 @@ func (d *doc) checkMemberFields(s *Spec) {
 		if m.AgentAddr != "" {
 			d.checkAddr(p+".agentAddr", m.AgentAddr)
 		}
+		if m.Leader != "" && m.Leader != LeaderPrefer && m.Leader != LeaderAvoid {
+			d.errorf(d.line(p+".leader"), "%s.leader: %s: use %s (move leadership to this member), %s (move it off) or leave it out", p, quote(m.Leader), LeaderPrefer, LeaderAvoid)
+		}
 	}
 }
+
+// The member's leader tag (Member.Leader).
+const (
+	LeaderPrefer = "prefer"
+	LeaderAvoid  = "avoid"
+)
 
 func (d *doc) checkMemberName(p, name string) {
 	switch {

@@ -199,6 +199,8 @@ func TestValidationErrors(t *testing.T) {
 			"spec.yaml:6: agent.stateDir", "unknown placeholder {nmae}"},
 		{"agent.addr not host:port", twoMembers + "agent:\n  addr: localhost\n",
 			"spec.yaml:6: agent.addr", "must be host:port"},
+		{"leader tag misspelt", strings.Replace(twoMembers, "name: b,", "name: b, leader: never,", 1),
+			"spec.yaml:4: members[1].leader", `"never": use prefer (move leadership to this member), avoid (move it off) or leave it out`},
 		{"agentAddr bad port", strings.Replace(twoMembers, "name: b,", "name: b, agentAddr: 'x:y',", 1),
 			"spec.yaml:4: members[1].agentAddr", "1 to 65535"},
 		{"unknown top-level key", twoMembers + "repiar: {}\n",
@@ -293,7 +295,7 @@ agent: {interval: 0s}
 		`spec.yaml:4: members[0].peerURLs[0]: "htp://x:2380": scheme must be http or https, e.g. http://10.0.0.1:2380`,
 		`spec.yaml:5: members[0].clientURLs: empty: list at least one URL, e.g. [http://10.0.0.1:2379]`,
 		`spec.yaml:6: members[1].name: "n1": already used by member n1 (line 3): each member needs its own`,
-		`spec.yaml:9: members[1].color: unknown key: remove it or use one of agentAddr, clientURLs, dataDir, flags, listenClientURLs, listenPeerURLs, name, peerURLs`,
+		`spec.yaml:9: members[1].color: unknown key: remove it or use one of agentAddr, clientURLs, dataDir, flags, leader, listenClientURLs, listenPeerURLs, name, peerURLs`,
 		`spec.yaml:10: agent.interval: 0s: must be more than 0, e.g. 2s`,
 	}
 	if got := (&errs).Error(); got != strings.Join(want, "\n") {
@@ -379,5 +381,17 @@ func TestRecoveryAddr(t *testing.T) {
 				t.Errorf("warnings %v, want one with %q", s.Warnings, tt.warn)
 			}
 		})
+	}
+}
+
+func TestLeaderTag(t *testing.T) {
+	for _, tag := range []string{"prefer", "avoid"} {
+		s, err := Parse([]byte(strings.Replace(twoMembers, "name: b,", "name: b, leader: "+tag+",", 1)), "spec.yaml")
+		if err != nil {
+			t.Fatalf("leader: %s: %v", tag, err)
+		}
+		if got := s.Members[1].Leader; got != tag {
+			t.Errorf("leader: %s parsed as %q", tag, got)
+		}
 	}
 }
