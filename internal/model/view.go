@@ -53,6 +53,8 @@ type Disruption struct {
 	ID   uint64
 	Name string
 	Why  string
+	// HostTurn: its host holds the host turn (Cluster.Turn).
+	HostTurn bool `json:",omitempty"`
 }
 
 // NewView derives the view of observation c; recs are the agents'
@@ -81,18 +83,19 @@ func NewView(c Cluster, recs []AgentRecord) View {
 			}
 		}
 		why := disruptedWhy(m, defragmenting[m.ID])
-		if t := c.Turn; t != nil && (t.MemberID == m.ID || (t.MemberID == 0 && t.Member == m.Name)) {
+		inTurn := c.Turn != nil && (c.Turn.MemberID == m.ID || (c.Turn.MemberID == 0 && c.Turn.Member == m.Name))
+		if inTurn {
 			// Out of service for the budget from the moment it is taken:
 			// its host may stop it at any time, and until the member is
 			// caught up again.
 			if why == "" {
-				why = "in " + t.Text()
+				why = "in " + c.Turn.Text()
 			} else {
-				why = "in " + t.Text() + ": " + why
+				why = "in " + c.Turn.Text() + ": " + why
 			}
 		}
 		if why != "" {
-			v.Disrupted = append(v.Disrupted, Disruption{ID: m.ID, Name: labelOf(m), Why: why})
+			v.Disrupted = append(v.Disrupted, Disruption{ID: m.ID, Name: labelOf(m), Why: why, HostTurn: inTurn})
 		}
 		if m.Quota > 0 && m.DBSize >= m.Quota {
 			v.NoSpace = true

@@ -120,7 +120,13 @@ func (b budget) maxOut() int {
 //     allow more with 5 voters or more): while another
 //     member is not a healthy started voter (down, restarting,
 //     defragmented, joining, being repaired) the request waits, naming
-//     it and what its agent says. A repair stop does not wait for this.
+//     it and what its agent says. A host turn is always one alone,
+//     whatever maxDisrupted says: its host may stop the member at any
+//     moment, for as long as the work takes, and nobody here sees that
+//     coming. It is granted only while no other member is out, and
+//     while it is held nothing else is granted, not even a
+//     defragmentation of its own member. A repair stop does not wait
+//     for this.
 //  4. A defragmentation only of a member that has caught up: one that
 //     lags would fall further behind while its db is rewritten.
 //  5. Quorum: the caught-up voters other than the member must be raft's
@@ -143,7 +149,7 @@ func (b budget) grant(req Request, pending Queue, unlocked bool) Grant {
 	m, _ := v.Member(req.Member)
 	label := labelIn(pv, req.Member)
 	if req.Kind != DisruptRepairStop {
-		if held := disruptedOthers(b.agents, v, req.Member, b.maxOut()); held != "" {
+		if held := disruptedOthers(b.agents, v, req, b.maxOut()); held != "" {
 			return Grant{Wait: held}
 		}
 	}
@@ -174,22 +180,40 @@ func (b budget) grant(req Request, pending Queue, unlocked bool) Grant {
 	return Grant{HandOff: &step}
 }
 
-// disruptedOthers is rule 3: the members other than id out of service,
-// with what their agents say; "" when fewer than MaxDisrupted are.
-func disruptedOthers(agents []model.AgentRecord, v model.View, id uint64, maxOut int) string {
-	others := v.DisruptedExcept(id)
-	if len(others)+1 <= maxOut {
+// disruptedOthers is rule 3 for req: the members out of service that
+// hold it, with what their agents say; "" when it may go. A host turn
+// goes alone: one asked waits for every other member, and one held
+// holds every request, its own member's included.
+func disruptedOthers(agents []model.AgentRecord, v model.View, req Request, maxOut int) string {
+	out := v.DisruptedExcept(req.Member)
+	turn := slices.IndexFunc(v.Disrupted, func(d model.Disruption) bool { return d.HostTurn })
+	alone := ""
+	switch {
+	case turn >= 0:
+		if v.Disrupted[turn].ID == req.Member {
+			out = append([]model.Disruption{v.Disrupted[turn]}, out...)
+		}
+		if len(out) < maxOut {
+			alone = " (nothing else while a host turn lasts, whatever maintenance.maxDisrupted says)"
+		}
+	case len(out) == 0:
+		return ""
+	case req.Kind == DisruptHost:
+		if len(out) < maxOut {
+			alone = " (a host turn waits until no other member is out of service, whatever maintenance.maxDisrupted says)"
+		}
+	case len(out) < maxOut:
 		return ""
 	}
 	var held []string
-	for _, d := range others {
+	for _, d := range out {
 		what := d.Name + " is " + d.Why
 		if r, ok := recordOf(agents, d.Name); ok && r.Decision != "" {
 			what += "; its agent: " + r.Decision
 		}
 		held = append(held, what)
 	}
-	return strings.Join(held, "; ")
+	return strings.Join(held, "; ") + alone
 }
 
 // followersFirst says, for rule 6, which followers go first ("node2,

@@ -31,6 +31,8 @@ func TestHostTurn(t *testing.T) {
 	healthy := observed(1, nodes(3, nil)...)
 	tests := []struct {
 		name      string
+		size      int // members (0: 3)
+		max       int // maintenance.maxDisrupted (0: 1)
 		self      int // 1-based: node1 leads
 		obs       model.Cluster
 		local     model.TurnLocal
@@ -61,6 +63,8 @@ func TestHostTurn(t *testing.T) {
 			kind: DoNothing, contains: "node3's host turn (guard: apt-get -y dist-upgrade"},
 		{name: "wish, another member down: waits", self: 2, obs: observed(1, nodes(3, map[int][]memberMod{3: {down}})...), local: model.TurnLocal{Wish: guard, Active: true},
 			lock: true, running: true, kind: DoNothing, contains: "node3 is not a healthy voter"},
+		{name: "wish, 5 members, budget 2, another member down: waits all the same", size: 5, max: 2, self: 2, obs: observed(1, nodes(5, map[int][]memberMod{5: {down}})...),
+			local: model.TurnLocal{Wish: guard, Active: true}, lock: true, running: true, kind: DoNothing, contains: "node5 is not a healthy voter"},
 		{name: "wish, paused: held", self: 2, obs: healthy, local: model.TurnLocal{Wish: guard, Active: true}, lock: true, running: true, pause: true,
 			kind: DoWait, contains: "would now: take-turn"},
 		{name: "another host's stale turn: released, loudly", self: 2, obs: withTurn(healthy, stale), running: true,
@@ -69,6 +73,8 @@ func TestHostTurn(t *testing.T) {
 			kind: DoNothing, contains: "healthy voter"},
 		{name: "another host's turn holds this member's restart", self: 2, obs: withTurn(healthy, other), running: true, restart: true,
 			kind: DoWait, contains: "node3 is in node3's host turn"},
+		{name: "5 members, budget 2: another host's turn holds this member's restart all the same", size: 5, max: 2, self: 2, obs: withTurn(observed(1, nodes(5, nil)...), other),
+			running: true, restart: true, kind: DoWait, contains: "node3 is in node3's host turn"},
 		{name: "held, etcd to stop: stopped", self: 2, obs: withTurn(healthy, mine), local: model.TurnLocal{Wish: granted(true), Active: true}, running: true,
 			kind: DoStopForTurn, contains: "stopped etcd for the host turn"},
 		{name: "held, etcd stopped: stays stopped", self: 2, obs: withTurn(healthy, mine), local: model.TurnLocal{Wish: granted(true), Active: true},
@@ -95,9 +101,10 @@ func TestHostTurn(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			obs := tt.obs
-			self := specNodes(3)[tt.self-1]
+			size := max(tt.size, 3)
+			self := specNodes(size)[tt.self-1]
 			id := uint64(tt.self)
-			in := Input{Self: self, InSpec: true, Desired: specNodes(3), Cluster: &obs, Now: planNow, Agents: tt.agents, TurnTimeout: 15 * time.Minute,
+			in := Input{Self: self, InSpec: true, Desired: specNodes(size), Cluster: &obs, Now: planNow, Agents: tt.agents, TurnTimeout: 15 * time.Minute, MaxDisrupted: tt.max,
 				Memory: model.Memory{Compacted: 50},
 				Local:  model.Local{Running: tt.running, LockHeld: tt.lock, Turn: tt.local, Data: model.Data{Kind: model.DataHealthy, ClusterID: obs.ClusterID, MemberID: id}}}
 			if tt.running {

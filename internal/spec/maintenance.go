@@ -20,7 +20,8 @@ type Maintenance struct {
 	// service at once for a voluntary disruption (a rolling restart, a
 	// defragmentation): 1, or more in a cluster of 5 or more, never more
 	// than its failure tolerance ((members-1)/2); the caught-up others
-	// must still be a quorum of every voter (reconcile's budget).
+	// must still be a quorum of every voter, and a host turn is always
+	// the one member out of service (reconcile's budget).
 	MaxDisrupted int `yaml:"maxDisrupted"`
 	// HostTurnTimeout is how long a host turn (etcdkeeper guard,
 	// maintenance start) may go unrenewed by its holder's agent before
