@@ -95,7 +95,8 @@ func (a *Agent) steps() map[reconcile.ActionKind]stepFunc {
 		reconcile.DoChangeMembership: func(ctx context.Context, act reconcile.Action, in reconcile.Input) (string, bool, error) {
 			return a.changeMembership(ctx, act.Step, in)
 		},
-		reconcile.DoDisarm: a.disarmStep,
+		reconcile.DoPlaceLeader: a.placeLeader,
+		reconcile.DoDisarm:      a.disarmStep,
 		reconcile.DoCompact: func(ctx context.Context, act reconcile.Action, _ reconcile.Input) (string, bool, error) {
 			return a.compact(ctx, act)
 		},
@@ -360,6 +361,19 @@ func (a *Agent) changeMembership(ctx context.Context, step reconcile.Step, in re
 	a.metrics.MembershipChanges.WithLabelValues(step.Kind.String()).Inc()
 	a.remember(stepEvent(step))
 	return fmt.Sprintf("changed membership: %s %s (%s)", step.Kind, step.Name, step.Reason), true, nil
+}
+
+// placeLeader moves leadership for its placement (a slow disk, the
+// spec's leader tags), and remembers when: the agents make one such move
+// in reconcile.PlacementEvery at most.
+func (a *Agent) placeLeader(ctx context.Context, act reconcile.Action, in reconcile.Input) (string, bool, error) {
+	did, again, err := a.changeMembership(ctx, act.Step, in)
+	if err != nil {
+		return did, again, err
+	}
+	a.leaderPlaced = time.Now()
+	a.metrics.Disk.LeaderPlacing.WithLabelValues(act.Placement).Inc()
+	return did, again, nil
 }
 
 // crashPoint lets tests kill the agent right before a rejoin step's side

@@ -232,7 +232,7 @@ func (a *Agent) observeRunning(ctx context.Context, in *reconcile.Input) {
 	}
 	l.Restart, l.WantEtcd = a.restartDue(s, self)
 	l.Restart = binaryRestart(l.Restart, l.Binary)
-	in.Memory.Restarted, in.Memory.RolloutSnapshot = a.restarted, a.rolloutSnapshot
+	in.Memory.Restarted, in.Memory.RolloutSnapshot, in.Memory.LeaderPlaced = a.restarted, a.rolloutSnapshot, a.leaderPlaced
 	a.restartPending, a.restartAgent = l.Restart.Why, l.Restart.Agent
 	a.noteAnswer(*l.Answer)
 	a.measureDisk(ctx, self.ClientURLs[0])

@@ -37,6 +37,7 @@ const (
 	DoStopForTurn                        // stop-for-turn
 	DoEndTurn                            // end-turn
 	DoReleaseTurn                        // release-turn
+	DoPlaceLeader                        // place-leader
 )
 
 // Action is Decide's answer: one step, why, and a key that stays the same
@@ -79,6 +80,9 @@ type Action struct {
 	// Turn is the host turn DoEndTurn ends (nil: the cluster no longer
 	// holds it; the wish alone ends) or DoReleaseTurn releases.
 	Turn *model.HostTurn
+	// Placement is what DoPlaceLeader's leader move is for
+	// (PlaceSlowDisk, PlaceAvoid, PlacePrefer).
+	Placement string
 	// Request is where this pass leaves the operator's request (nil:
 	// none is pending); Decide fills it in for every decision while one
 	// is.
@@ -115,7 +119,7 @@ const (
 // Unlocked, by the NOSPACE procedure's single actor).
 func (a Action) NeedsLock() bool {
 	switch a.Kind {
-	case DoRejoin, DoPromote, DoChangeMembership, DoRestart, DoDefrag, DoRolloutSnapshot, DoDowngrade, DoTakeTurn:
+	case DoRejoin, DoPromote, DoChangeMembership, DoRestart, DoDefrag, DoRolloutSnapshot, DoDowngrade, DoTakeTurn, DoPlaceLeader:
 		return true
 	}
 	return false

@@ -467,6 +467,9 @@ func converge(in Input) Action {
 // catching up) is no action for this agent: the loop stays steady, and
 // the reason says what waits.
 func maintain(in Input, self string) Action {
+	if act, ok := placeLeader(in, self); ok {
+		return act
+	}
 	step := planMaintenance(budgetOf(in), in.Defrag)
 	switch step.Kind {
 	case StepNone:
@@ -483,6 +486,28 @@ func maintain(in Input, self string) Action {
 			Reason: fmt.Sprintf("changed membership: %s %s (%s)", step.Kind, step.Name, step.Reason)}
 	}
 	return Action{Kind: DoDefrag, Key: key, Step: step, ReleaseLock: true, Reason: step.Reason}
+}
+
+// placeLeader takes planPlacement's leader move under the cluster lock.
+// A move that waits is no action for this agent (the loop stays steady),
+// and neither holds a defragmentation back.
+func placeLeader(in Input, self string) (Action, bool) {
+	step, what := planPlacement(budgetOf(in), lastPlaced(in))
+	switch step.Kind {
+	case StepNone:
+		return Action{}, false
+	case StepWait:
+		if planMaintenance(budgetOf(in), in.Defrag).Kind != StepNone {
+			return Action{}, false
+		}
+		return Action{Kind: DoNothing, Reason: self + "; " + step.Reason, Key: "placement-wait/" + what + "/" + numberless(step.Reason), ReleaseLock: true}, true
+	}
+	key := fmt.Sprintf("placement/%s/%x", what, step.MemberID)
+	if !in.Local.LockHeld {
+		return Action{Kind: DoTakeLock, Reason: "taking the cluster lock to " + step.Reason, Key: "lock/" + key, Step: step, Placement: what}, true
+	}
+	return Action{Kind: DoPlaceLeader, Key: key, Step: step, Placement: what, ReleaseLock: true,
+		Reason: fmt.Sprintf("changed membership: %s %s (%s)", step.Kind, step.Name, step.Reason)}, true
 }
 
 // numbers are what a maintenance wait's reason carries that changes from

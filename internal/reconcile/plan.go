@@ -323,14 +323,15 @@ func (v *planView) moveLeaderOff(m planMember, why string) Step {
 
 // moveLeaderFor is the one leader move: from m, due for what (removal,
 // defragmentation) because of why, to the voter in the spec that fits
-// can with the highest applied index.
+// can and best fits to lead (placeRank: not onto a slow disk or a member
+// the spec avoids while another can), with the highest applied index.
 func (v *planView) moveLeaderFor(m planMember, what, why string, can func(planMember) bool) Step {
 	var to *planMember
 	for i, c := range v.members {
 		if c.spec == nil || c.IsLearner || !can(c) || c.ID == m.ID {
 			continue
 		}
-		if to == nil || c.RaftIndex > to.RaftIndex {
+		if to == nil || v.placeRank(c) < v.placeRank(*to) || (v.placeRank(c) == v.placeRank(*to) && c.RaftIndex > to.RaftIndex) {
 			to = &v.members[i]
 		}
 	}
