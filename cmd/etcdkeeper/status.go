@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"text/tabwriter"
@@ -112,6 +113,13 @@ type statusRow struct {
 	// Recovery is the member's part in a recovery from quorum loss under
 	// way: "<id> <role> <step>".
 	Recovery string `json:"recovery,omitempty"`
+	// WALFsyncP99 is the member's WAL fsync p99 over the last 30 s, as its
+	// agent measured it (0: not known); SlowDisk, that the agents' rule
+	// finds it far slower than the others' (leadership is kept off it);
+	// LeaderTag the spec's leader: for it (prefer, avoid).
+	WALFsyncP99 time.Duration `json:"walFsyncP99,omitempty"`
+	SlowDisk    bool          `json:"slowDisk,omitempty"`
+	LeaderTag   string        `json:"leaderTag,omitempty"`
 }
 
 // clusterRows is the table, the lines below it, whether the membership is
@@ -134,7 +142,8 @@ func clusterRows(ctx context.Context, s *spec.Spec) ([]statusRow, []string, bool
 	if aerr == nil {
 		addAgents(rows, recs)
 	}
-	return rows, maintenanceLines(s, view, recs), converged, len(view.Alarms) > 0, err
+	lines := addDisks(rows, s, model.NewView(view, recs))
+	return rows, append(lines, maintenanceLines(s, view, recs)...), converged, len(view.Alarms) > 0, err
 }
 
 // maintenanceLines say what maintenance runs (the agents' records) and
@@ -261,6 +270,45 @@ func addAgents(rows []statusRow, recs []model.AgentRecord) {
 	}
 }
 
+// addDisks fills in what the agents measured of each member's disk and
+// the spec's leader tags, and returns a line per slow disk.
+func addDisks(rows []statusRow, s *spec.Spec, v model.View) []string {
+	tags := map[string]string{}
+	for _, m := range s.Members {
+		tags[m.Name] = m.Leader
+	}
+	var lines []string
+	for i := range rows {
+		rows[i].LeaderTag = tags[rows[i].Name]
+		id, err := strconv.ParseUint(rows[i].ID, 16, 64)
+		if err != nil {
+			continue
+		}
+		rows[i].WALFsyncP99 = v.DiskP99(id)
+		if sd, ok := v.SlowDisk(id); ok {
+			rows[i].SlowDisk = true
+			lines = append(lines, "SLOW DISK: "+sd.Text()+": leadership is kept off it (docs/hosts.md, \"A slow disk\")")
+		}
+	}
+	return lines
+}
+
+// disk is the DISK column: the WAL fsync p99, SLOW when the rule says so,
+// and the leader tag.
+func disk(r statusRow) string {
+	var parts []string
+	switch {
+	case r.SlowDisk:
+		parts = append(parts, "SLOW "+model.Latency(r.WALFsyncP99).String())
+	case r.WALFsyncP99 > 0:
+		parts = append(parts, model.Latency(r.WALFsyncP99).String())
+	}
+	if r.LeaderTag != "" {
+		parts = append(parts, "leader:"+r.LeaderTag)
+	}
+	return dash(strings.Join(parts, " "))
+}
+
 // joinRows is one row per live member and per missing spec member. The
 // spec and the cluster are matched, and their differences found, by the
 // same reconcile.Diff that plan prints and the agents act on: status and
@@ -330,13 +378,13 @@ func printRows(w io.Writer, rows []statusRow, output string) error {
 		return err
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tID\tROLE\tHEALTH\tTERM\tINDEX\tDB SIZE\tFREE\tQUOTA\tVERSION\tIN SPEC\tAGENT\tENDPOINT\tNOTE")
+	fmt.Fprintln(tw, "NAME\tID\tROLE\tHEALTH\tTERM\tINDEX\tDB SIZE\tFREE\tQUOTA\tVERSION\tDISK\tIN SPEC\tAGENT\tENDPOINT\tNOTE")
 	for _, r := range rows {
 		name := r.Name
 		if name == "" {
 			name = "(unstarted)"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", name, r.ID, r.Role, r.Health, r.RaftTerm, r.RaftIndex, size(r.DBSize), free(r.DBSize, r.DBInUse), size(r.Quota), r.Version, yesNo(r.InSpec), dash(r.Agent), r.Endpoint, r.Note)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", name, r.ID, r.Role, r.Health, r.RaftTerm, r.RaftIndex, size(r.DBSize), free(r.DBSize, r.DBInUse), size(r.Quota), r.Version, disk(r), yesNo(r.InSpec), dash(r.Agent), r.Endpoint, r.Note)
 	}
 	return tw.Flush()
 }

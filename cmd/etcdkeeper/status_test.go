@@ -23,7 +23,7 @@ const statusSpec = `cluster: {name: demo}
 members:
   - {name: node1, peerURLs: [http://127.0.0.1:2380], clientURLs: [http://127.0.0.1:2379]}
   - {name: node2, peerURLs: [http://127.0.0.2:2380], clientURLs: [http://127.0.0.2:2379]}
-  - {name: node3, peerURLs: [http://127.0.0.3:2380], clientURLs: [http://127.0.0.3:2379]}
+  - {name: node3, peerURLs: [http://127.0.0.3:2380], clientURLs: [http://127.0.0.3:2379], leader: prefer}
 `
 
 // TestStatusTable renders a cluster that differs from the spec in every
@@ -47,10 +47,17 @@ func TestStatusTable(t *testing.T) {
 	if converged {
 		t.Errorf("a cluster with a dead voter, a learner and an extra member reported as converged")
 	}
-	addAgents(rows, []model.AgentRecord{{Name: "node1", Phase: "running"}, {Name: "node4", Phase: "running"}})
+	recs := []model.AgentRecord{
+		{Name: "node1", Phase: "running", MemberID: 1, Disk: &model.DiskLatency{WALFsyncP99: 180 * time.Millisecond, Fsyncs: 400, AboveFor: time.Minute}},
+		{Name: "node4", Phase: "running", MemberID: 4, Disk: &model.DiskLatency{WALFsyncP99: 2300 * time.Microsecond, Fsyncs: 400}}}
+	addAgents(rows, recs)
 	var out bytes.Buffer
+	lines := addDisks(rows, s, model.NewView(v, recs))
 	if err := printRows(&out, rows, "table"); err != nil {
 		t.Fatal(err)
+	}
+	for _, l := range lines {
+		fmt.Fprintln(&out, l)
 	}
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	fmt.Fprintln(&out, certSummary([]memberCert{

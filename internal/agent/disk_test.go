@@ -66,3 +66,11 @@ func TestDiskMeter(t *testing.T) {
 		t.Errorf("after a restart: %+v", d)
 	}
 }
+
+func TestStatusLineNamesSlowDisk(t *testing.T) {
+	st := Status{Member: "node1", Phase: model.PhaseRunning, Role: "leader", Healthy: true, Voters: 3, HealthyVoters: 3, LeaderName: "node1",
+		SlowDisks: []model.SlowDisk{{ID: 2, Name: "node2", P99: 212 * time.Millisecond, Others: 3 * time.Millisecond, For: time.Minute}}}
+	if got, want := statusLineOf(st), "node1: leader, healthy; leader node1; 3/3 healthy; SLOW DISK node2 (WAL fsync p99 212ms)"; got != want {
+		t.Errorf("STATUS %q, want %q", got, want)
+	}
+}

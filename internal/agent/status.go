@@ -260,7 +260,10 @@ func statusLineOf(st Status) string {
 		if len(st.Alarms) > 0 {
 			line += "; alarm " + strings.Join(st.Alarms, ", ")
 		}
-		return line
+		for _, d := range st.SlowDisks {
+			line += fmt.Sprintf("; SLOW DISK %s (WAL fsync p99 %s)", d.Name, model.Latency(d.P99))
+		}
+		return truncate(line, 200)
 	default:
 		return truncate(fmt.Sprintf("%s: %s", st.Member, st.Decision), 200)
 	}

@@ -44,11 +44,12 @@ const (
 
 // SlowDisk is a member whose disk is slow by the rule above.
 type SlowDisk struct {
-	ID   uint64
-	Name string
+	ID   uint64 `json:"id"`
+	Name string `json:"name"`
 	// P99 is its WAL fsync p99; Others the median of the others'.
-	P99, Others time.Duration
-	For         time.Duration
+	P99    time.Duration `json:"p99"`
+	Others time.Duration `json:"others"`
+	For    time.Duration `json:"for"`
 }
 
 // Text says it for people: "node2's disk is slow: WAL fsync p99 210ms,
@@ -68,7 +69,7 @@ func (s SlowDisk) Text() string {
 // SlowDiskRatio times the median of what the other voters' agents
 // measured. Without another voter's measurement nobody is slow: a
 // cluster whose disks are all slow has no better place for its leader.
-func slowDisks(members []Member, recs []AgentRecord) []SlowDisk {
+func slowDisks(members []Member, recs []AgentRecord, p99 map[uint64]time.Duration) []SlowDisk {
 	type measured struct {
 		id   uint64
 		name string
@@ -84,6 +85,7 @@ func slowDisks(members []Member, recs []AgentRecord) []SlowDisk {
 	}
 	var out []SlowDisk
 	for _, m := range ms {
+		p99[m.id] = m.d.WALFsyncP99
 		if m.d.WALFsyncP99 < SlowDiskFloor || m.d.AboveFor < SlowDiskFor {
 			continue
 		}
@@ -121,6 +123,10 @@ func (v View) SlowDisk(id uint64) (SlowDisk, bool) {
 	}
 	return v.SlowDisks[i], true
 }
+
+// DiskP99 is the WAL fsync p99 member id's agent last published (0: none,
+// or too few fsyncs to say).
+func (v View) DiskP99(id uint64) time.Duration { return v.diskP99[id] }
 
 // Latency rounds a disk latency for people: to the millisecond from
 // 10 ms, to a tenth below.

@@ -35,7 +35,7 @@ func TestSlowDisks(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			var got []uint64
-			for _, s := range slowDisks(members, tc.recs) {
+			for _, s := range slowDisks(members, tc.recs, map[uint64]time.Duration{}) {
 				got = append(got, s.ID)
 				if s.P99 < SlowDiskFloor || s.Others <= 0 || s.Text() == "" {
 					t.Errorf("slow disk %+v: figures missing", s)

@@ -46,6 +46,7 @@ type View struct {
 	LeaderPlaced time.Time
 
 	members []Member
+	diskP99 map[uint64]time.Duration
 }
 
 // Disruption is one member out of service, and why.
@@ -71,7 +72,8 @@ func NewView(c Cluster, recs []AgentRecord) View {
 			v.LeaderPlaced = r.LeaderPlaced
 		}
 	}
-	v.SlowDisks = slowDisks(v.members, recs)
+	v.diskP99 = map[uint64]time.Duration{}
+	v.SlowDisks = slowDisks(v.members, recs, v.diskP99)
 	for _, m := range v.members {
 		if !m.IsLearner {
 			v.Voters++

@@ -41,6 +41,7 @@ var agentMetrics = []string{
 	"etcdkeeper_host_turns_total",
 	"etcdkeeper_host_turn_held",
 	"etcdkeeper_etcd_oom_kills_total",
+	"etcdkeeper_member_disk_slow",
 }
 
 var wantAlerts = []string{
@@ -67,6 +68,7 @@ var wantAlerts = []string{
 	"EtcdkeeperHostTurnReleased",
 	"EtcdkeeperHostTurnHeldLong",
 	"EtcdkeeperEtcdOOMKilled",
+	"EtcdkeeperMemberDiskSlow",
 }
 
 type ruleFile struct {
