@@ -22,9 +22,9 @@ import (
 
 // slowDiskStatus is what the test reads of an agent's /status.
 type slowDiskStatus struct {
-	Decision  string `json:"decision"`
+	Decision  string     `json:"decision"`
 	SlowDisks []slowDisk `json:"slowDisks"`
-	Disk *struct {
+	Disk      *struct {
 		WALFsyncP99 time.Duration `json:"walFsyncP99"`
 		Fsyncs      int64         `json:"fsyncs"`
 	} `json:"disk"`
