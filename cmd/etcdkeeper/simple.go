@@ -9,6 +9,8 @@ import (
 	etcdversion "go.etcd.io/etcd/api/v3/version"
 	"go.etcd.io/etcd/server/v3/etcdmain"
 
+	"github.com/etcdkeeper/etcdkeeper/internal/etcdproc"
+
 	"github.com/etcdkeeper/etcdkeeper/internal/spec"
 )
 
@@ -79,6 +81,8 @@ func etcdCmd() *cobra.Command {
 		Short:              "Run the etcd server built into etcdkeeper (takes etcd's own flags)",
 		DisableFlagParsing: true,
 		Run: func(_ *cobra.Command, args []string) {
+			// Started by an agent: end with it (etcdproc.Command.Lifeline).
+			etcdproc.WatchLifeline()
 			etcdmain.Main(append([]string{"etcd"}, args...))
 		},
 	}

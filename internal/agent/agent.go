@@ -279,7 +279,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	if err := os.MkdirAll(self.StateDir, 0o700); err != nil {
 		return fmt.Errorf("state dir: %w", err)
 	}
-	if pid, err := a.etcd.StopLeftover(self.DataDir); err != nil {
+	if a.adoptEtcd() {
+		// The old binary's etcd, running on: nothing left over.
+	} else if pid, err := a.etcd.StopLeftover(self.DataDir); err != nil {
 		a.lg.Error("leftover etcd", zap.Error(err))
 	} else if pid != 0 {
 		a.lg.Warn("stopped a leftover etcd of this member", zap.Int("pid", pid))

@@ -231,7 +231,7 @@ func (a *Agent) observeRunning(ctx context.Context, in *reconcile.Input) {
 		}
 	}
 	l.Restart, l.WantEtcd = a.restartDue(s, self)
-	l.Restart = binaryRestart(l.Restart, l.Binary)
+	l.Restart = binaryRestart(l.Restart, l.Binary, a.etcd.Process().Adoptable())
 	in.Memory.Restarted, in.Memory.RolloutSnapshot, in.Memory.LeaderPlaced = a.restarted, a.rolloutSnapshot, a.leaderPlaced
 	a.restartPending, a.restartAgent = l.Restart.Why, l.Restart.Agent
 	a.noteAnswer(*l.Answer)

@@ -10,9 +10,11 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/etcdkeeper/etcdkeeper/internal/etcdproc"
 	"github.com/etcdkeeper/etcdkeeper/internal/history"
 	"github.com/etcdkeeper/etcdkeeper/internal/model"
 	"github.com/etcdkeeper/etcdkeeper/internal/reconcile"
+	"github.com/etcdkeeper/etcdkeeper/internal/spec"
 	"github.com/etcdkeeper/etcdkeeper/internal/upgrade"
 )
 
@@ -52,10 +54,13 @@ func (a *Agent) observeBinary(ctx context.Context) model.Binary {
 // binaryRestart adds the new binary to the reasons the member must
 // restart: the agent restarts onto it (Restart.Agent), through the one
 // rolling-restart rule.
-func binaryRestart(r model.Restart, b model.Binary) model.Restart {
+func binaryRestart(r model.Restart, b model.Binary, adoptable bool) model.Restart {
 	if !b.Replaced() {
 		return r
 	}
+	// The same embedded etcd, and nothing else to restart it for: the
+	// agent execs alone, and the new process adopts the running etcd.
+	r.AgentOnly = !r.Due() && adoptable && !b.External && b.Running.EtcdVersion == b.Installed.EtcdVersion
 	r = r.Also(fmt.Sprintf("etcdkeeper %s → %s", b.Running, b.Installed))
 	r.Agent = true
 	if !b.External && b.Running.EtcdVersion != b.Installed.EtcdVersion && r.EtcdTo == "" {
@@ -139,6 +144,9 @@ func (a *Agent) restartOntoBinary(act reconcile.Action, in reconcile.Input) (str
 		zap.String("why", act.Restart.Why), zap.String("lease", fmt.Sprintf("%x", j.Lease)))
 	a.remember(history.Event{Kind: "agent-restart", Reason: act.Reason, Detail: map[string]string{"from": j.From.String(), "to": j.To.String()}})
 	a.notify.Status("restarting onto etcdkeeper " + j.To.String())
+	if act.Restart.AgentOnly {
+		return a.execKeepingEtcd(j, path)
+	}
 	if _, err := a.etcd.Stop(); err != nil {
 		return "restart onto the new binary: stop etcd", false, err
 	}
@@ -163,6 +171,77 @@ func (a *Agent) restartOntoBinary(act reconcile.Action, in reconcile.Input) (str
 	j.Done = time.Now().UTC()
 	_ = a.noteWrite(upgrade.FileName, upgrade.Save(path, j))
 	return "restart onto the new binary failed: starting etcd again", true, err
+}
+
+// execKeepingEtcd is the agent's exec onto a new binary that embeds the
+// same etcd: etcd keeps running through it (its pipes stay open, it
+// stays this PID's child), and the new process adopts it (adoptEtcd). The
+// journal says so before the pipes are opened up: killed in between,
+// etcd ends with this process (its lifeline), and the new one starts it
+// again as after any crash.
+func (a *Agent) execKeepingEtcd(j upgrade.Journal, path string) (string, bool, error) {
+	p := a.etcd.Process()
+	h, err := p.Handoff()
+	if err != nil {
+		return "restart onto the new binary: hand etcd over", false, err
+	}
+	j.Etcd, j.Settings = &h, a.settings
+	if err := a.noteWrite(upgrade.FileName, upgrade.Save(path, j)); err != nil {
+		p.KeepCloseOnExec()
+		return "journaling the hand-over of etcd", false, err
+	}
+	if a.cfg.CrashAt == "upgrade-exec" {
+		a.lg.Error("test crash point reached: exiting hard", zap.String("step", "upgrade-exec"))
+		os.Exit(3)
+	}
+	if a.presence != nil {
+		_ = a.presence.Close()
+		a.presence = nil
+	}
+	a.lg.Info("handing the running etcd to the new binary", zap.Int("etcd-pid", h.PID))
+	_ = a.lg.Sync()
+	err = a.exe.Exec()
+	// Still here: the exec failed, and etcd runs on with this process.
+	p.KeepCloseOnExec()
+	a.exe.Failed(err)
+	a.restarted = true
+	j.Done, j.Etcd = time.Now().UTC(), nil
+	_ = a.noteWrite(upgrade.FileName, upgrade.Save(path, j))
+	return "restart onto the new binary failed: the agent runs on, its etcd too", true, err
+}
+
+// adoptEtcd, before anything else at start: an open upgrade journal that
+// hands over a running etcd means this process is the new binary the old
+// one exec'd into, and the etcd it names is still its child. It is
+// adopted as it runs; nothing is stopped or started. A hand-over that
+// cannot be taken (the old process was killed before its exec, and etcd
+// with it) adopts nothing: the start path goes on as after a crash.
+func (a *Agent) adoptEtcd() bool {
+	j, err := upgrade.Load(a.statePath(upgrade.FileName))
+	if err != nil || !j.Open() || j.Etcd == nil {
+		return false
+	}
+	s, self := a.Spec()
+	h := *j.Etcd
+	p, err := a.etcd.Adopt(h, etcdproc.CommandFor(s, self, etcdproc.AsIs(), a.cfg.Self, a.cfg.Env))
+	if err != nil {
+		a.lg.Warn("the old binary handed over its etcd, but it cannot be adopted: starting etcd as after a crash", zap.Error(err))
+		return false
+	}
+	// The same embedded etcd as the new binary's, or no exec would have
+	// handed it over (binaryRestart).
+	a.binary = &spec.Binary{Version: spec.BuiltinVersion()}
+	if v, err := spec.ParseVersion(j.From.EtcdVersion); err == nil {
+		a.binary.Version = v
+	}
+	a.settings = j.Settings
+	a.mu.Lock()
+	a.etcdTrust = trustedBy(etcdTrustFiles(self.TLS))
+	a.mu.Unlock()
+	a.updateStatus(func(st *Status) { st.EtcdPID = p.PID() })
+	a.lg.Info("adopted the running etcd from the old binary", zap.Int("pid", p.PID()), zap.Stringer("from", j.From), zap.Stringer("to", a.build()),
+		zap.Duration("exec", time.Since(j.At).Round(time.Millisecond)))
+	return true
 }
 
 // finishUpgrade closes the upgrade journal: the member is a caught-up

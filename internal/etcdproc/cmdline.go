@@ -165,6 +165,10 @@ func CommandFor(s *spec.Spec, m spec.Member, b Bootstrap, self string, env []str
 	cmd.PassLevel, _ = passLevel(s)
 	if s.Etcd.Binary != "" {
 		cmd.Path, cmd.Args = s.Etcd.Binary, cmd.Args[1:]
+		return cmd
 	}
+	// etcdkeeper's own etcd watches its lifeline, and can outlive an
+	// exec of the agent onto a new binary (Handoff).
+	cmd.Lifeline = true
 	return cmd
 }

@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -68,12 +69,30 @@ type Command struct {
 	// agent's log (the zero value, info, passes what etcd's default level
 	// logs). See passLevel.
 	PassLevel zapcore.Level
+	// Lifeline: the child is etcdkeeper's own `etcd` command, which ends
+	// itself when the agent process is gone (LifelineEnv) instead of the
+	// kernel's Pdeathsig. Pdeathsig fires when the thread that started
+	// the child exits, and an exec ends every thread but one: only a
+	// child on a lifeline can outlive the agent's exec onto a new binary
+	// and be adopted by it (Handoff, Adopt).
+	Lifeline bool
 }
+
+// LifelineEnv names the fd, in etcdkeeper's own `etcd` command, of the
+// read end of a pipe whose write end only the agent process holds: when
+// it reads EOF, the agent is gone (killed: its fds closed), and etcd ends
+// at once, as Pdeathsig would have ended it.
+const LifelineEnv = "ETCDKEEPER_LIFELINE_FD"
 
 // Process is one running etcd child.
 type Process struct {
-	cmd     *exec.Cmd
+	os      *os.Process
+	cmd     Command
 	started time.Time
+	// log is the read end of etcd's stdout and stderr; lifeline the write
+	// end of its lifeline (nil: none, the child has Pdeathsig).
+	log      *os.File
+	lifeline *os.File
 	done    chan struct{}
 	tail    *tail
 	logDone chan struct{}
@@ -100,26 +119,43 @@ func Start(lg *zap.Logger, c Command) (*Process, error) { return start(lg, c, Pu
 func start(lg *zap.Logger, c Command, hooks PublishHooks) (*Process, error) {
 	cmd := exec.Command(c.Path, c.Args...)
 	cmd.Env = c.Env
-	cmd.Stdout = nil
-	cmd.SysProcAttr = &syscall.SysProcAttr{
-		Setpgid:   true,
-		Pdeathsig: syscall.SIGKILL,
-	}
-	stderr, err := cmd.StderrPipe()
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	logR, logW, err := os.Pipe()
 	if err != nil {
-		return nil, fmt.Errorf("etcd stderr pipe: %w", err)
+		return nil, fmt.Errorf("etcd log pipe: %w", err)
 	}
-	cmd.Stdout = cmd.Stderr
-	p := &Process{cmd: cmd, done: make(chan struct{}), tail: newTail(TailLines), logDone: make(chan struct{}),
-		pass: c.PassLevel, publish: newPublishWatch(StallAfter, hooks)}
+	defer func() { _ = logW.Close() }()
+	cmd.Stdout, cmd.Stderr = logW, logW
+	var lifeR, lifeW *os.File
+	if c.Lifeline {
+		if lifeR, lifeW, err = os.Pipe(); err != nil {
+			_ = logR.Close()
+			return nil, fmt.Errorf("etcd lifeline pipe: %w", err)
+		}
+		defer func() { _ = lifeR.Close() }()
+		cmd.ExtraFiles = []*os.File{lifeR}
+		cmd.Env = append(slices.Clone(cmd.Env), LifelineEnv+"=3")
+	} else {
+		cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
+	}
 	if err := cmd.Start(); err != nil {
+		_ = logR.Close()
+		if lifeW != nil {
+			_ = lifeW.Close()
+		}
 		return nil, fmt.Errorf("start %s: %w", c.Path, err)
 	}
-	p.started = time.Now()
-	p.mem.look(p.PID())
-	go p.pipeLog(lg, stderr)
+	p := newProcess(cmd.Process, c, time.Now(), logR, lifeW, hooks)
+	go p.pipeLog(lg, logR)
 	go p.wait()
 	return p, nil
+}
+
+func newProcess(osp *os.Process, c Command, started time.Time, log, lifeline *os.File, hooks PublishHooks) *Process {
+	p := &Process{os: osp, cmd: c, started: started, log: log, lifeline: lifeline, done: make(chan struct{}), tail: newTail(TailLines),
+		logDone: make(chan struct{}), pass: c.PassLevel, publish: newPublishWatch(StallAfter, hooks)}
+	p.mem.look(osp.Pid)
+	return p
 }
 
 // NoteCgroup looks at the memory cgroup etcd runs in again (it may have
@@ -134,7 +170,7 @@ func (p *Process) NoteCgroup() {
 }
 
 // PID is the child's process ID.
-func (p *Process) PID() int { return p.cmd.Process.Pid }
+func (p *Process) PID() int { return p.os.Pid }
 
 // Started is when the process was started.
 func (p *Process) Started() time.Time { return p.started }
@@ -174,10 +210,14 @@ func (p *Process) wait() {
 	// buffered in it — the last words of a crashing etcd, which its exit
 	// is classified by — would be lost.
 	<-p.logDone
-	err := p.cmd.Wait()
+	ps, err := p.os.Wait()
+	_ = p.log.Close()
+	if p.lifeline != nil {
+		_ = p.lifeline.Close()
+	}
 	p.publish.stop()
 	e := Exit{At: time.Now(), Tail: p.tail.lines(), Uptime: time.Since(p.started)}
-	e.Code, e.Signal = exitCode(p.cmd.ProcessState, err)
+	e.Code, e.Signal = exitCode(ps, err)
 	p.mu.Lock()
 	if e.Signal == syscall.SIGKILL.String() {
 		e.ByAgent = p.killedBy
@@ -205,7 +245,7 @@ func (p *Process) Stop(timeout time.Duration) error {
 	if !p.Running() {
 		return nil
 	}
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil && !errors.Is(err, os.ErrProcessDone) {
+	if err := p.os.Signal(syscall.SIGTERM); err != nil && !errors.Is(err, os.ErrProcessDone) {
 		return fmt.Errorf("sigterm etcd pid %d: %w", p.PID(), err)
 	}
 	select {
@@ -227,7 +267,7 @@ func (p *Process) Kill(why string) error {
 	p.mu.Lock()
 	p.killedBy = why
 	p.mu.Unlock()
-	if err := p.cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
+	if err := p.os.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
 		return fmt.Errorf("sigkill etcd pid %d: %w", p.PID(), err)
 	}
 	<-p.done

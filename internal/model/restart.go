@@ -18,6 +18,11 @@ type Restart struct {
 	// to ("3.6.16", "3.7.3"), when it changes etcd's binary: the
 	// preflight judges the move against the cluster version.
 	EtcdFrom, EtcdTo string
+	// AgentOnly: only the agent restarts. Its new binary embeds the same
+	// etcd, nothing else is due, and the running etcd can outlive the
+	// agent's exec (etcdproc.Process.Adoptable): the new process adopts
+	// it, and the member never stops serving.
+	AgentOnly bool
 }
 
 // RolloutNote is what a rollout's decision says of this member, typed,

@@ -34,6 +34,12 @@ const (
 	// it is granted as a stop: one out of service, the caught-up others
 	// a quorum, the leader last after a hand-off.
 	DisruptHost // host-turn
+	// DisruptAgent: the agent alone restarts onto a new binary and adopts
+	// its running etcd (model.Restart.AgentOnly): the member keeps
+	// serving, and keeps its leadership. Granted as a restart is (one at
+	// a time, the caught-up others a quorum: should the new binary fail,
+	// its etcd goes with it), without the leader's wait or hand-off.
+	DisruptAgent // agent-restart
 )
 
 // Request asks the budget to disrupt Member for Kind.
@@ -163,7 +169,7 @@ func (b budget) grant(req Request, pending Queue, unlocked bool) Grant {
 	if !ready {
 		return Grant{Wait: "the others have " + detail, NoQuorum: true}
 	}
-	if req.Member != v.Leader || req.Kind == DisruptRepairStop {
+	if req.Member != v.Leader || req.Kind == DisruptRepairStop || req.Kind == DisruptAgent {
 		return Grant{}
 	}
 	if first := followersFirst(pv, req.Member, pending); first != "" {

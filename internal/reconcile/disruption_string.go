@@ -12,11 +12,12 @@ func _() {
 	_ = x[DisruptDefrag-1]
 	_ = x[DisruptRepairStop-2]
 	_ = x[DisruptHost-3]
+	_ = x[DisruptAgent-4]
 }
 
-const _Disruption_name = "restartdefragrepair-stophost-turn"
+const _Disruption_name = "restartdefragrepair-stophost-turnagent-restart"
 
-var _Disruption_index = [...]uint8{0, 7, 13, 24, 33}
+var _Disruption_index = [...]uint8{0, 7, 13, 24, 33, 46}
 
 func (i Disruption) String() string {
 	idx := int(i) - 0

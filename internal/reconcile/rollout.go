@@ -82,7 +82,11 @@ func rollingRestart(in Input) Action {
 // wait to return when it is not granted.
 func rolloutGrant(in Input, id uint64, what string) (Grant, Action) {
 	why := "restart due (" + what + ")"
-	g := budgetOf(in).grant(Request{Member: id, Kind: DisruptRestart, Why: what}, rolloutQueue(in), false)
+	kind := DisruptRestart
+	if in.Local.Restart.AgentOnly {
+		kind = DisruptAgent
+	}
+	g := budgetOf(in).grant(Request{Member: id, Kind: kind, Why: what}, rolloutQueue(in), false)
 	v := in.View()
 	switch {
 	case g.Granted():
@@ -127,7 +131,10 @@ func rolloutQueue(in Input) Queue {
 
 func restartStep(in Input, id uint64) Action {
 	what := "etcd"
-	if in.Local.Restart.Agent {
+	switch r := in.Local.Restart; {
+	case r.AgentOnly:
+		what = "the agent (its etcd keeps running)"
+	case r.Agent:
 		what = "the agent and its etcd"
 	}
 	return Action{Kind: DoRestart, Key: "restart", Restart: in.Local.Restart, Topic: TopicRollout,

@@ -120,6 +120,21 @@ func TestRollingRestart(t *testing.T) {
 					t.Errorf("Step = %+v, want move-leader 1 → 3", a.Step)
 				}
 			}},
+		{name: "the agent alone, the same embedded etcd: the leader restarts it in place, no hand-off, no wait for the others",
+			self: "node1", local: model.Local{Running: true, Answer: leader, Restart: model.Restart{Why: "etcdkeeper 0.4.0 → 0.5.0", Agent: true, AgentOnly: true}, LockHeld: true},
+			mem:     model.Memory{RolloutSnapshot: "g2: etcdkeeper 0.4.0 → 0.5.0"},
+			cluster: healthyCluster(three...),
+			agents:  []model.AgentRecord{rec("node1", "etcdkeeper 0.4.0 → 0.5.0"), rec("node2", "etcdkeeper 0.4.0 → 0.5.0"), rec("node3", "")},
+			want:    DoRestart, reason: "restarting the agent (its etcd keeps running) of member 1",
+			check: func(t *testing.T, a Action) {
+				if !a.Restart.AgentOnly {
+					t.Error("the step does not say etcd keeps running")
+				}
+			}},
+		{name: "the agent alone still waits for a caught-up quorum of the others",
+			local:   model.Local{Running: true, Answer: follower, Restart: model.Restart{Why: "etcdkeeper 0.4.0 → 0.5.0", Agent: true, AgentOnly: true}, LockHeld: true},
+			cluster: clusterWith(three, map[uint64]memberMod{3: lagging}),
+			want:    DoWait, reason: "not restarting while the others have 1 of 2 voters caught up", release: true},
 		{name: "restarted and behind: keep the lock until caught up",
 			local: model.Local{Running: true, Answer: follower, LockHeld: true}, mem: model.Memory{Restarted: true},
 			cluster: clusterWith(three, map[uint64]memberMod{2: lagging}),

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/etcdkeeper/etcdkeeper/internal/etcdproc"
 	"github.com/etcdkeeper/etcdkeeper/internal/model"
 	"github.com/etcdkeeper/etcdkeeper/internal/statefile"
 )
@@ -17,6 +18,12 @@ const FileName = "upgrade.json"
 //
 //	journal written → etcd stopped → exec → (new process) lock resumed →
 //	etcd started → caught-up healthy voter → journal closed, lock released
+//
+// or, when only the agent restarts (model.Restart.AgentOnly), etcd is not
+// stopped but handed over (Etcd): the new process adopts it before
+// anything else, and finds it a caught-up voter at its first pass. Killed
+// after the journal, the old process's etcd ends with it (its lifeline):
+// the new one finds nothing to adopt and starts etcd as after any crash.
 //
 // Killed before the journal: systemd (Restart=on-failure) starts the new
 // binary, which starts its member as any restarted agent does. Killed
@@ -35,6 +42,11 @@ type Journal struct {
 	// Done is when the new process found its member a caught-up healthy
 	// voter and closed the journal (zero: open).
 	Done time.Time `json:"done,omitzero"`
+	// Etcd is the running etcd the old process handed to the new one
+	// (model.Restart.AgentOnly: it was not stopped), and Settings what it
+	// was started with (agent.settings); nil: etcd was stopped.
+	Etcd     *etcdproc.Handoff `json:"etcd,omitempty"`
+	Settings string            `json:"settings,omitempty"`
 }
 
 // Open: the restart is under way.

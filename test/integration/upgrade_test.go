@@ -19,15 +19,19 @@ import (
 // TestPackageUpgradeAllHostsAtOnce installs a new etcdkeeper on all three
 // hosts in the same instant, as a fleet-wide `apt-get upgrade` does: each
 // host's agent runs from its own copy, and the copy is replaced by rename
-// (dpkg's way) on all three within microseconds. The agents must roll onto
-// it one at a time, the leader last: a steady writer through all members
-// sees no failed write, never fewer than 2 of 3 healthy voters, and all
-// three end on the new version with their old member IDs and their old
-// agent PIDs (the agent execs the new binary). One agent is killed (-9)
-// between stopping its etcd and its exec; restarted as systemd would, the
-// new binary finishes its step from the journal. Then a binary whose
-// embedded etcd is two minors ahead is installed on one host: its agent
-// refuses to restart onto it, and its member keeps running.
+// (dpkg's way) on all three within microseconds. The new binary embeds
+// the same etcd: the agents roll onto it one at a time, each etcd running
+// on through its agent's exec (the new process adopts it). A steady
+// writer through all members sees no failed write, never fewer than 2 of
+// 3 healthy voters, and all three end on the new version with their old
+// member IDs and their old agent PIDs (the agent execs the new binary);
+// node1's and node3's etcd keep their PIDs. One agent (node2, a
+// follower) is killed (-9) right before its exec, which ends its etcd
+// with it (the lifeline); restarted as systemd would, the new binary
+// finds nothing to adopt, starts etcd and finishes its step from the
+// journal. Then a binary whose embedded etcd is two minors ahead is
+// installed on one host: its agent refuses to restart onto it, and its
+// member keeps running.
 func TestPackageUpgradeAllHostsAtOnce(t *testing.T) {
 	c := testbed.New(t, 3)
 	newBin := buildVersion(t, filepath.Join(c.Dir, "etcdkeeper-new"), "-X main.version=0.0.2-upgrade")
@@ -55,6 +59,13 @@ func TestPackageUpgradeAllHostsAtOnce(t *testing.T) {
 		}
 	}
 
+	// node2 crashes on its way: not as the leader, whose etcd would go
+	// with it.
+	moveLeader(t, c.Client(), ids["node1"])
+	etcdPIDs := map[string]int{}
+	for _, name := range c.AllNames() {
+		etcdPIDs[name] = c.EtcdPID(name)
+	}
 	w := c.StartWriter("upgrade", 10*time.Second, c.AllNames()...)
 	mon := watchVoters(c)
 	// Staged next to each target, then renamed over all three at once.
@@ -117,6 +128,17 @@ func TestPackageUpgradeAllHostsAtOnce(t *testing.T) {
 	}
 	if !c.LogContains("node2", "restarted onto the new binary: finishing the step") {
 		t.Error("node2's new process did not finish the step journaled before the crash")
+	}
+	for _, name := range []string{"node1", "node3"} {
+		if pid := c.EtcdPID(name); pid != etcdPIDs[name] || !testbed.Alive(pid) {
+			t.Errorf("%s's etcd is pid %d after the upgrade, was %d: an agent upgrade with the same embedded etcd must not restart it", name, pid, etcdPIDs[name])
+		}
+		if !c.LogContains(name, "adopted the running etcd from the old binary") {
+			t.Errorf("%s's new binary did not adopt its etcd", name)
+		}
+	}
+	if c.EtcdPID("node2") == etcdPIDs["node2"] || testbed.Alive(etcdPIDs["node2"]) {
+		t.Errorf("node2's etcd (pid %d) outlived its agent's kill -9", etcdPIDs["node2"])
 	}
 
 	// An embedded etcd two minors ahead of the cluster (3.7): refused.
