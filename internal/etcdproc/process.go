@@ -93,11 +93,11 @@ type Process struct {
 	// end of its lifeline (nil: none, the child has Pdeathsig).
 	log      *os.File
 	lifeline *os.File
-	done    chan struct{}
-	tail    *tail
-	logDone chan struct{}
-	pass    zapcore.Level
-	publish *publishWatch
+	done     chan struct{}
+	tail     *tail
+	logDone  chan struct{}
+	pass     zapcore.Level
+	publish  *publishWatch
 
 	mu   sync.Mutex
 	exit Exit
