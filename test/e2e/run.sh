@@ -1181,6 +1181,7 @@ s_upgrade() {
 		put "upg-id-$h" "$(agent_field "$h" memberID)"
 		put "upg-pid-$h" "$(prop "$h" MainPID)"
 		put "upg-nr-$h" "$(prop "$h" NRestarts)"
+		put "upg-epid-$h" "$(etcd_pid "$h")"
 	done
 	rm -f "$WORK/state/upg-stop"
 	upg_writer "$WORK/state/upg-stop" "$WORK/state/upg-writer" &
@@ -1222,7 +1223,12 @@ s_upgrade() {
 			jq -r '"      '"$h"': \(.ts // "") \(.msg) \(.from // "") \(.to // "") \(.took // "")"' 2>/dev/null || true
 		nr=$(prop "$h" NRestarts)
 		[[ $nr == "$(get "upg-nr-$h")" ]] || fail -h "$h" "$h: systemd restarted the unit during the upgrade (NRestarts $nr, was $(get "upg-nr-$h")): the agent should have exec'd"
+		# The same embedded etcd (one tree, two versions): the new agent
+		# adopts the running etcd, which never restarts.
+		[[ $(etcd_pid "$h") == "$(get "upg-epid-$h")" ]] ||
+			fail -h "$h" "$h: etcd restarted during an upgrade of the agent alone (pid $(get "upg-epid-$h") -> $(etcd_pid "$h"))"
 	done
+	((changes == 0)) || fail "$changes leader changes during an upgrade of the agents alone, want 0"
 	((failed == 0)) || fail "$failed writes failed during the upgrade"
 	((fewest >= 2)) || fail "only $fewest members answered with a leader at one point during the upgrade, want never fewer than 2 of 3"
 	wait_all_healthy 90 || fail "cluster not healthy after the upgrade"
