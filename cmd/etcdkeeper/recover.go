@@ -196,7 +196,7 @@ func recoveryRequest(f recoverFlags, src string, rep planReport, keys backup.Key
 		}
 		if f.snapshot != "" {
 			if err := backup.Precheck(f.snapshot, keys); err != nil {
-				return rec, fmt.Errorf("recovery refused: the snapshot %s does not verify: %w; nothing was changed", f.snapshot, err)
+				return rec, fmt.Errorf("recovery refused: the snapshot %s cannot be restored: %w; nothing was changed", f.snapshot, err)
 			}
 		}
 	}

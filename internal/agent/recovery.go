@@ -375,18 +375,18 @@ func (a *Agent) forceNewCluster(j recovery.Journal, why string) (string, bool, e
 // journaled; a resumed restore redoes only the unfinished one.
 func (a *Agent) restoreSnapshot(j recovery.Journal, why string) (string, bool, error) {
 	s, self := a.Spec()
-	// An encrypted snapshot is decrypted into a 0700 dir of the agent's
-	// own, next to the restore's scratch dir; removed when this returns
-	// (a resumed restore decrypts again).
-	plainDir := filepath.Join(self.BackupDir, "restore-"+j.ID+".snapshot")
-	defer func() { _ = os.RemoveAll(plainDir) }()
-	plain := ""
+	// An encrypted snapshot is decrypted into memory only (never onto a
+	// disk), removed when this returns; a resumed restore decrypts again,
+	// and first removes what an agent killed inside a restore left there.
+	backup.SweepMemory()
+	var plain backup.Restorable
+	defer func() { plain.Close() }()
 	if j.Step == recovery.StepRequested || j.Step == recovery.StepStopped {
 		stop := a.notify.While(func() int64 { return 0 })
-		p, err := a.snapshotForRestore(s, j.Snapshot, plainDir)
+		p, err := a.snapshotForRestore(s, j.Snapshot)
 		stop()
 		if err != nil {
-			j.Step, j.Error = recovery.StepRefused, fmt.Sprintf("the snapshot %s does not verify: %v; nothing was changed", j.Snapshot, err)
+			j.Step, j.Error = recovery.StepRefused, fmt.Sprintf("the snapshot %s cannot be restored: %v; nothing was changed", j.Snapshot, err)
 			return j.Error, false, a.saveRecovery(j)
 		}
 		plain = p
@@ -404,18 +404,19 @@ func (a *Agent) restoreSnapshot(j recovery.Journal, why string) (string, bool, e
 	}
 	if j.Step == recovery.StepMoved {
 		a.crashPoint("recover-restore")
-		if _, err := os.Lstat(filepath.Join(self.DataDir, "member")); plain == "" && err != nil {
+		if _, err := os.Lstat(filepath.Join(self.DataDir, "member")); plain.Path == "" && err != nil {
 			// Resumed before the restore was moved into place: the
 			// decrypted copy went with the last attempt.
-			p, err := a.snapshotForRestore(s, j.Snapshot, plainDir)
+			p, err := a.snapshotForRestore(s, j.Snapshot)
 			if err != nil {
-				return "the snapshot does not verify any more", false, err
+				return "the snapshot cannot be restored any more", false, err
 			}
 			plain = p
 		}
 		scratch := filepath.Join(self.BackupDir, "restore-"+j.ID)
 		stop := a.notify.While(func() int64 { return dirBytes(scratch) })
-		err := restoreInto(s.Cluster.Name, j, plain, self.Name, self.PeerURLs, self.DataDir, scratch)
+		err := restoreInto(s.Cluster.Name, j, plain.Path, self.Name, self.PeerURLs, self.DataDir, scratch)
+		plain.Close() // the plaintext goes as soon as the restore has read it
 		stop()
 		if err != nil {
 			return "restoring the snapshot", false, err
@@ -441,15 +442,14 @@ func (a *Agent) restoreSnapshot(j recovery.Journal, why string) (string, bool, e
 // snapshotForRestore checks the snapshot at path in full before anything
 // changes (backup.ForRestore: its sidecar when it has one, etcd's own
 // checks) and returns the plaintext to restore from: the file itself, or,
-// when it is encrypted, its decryption with this host's identity file in
-// plainDir (0600 in a 0700 dir).
-func (a *Agent) snapshotForRestore(s *spec.Spec, path, plainDir string) (string, error) {
+// when it is encrypted, its decryption with this host's identity file, in
+// memory only. The caller closes it.
+func (a *Agent) snapshotForRestore(s *spec.Spec, path string) (backup.Restorable, error) {
 	k, err := backup.KeysFor(s.Backup.Encryption)
 	if err != nil {
-		return "", err
+		return backup.Restorable{}, err
 	}
-	plain, _, err := backup.ForRestore(path, k, plainDir)
-	return plain, err
+	return backup.ForRestore(path, k)
 }
 
 // restoreInto restores j's snapshot with etcdutl's restore code as a new

@@ -26,20 +26,18 @@ const plainName = "snapshot.db"
 //   - a plaintext snapshot is used where it is: its sha256 must be sc's;
 //   - an encrypted one (sc says so, or, without a sidecar, its first
 //     bytes) is decrypted with ids into dir/snapshot.db (0600; dir is the
-//     restore's scratch dir, 0700), hashing both sides as it goes: the
-//     ciphertext's sha256 must be sc's, the plaintext's sc's PlainSHA256.
+//     restore's scratch dir in memory, memScratch), hashing both sides as
+//     it goes: the ciphertext's sha256 must be sc's, the plaintext's sc's
+//     PlainSHA256.
 //     age authenticates every 64 KiB chunk and the end of the stream, so
 //     an altered or truncated file fails even without a sidecar.
 //
 // Nothing but dir/snapshot.db is written, and it is removed again when
 // any check fails. The plaintext is then for etcd's own checks (Verify).
 func Plain(path string, sc *Sidecar, ids []age.Identity, noIdentity error, dir string) (string, error) {
-	encrypted := sc != nil && sc.Encryption != nil
-	if sc == nil {
-		var err error
-		if encrypted, err = IsEncrypted(path); err != nil {
-			return "", err
-		}
+	encrypted, err := isEncrypted(path, sc)
+	if err != nil {
+		return "", err
 	}
 	if !encrypted {
 		if sc != nil {
@@ -63,6 +61,15 @@ func Plain(path string, sc *Sidecar, ids []age.Identity, noIdentity error, dir s
 		return "", fmt.Errorf("%s: %w", filepath.Base(path), err)
 	}
 	return dst, nil
+}
+
+// isEncrypted: sc says the snapshot at path is encrypted, or, without a
+// sidecar, its first bytes do.
+func isEncrypted(path string, sc *Sidecar) (bool, error) {
+	if sc != nil {
+		return sc.Encryption != nil, nil
+	}
+	return IsEncrypted(path)
 }
 
 func cmpErr(err, def error) error {
@@ -198,38 +205,91 @@ func sidecarOf(path string) (*Sidecar, error) {
 	return sc, nil
 }
 
+// Restorable is a snapshot checked in full for a restore that changes
+// something (ForRestore).
+type Restorable struct {
+	// Path is the plaintext etcdutl's restore reads: the snapshot itself
+	// when it is plaintext, else its decryption in memory.
+	Path string
+	mem  string // the scratch dir in memDir holding Path
+}
+
+// Close removes the decrypted plaintext from memory (nothing for a
+// plaintext snapshot). Restores call it as soon as they have read it.
+func (r Restorable) Close() {
+	if r.mem != "" {
+		removeMem(r.mem)
+	}
+}
+
 // ForRestore makes the snapshot at path (any file: a scheduled one, one
 // saved by hand, a repair's safety snapshot, one downloaded from S3) ready
 // for a restore that changes something: its sidecar, when one lies next
 // to it, must describe it (Plain); an encrypted one is decrypted with k
-// into scratch (0700, made here; the caller removes it); then etcdutl's
-// checks (Verify) must pass and, with a sidecar, find what it recorded.
-// It returns the plaintext file to restore from.
-func ForRestore(path string, k Keys, scratch string) (string, Verification, error) {
+// into memory (memScratch: never onto a disk; refused, with why, when it
+// does not fit); then etcdutl's checks (Verify) must pass and, with a
+// sidecar, find what it recorded. The caller closes what it returns.
+func ForRestore(path string, k Keys) (Restorable, error) {
 	sc, err := sidecarOf(path)
 	if err != nil {
-		return "", Verification{}, err
+		return Restorable{}, err
 	}
-	if err := os.MkdirAll(scratch, 0o700); err != nil {
-		return "", Verification{}, fmt.Errorf("restore dir: %w", err)
-	}
-	if err := os.Chmod(scratch, 0o700); err != nil {
-		return "", Verification{}, fmt.Errorf("restore dir: %w", err)
-	}
-	_ = os.Remove(filepath.Join(scratch, plainName)) // an earlier attempt's
-	plain, err := Plain(path, sc, k.Identities, k.NoIdentity, scratch)
+	r, err := decryptForRestore(path, sc, k)
 	if err != nil {
-		return "", Verification{}, err
+		return Restorable{}, err
 	}
-	v, _, _, err := Verify(plain)
+	v, _, _, err := Verify(r.Path)
 	if err != nil {
-		return "", v, fmt.Errorf("%s does not verify: %w", filepath.Base(path), err)
+		r.Close()
+		return Restorable{}, fmt.Errorf("%s does not verify: %w", filepath.Base(path), err)
 	}
 	if sc != nil && (v.Revision != sc.Verification.Revision || v.TotalKey != sc.Verification.TotalKey || v.Hash != sc.Verification.Hash) {
-		return "", v, fmt.Errorf("%s: %w: it holds revision %d, %d keys; the sidecar records revision %d, %d keys",
+		r.Close()
+		return Restorable{}, fmt.Errorf("%s: %w: it holds revision %d, %d keys; the sidecar records revision %d, %d keys",
 			filepath.Base(path), ErrChanged, v.Revision, v.TotalKey, sc.Verification.Revision, sc.Verification.TotalKey)
 	}
-	return plain, v, nil
+	return r, nil
+}
+
+// decryptForRestore is Plain with, for an encrypted snapshot, a scratch
+// dir in memory for its plaintext.
+func decryptForRestore(path string, sc *Sidecar, k Keys) (Restorable, error) {
+	enc, err := isEncrypted(path, sc)
+	if err != nil {
+		return Restorable{}, err
+	}
+	mem := ""
+	if enc && k.CanRead() {
+		if mem, err = memScratch(plainBound(path, sc)); err != nil {
+			return Restorable{}, noRoom(path, err)
+		}
+	}
+	plain, err := Plain(path, sc, k.Identities, k.NoIdentity, mem)
+	if err != nil {
+		removeMem(mem)
+		return Restorable{}, err
+	}
+	return Restorable{Path: plain, mem: mem}, nil
+}
+
+// plainBound is the plaintext's size its sidecar records, or, without
+// one, the ciphertext's (age adds to it: more than the plaintext).
+func plainBound(path string, sc *Sidecar) int64 {
+	if sc != nil && sc.Encryption != nil {
+		return sc.Encryption.PlainSize
+	}
+	if fi, err := os.Stat(path); err == nil {
+		return fi.Size()
+	}
+	return 0
+}
+
+// noRoom is the refusal of a restore whose plaintext does not fit in
+// memory, with what to do.
+func noRoom(path string, err error) error {
+	return fmt.Errorf("%s is encrypted, and its plaintext is decrypted into memory only, never onto a disk: %w "+
+		"(make room: free memory, or a larger %s with mount -o remount,size=... %s; or restore on a host with more memory)",
+		filepath.Base(path), err, memDir, memDir)
 }
 
 // Precheck is what a command can check of the snapshot at path before it
@@ -261,6 +321,10 @@ func Precheck(path string, k Keys) error {
 		return err
 	}
 	if k.CanRead() {
+		// The agent's restore decrypts it into memory: there must be room.
+		if err := memRoom(plainBound(path, sc)); err != nil {
+			return noRoom(path, err)
+		}
 		// Decrypted in full and dropped: the stream authenticates, and
 		// with a sidecar, is the plaintext it records.
 		if err := decryptInto(path, io.Discard, sc, k.Identities); err != nil {

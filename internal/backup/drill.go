@@ -141,7 +141,7 @@ func drillSnapshot(ctx context.Context, p DrillPlan, tmp string, d *Drill) (stri
 			e, ok = newestAnyCluster(entries)
 		}
 		if !ok {
-			return "", nil, nil, fmt.Errorf("no verified snapshot of cluster %s in %s to drill", p.Cluster, p.Dir)
+			return "", nil, nil, fmt.Errorf("no verified snapshot of cluster %s in %s to drill%s", p.Cluster, p.Dir, passedOver(entries))
 		}
 		d.Source = e.Path()
 		return e.Path(), e.Sidecar, &e, nil
@@ -172,6 +172,21 @@ func drillSnapshot(ctx context.Context, p DrillPlan, tmp string, d *Drill) (stri
 		return dst, sc, nil, nil
 	}
 	return "", nil, nil, errors.Join(fmt.Errorf("no verified snapshot of cluster %s in s3://%s/%s", p.Cluster, p.S3.Bucket, p.S3.Prefix), errors.Join(errs...))
+}
+
+// passedOver says how many verified snapshots the choice passed over
+// because their file is not what their sidecar describes ("" for none).
+func passedOver(entries []Entry) string {
+	n := 0
+	for _, e := range entries {
+		if e.Verified() && e.Distrust == "" && !Intact(e) {
+			n++
+		}
+	}
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (%d passed over: %v)", n, ErrChanged)
 }
 
 // newestAnyCluster is the newest verified intact entry of any cluster ID

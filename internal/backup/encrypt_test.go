@@ -7,11 +7,13 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -184,7 +186,8 @@ func TestKeyRotation(t *testing.T) {
 		{second, added, nil},
 		{first, added, ErrWrongKey},
 	} {
-		_, _, err := ForRestore(tt.e.Path(), keysOf(t, tt.key.file, old, added), t.TempDir())
+		r, err := ForRestore(tt.e.Path(), keysOf(t, tt.key.file, old, added))
+		r.Close()
 		if !errors.Is(err, tt.want) {
 			t.Errorf("%s with %s: %v, want %v", tt.e.File, tt.key.name[:12], err, tt.want)
 		}
@@ -193,8 +196,10 @@ func TestKeyRotation(t *testing.T) {
 
 // TestRefusedByEveryRestorePath: a snapshot that is not the one its
 // sidecar describes, or that this host's key cannot read, is refused by
-// every path that restores or reuses one, and none of them changes it or
-// leaves a decrypted copy.
+// every path that restores or reuses one, each on its own, with the
+// reason each case names; none of them changes the file or leaves a
+// decrypted copy, on a disk or in memory. docs/backups.md's table is this
+// test's.
 func TestRefusedByEveryRestorePath(t *testing.T) {
 	ep, _ := testetcd.Start(t)
 	fill(t, ep, 200, 100)
@@ -210,28 +215,42 @@ func TestRefusedByEveryRestorePath(t *testing.T) {
 	reencrypted := reencrypt(t, goodData, ours.id, other.id.Recipient())
 
 	sum := func(b []byte) string { s := sha256.Sum256(b); return hex.EncodeToString(s[:]) }
+	// What each refusal says: its error's text (ErrChanged, ErrNotAge,
+	// ErrWrongKey), or that the choice of a snapshot passed it over
+	// (the drill: "no verified snapshot"; the repair streams a fresh one).
+	const (
+		changed  = "is not the one its sidecar describes"
+		notAge   = "not a valid age-encrypted snapshot"
+		wrongKey = "(wrong key)"
+		passed   = "passed over"
+	)
+	all := func(why string) [5]string { return [5]string{why, why, why, why, why} }
 	cases := []struct {
 		name string
 		// file is what lies under the good snapshot's name; sidecar
-		// edits its sidecar.
+		// edits its sidecar; keys, when set, are this host's instead.
 		file    []byte
 		sidecar func(sc *Sidecar)
+		keys    *Keys
+		// why each path (in the order of paths below) refuses it.
+		why [5]string
 	}{
-		{"truncated", goodData[:len(goodData)/2], nil},
-		{"one byte altered", flip(goodData), nil},
-		{"truncated, sidecar's sha256 updated", goodData[:len(goodData)-100], func(sc *Sidecar) { sc.SHA256, sc.Size = sum(goodData[:len(goodData)-100]), int64(len(goodData)-100) }},
-		{"forged: another snapshot to our key, sidecar's sha256 updated", nextData, func(sc *Sidecar) { sc.SHA256, sc.Size = next.Sidecar.SHA256, next.Size }},
-		{"re-encrypted to another key, sidecar's sha256 updated", reencrypted, func(sc *Sidecar) { sc.SHA256, sc.Size = sum(reencrypted), int64(len(reencrypted)) }},
-		{"sidecar swapped (another snapshot's, renamed)", goodData, func(sc *Sidecar) { *sc = *next.Sidecar; sc.File = good.File }},
-		{"sidecar's plaintext sha256 altered", goodData, func(sc *Sidecar) { sc.Encryption.PlainSHA256 = sum([]byte("x")) }},
+		{"truncated", goodData[:len(goodData)/2], nil, nil, [5]string{notAge, passed, changed, notAge, passed}},
+		{"one byte altered", flip(goodData), nil, nil, [5]string{notAge, passed, changed, notAge, passed}},
+		{"truncated, sidecar's sha256 updated", goodData[:len(goodData)-100], func(sc *Sidecar) { sc.SHA256, sc.Size = sum(goodData[:len(goodData)-100]), int64(len(goodData)-100) }, nil, all(notAge)},
+		{"forged: another snapshot to our key, sidecar's sha256 updated", nextData, func(sc *Sidecar) { sc.SHA256, sc.Size = next.Sidecar.SHA256, next.Size }, nil, all(changed)},
+		{"re-encrypted to another key, sidecar's sha256 updated", reencrypted, func(sc *Sidecar) { sc.SHA256, sc.Size = sum(reencrypted), int64(len(reencrypted)) }, nil, all(wrongKey)},
+		{"sidecar swapped (another snapshot's, renamed)", goodData, func(sc *Sidecar) { *sc = *next.Sidecar; sc.File = good.File }, nil, [5]string{changed, passed, changed, changed, passed}},
+		{"sidecar's plaintext sha256 altered", goodData, func(sc *Sidecar) { sc.Encryption.PlainSHA256 = sum([]byte("x")) }, nil, all(changed)},
+		{"wrong key: the file intact, this host's identity another key", goodData, nil, new(keysOf(t, other.file, ours)), all(wrongKey)},
 	}
 	paths := []struct {
 		name string
 		// refuse returns nil when the path would restore (or reuse) the
-		// snapshot in dir.
-		refuse func(dir string) error
+		// snapshot in dir with keys k.
+		refuse func(dir string, k Keys) error
 	}{
-		{"restore check", func(dir string) error {
+		{"restore check", func(dir string, k Keys) error {
 			es, _ := List(dir, "c1")
 			if len(es) != 1 {
 				return errors.New("not listed")
@@ -241,38 +260,38 @@ func TestRefusedByEveryRestorePath(t *testing.T) {
 			}
 			return nil
 		}},
-		{"restore drill", func(dir string) error {
+		{"restore drill", func(dir string, k Keys) error {
 			if d := RunDrill(context.Background(), DrillPlan{Cluster: "c1", ClusterID: good.ClusterID(), Dir: dir, Keys: k}); !d.OK {
 				return errors.New(d.Error)
 			}
 			return nil
 		}},
-		{"recover --from-snapshot (command, then agent)", func(dir string) error {
-			p := filepath.Join(dir, good.File)
-			if err := Precheck(p, k); err != nil {
-				return err
-			}
-			scratch := filepath.Join(t.TempDir(), "restore-x.snapshot")
-			_, _, err := ForRestore(p, k, scratch)
-			if err != nil {
-				if des, _ := os.ReadDir(scratch); len(des) > 0 {
-					t.Errorf("a refused restore left %s in its scratch dir", des[0].Name())
-				}
-			}
+		{"recover --from-snapshot: the command's check", func(dir string, k Keys) error {
+			return Precheck(filepath.Join(dir, good.File), k)
+		}},
+		{"recover --from-snapshot: the agent's check", func(dir string, k Keys) error {
+			r, err := ForRestore(filepath.Join(dir, good.File), k)
+			r.Close()
 			return err
 		}},
-		{"repair reuse", func(dir string) error {
+		{"repair reuse", func(dir string, k Keys) error {
 			es, _ := List(dir, "c1")
 			e, ok := NewestVerified(es, good.ClusterID())
 			if !ok {
-				return errors.New("no verified intact snapshot")
+				// Not chosen: the repair streams a fresh safety snapshot.
+				return fmt.Errorf("passed over (not intact): %w", ErrChanged)
 			}
 			return Decrypts(e.Path(), e.Sidecar, k.Identities)
 		}},
 	}
+	ownMem := filepath.Join(memDir, memPrefix+strconv.Itoa(os.Getpid())+"-*")
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			for _, p := range paths {
+			keys := k
+			if c.keys != nil {
+				keys = *c.keys
+			}
+			for i, p := range paths {
 				dir := filepath.Join(t.TempDir(), "backups")
 				if err := os.Mkdir(dir, 0o700); err != nil {
 					t.Fatal(err)
@@ -288,10 +307,13 @@ func TestRefusedByEveryRestorePath(t *testing.T) {
 					t.Fatal(err)
 				}
 				before := dirNames(t, dir)
-				err := p.refuse(dir)
-				if err == nil {
+				err := p.refuse(dir, keys)
+				switch {
+				case err == nil:
 					t.Errorf("%s: not refused", p.name)
-				} else {
+				case !strings.Contains(err.Error(), c.why[i]):
+					t.Errorf("%s: refused with %q, want it to say %q", p.name, err, c.why[i])
+				default:
 					t.Logf("%s: refused: %v", p.name, err)
 				}
 				after, _ := os.ReadFile(filepath.Join(dir, good.File))
@@ -302,6 +324,9 @@ func TestRefusedByEveryRestorePath(t *testing.T) {
 					if !slices.Contains(before, n) && !strings.HasSuffix(n, sumSuffix) {
 						t.Errorf("%s left %s", p.name, n)
 					}
+				}
+				if left, _ := filepath.Glob(ownMem); len(left) > 0 {
+					t.Errorf("%s left %v in memory", p.name, left)
 				}
 			}
 		})
@@ -316,7 +341,7 @@ func TestRefusedByEveryRestorePath(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, p := range paths {
-		if err := p.refuse(dir); err != nil {
+		if err := p.refuse(dir, k); err != nil {
 			t.Errorf("%s refused the good snapshot: %v", p.name, err)
 		}
 	}
@@ -383,7 +408,8 @@ func TestIdentityFileRefused(t *testing.T) {
 // memory filesystem (here: memDir is on a disk), the restore check
 // decrypts the snapshot in full and compares it, restores nothing and
 // writes no plaintext; the drill, whose point is a restore, fails and
-// says why.
+// says why, and so does recover --from-snapshot (the command's check and
+// the agent's), before anything changes.
 func TestRestoreCheckWithoutMemory(t *testing.T) {
 	ep, _ := testetcd.Start(t)
 	fill(t, ep, 50, 100)
@@ -402,6 +428,13 @@ func TestRestoreCheckWithoutMemory(t *testing.T) {
 	d := RunDrill(context.Background(), DrillPlan{Cluster: "c1", ClusterID: e.ClusterID(), Dir: dir, Keys: k})
 	if d.OK || !strings.Contains(d.Error, "not a memory filesystem") {
 		t.Errorf("drill = %+v, want failed with why", d)
+	}
+	if err := Precheck(e.Path(), k); err == nil || !strings.Contains(err.Error(), "not a memory filesystem") {
+		t.Errorf("recover's precheck: %v, want refused with why", err)
+	}
+	if r, err := ForRestore(e.Path(), k); err == nil || !strings.Contains(err.Error(), "not a memory filesystem") || !strings.Contains(err.Error(), "make room") {
+		r.Close()
+		t.Errorf("the agent's restore: %v, want refused with why and what to do", err)
 	}
 	for _, root := range []string{dir, memDir} {
 		_ = filepath.WalkDir(root, func(p string, de fs.DirEntry, err error) error {

@@ -26,27 +26,39 @@ const memPrefix = ".etcdkeeper-restore-"
 // segment (etcd preallocates 64 MiB) and a margin.
 const walRoom = 80 << 20
 
-// memScratch makes a 0700 dir in memDir for a restore of a plaintext of
-// plainSize bytes: its decryption and the restored data dir (the db
-// copied once more and a WAL), about twice the plaintext. It refuses
-// with why when memDir is not a tmpfs or either it or the host's memory
-// (MemAvailable) has less room than that; the caller then checks the
-// snapshot without restoring it (Decrypts).
-func memScratch(plainSize int64) (string, error) {
-	need := 2*plainSize + walRoom
+// restoreRoom is what a restore check or drill of a plaintext of
+// plainSize bytes needs in memory: its decryption and the restored data
+// dir (the db copied once more and a WAL), about twice the plaintext.
+func restoreRoom(plainSize int64) int64 { return 2*plainSize + walRoom }
+
+// memRoom says why memDir cannot take need bytes of plaintext: it is not
+// a tmpfs, or either it or the host's memory (MemAvailable) has less
+// room. nil: it can.
+func memRoom(need int64) error {
 	var st unix.Statfs_t
 	if err := unix.Statfs(memDir, &st); err != nil {
-		return "", fmt.Errorf("no memory filesystem for the plaintext: %w", err)
+		return fmt.Errorf("no memory filesystem for the plaintext: %w", err)
 	}
 	if st.Type != unix.TMPFS_MAGIC {
-		return "", fmt.Errorf("%s is not a memory filesystem (tmpfs): the plaintext is not written to a disk", memDir)
+		return fmt.Errorf("%s is not a memory filesystem (tmpfs): the plaintext is not written to a disk", memDir)
 	}
-	sweepMem()
+	SweepMemory()
 	if free := int64(st.Bavail) * int64(st.Bsize); free < need {
-		return "", fmt.Errorf("restoring needs %d MiB in %s, %d MiB free", need>>20, memDir, free>>20)
+		return fmt.Errorf("restoring in memory needs %d MiB in %s, %d MiB free", need>>20, memDir, free>>20)
 	}
 	if avail := memAvailable(); avail >= 0 && avail < need {
-		return "", fmt.Errorf("restoring needs %d MiB of memory, %d MiB available (MemAvailable)", need>>20, avail>>20)
+		return fmt.Errorf("restoring in memory needs %d MiB of memory, %d MiB available (MemAvailable)", need>>20, avail>>20)
+	}
+	return nil
+}
+
+// memScratch makes a 0700 dir in memDir for need bytes of plaintext, or
+// refuses with why (memRoom). A restore check then checks the snapshot
+// without restoring it (Decrypts); a restore that changes something
+// (ForRestore) refuses.
+func memScratch(need int64) (string, error) {
+	if err := memRoom(need); err != nil {
+		return "", err
 	}
 	dir, err := os.MkdirTemp(memDir, memPrefix+strconv.Itoa(os.Getpid())+"-*")
 	if err != nil {
@@ -67,10 +79,11 @@ func removeMem(dir string) {
 	_ = os.RemoveAll(dir)
 }
 
-// sweepMem removes the scratch dirs in memDir of processes that are gone
-// (killed inside a restore check): the plaintext stays in memory no
-// longer than the next check.
-func sweepMem() {
+// SweepMemory removes the scratch dirs in memDir of processes that are
+// gone (killed inside a restore check or a recovery's restore): the
+// plaintext stays in memory no longer than the next restore. A resumed
+// recovery calls it first.
+func SweepMemory() {
 	dirs, _ := filepath.Glob(filepath.Join(memDir, memPrefix+"*"))
 	for _, d := range dirs {
 		pid, _, _ := strings.Cut(strings.TrimPrefix(filepath.Base(d), memPrefix), "-")

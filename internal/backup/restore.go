@@ -149,7 +149,7 @@ func restoreFrom(ctx context.Context, path string, sc *Sidecar, k Keys, scratch 
 	lap := func(d *float64) { *d = time.Since(step).Seconds(); step = time.Now() }
 	if sc.Encryption != nil {
 		// The plaintext and the restored data dir live in memory only.
-		mem, err := memScratch(sc.Encryption.PlainSize)
+		mem, err := memScratch(restoreRoom(sc.Encryption.PlainSize))
 		if err != nil {
 			rc.Checked, rc.Note = CheckedDecrypt, "not restored: "+err.Error()
 			if err := Decrypts(path, sc, k.Identities); err != nil {
