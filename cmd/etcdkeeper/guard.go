@@ -10,10 +10,7 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
-	"os/signal"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -34,21 +31,34 @@ func guardCmd() *cobra.Command {
 		Short: "Run a command that disrupts this host (a reboot, OS patching) in the host's turn: one host at a time",
 		Long: `guard asks this host's agent (through its control socket) for the host's turn,
 waits for it, printing why it waits, then runs CMD. The agents grant turns one
-host at a time, through the same budget as their own restarts: only while the
-other members are caught-up voters that keep a quorum without this one, the
-leader's host last, after the agent has handed leadership to a caught-up voter.
-With --stop-etcd the agent stops etcd cleanly before CMD runs.
+host at a time, through the same budget as their own restarts: only while no
+other member is out of service and the others are caught-up voters that keep a
+quorum without this one, the leader's host last, after the agent has handed
+leadership to a caught-up voter. With --stop-etcd the agent stops etcd cleanly
+before CMD runs.
 
 The turn ends only once this host's member is a caught-up voter again: after
 CMD returns (guard waits for it), or, when CMD reboots the host, after the
 restarted agent has seen its member catch up. Until then no other host gets a
-turn and no agent restarts or defragments another member.
+turn and no agent restarts or defragments any member, whatever
+maintenance.maxDisrupted says.
 
 An agent that does not answer (restarting, as a package upgrade inside the
 turn restarts it) is asked again for up to 2 minutes.
 
-Exit status: CMD's; 2 when the turn did not come within --wait; 1 when the
-agent cannot be asked.`,
+SIGINT, SIGTERM and SIGHUP (those not ignored when guard started: nohup's
+SIGHUP stays ignored) do not end guard while CMD runs: it passes them on to CMD
+and waits for it, then gives the turn back as usual. Before CMD runs they
+withdraw the wish; after it has returned they stop the wait for the turn's end
+(the agent ends it once the member has caught up). CMD gets SIGKILL if guard
+itself dies (kill -9, the OOM killer): it must not go on outside the turn.
+
+Exit status: CMD's, once the turn is given back (128+N when CMD died of signal
+N); 128+N when guard got signal N before CMD ran or while it waited for the
+turn's end; 2 when the turn did not come within --wait; 1 when the agent cannot
+be asked, or the turn could not be given back (the agent then ends it by itself
+60 s after guard is gone, once the member has caught up); 127 when CMD could
+not be started.`,
 		Example: `  etcdkeeper guard -- systemctl reboot
   etcdkeeper guard --stop-etcd -- apt-get -y dist-upgrade`,
 		Args: cobra.MinimumNArgs(1),
@@ -58,20 +68,25 @@ agent cannot be asked.`,
 				return err
 			}
 			w := model.TurnWish{Kind: model.TurnGuard, Why: "guard: " + strings.Join(args, " "), By: whoAmI(), StopEtcd: stopEtcd, PID: os.Getpid(), ID: newWishID()}
-			ctx, stop := signal.NotifyContext(c.Context(), os.Interrupt, syscall.SIGTERM)
-			defer stop()
-			id, err := t.waitGranted(ctx, w, wait)
+			sig := catchSignals(c.Context())
+			defer sig.stop()
+			id, err := t.waitGranted(sig.ctx, w, wait)
 			if err != nil {
 				return err
 			}
-			stop() // CMD gets the terminal's signals itself
-			rc := runGuarded(c, args)
+			rc := sig.run(c, args)
 			if shuttingDown() {
 				fmt.Fprintln(t.out, "etcdkeeper: the host is shutting down (or has a shutdown scheduled): the agent ends the turn once it is back and its member has caught up")
-				time.Sleep(10 * time.Minute) // the shutdown ends this process; if not, the agent holds the turn while one is scheduled
+				// The shutdown ends this process (SIGTERM); if not, the
+				// agent holds the turn while one is scheduled.
+				select {
+				case <-sig.ctx.Done():
+					return t.interrupted(sig.ctx, "the agent ends the turn once the host is back and its member has caught up")
+				case <-time.After(10 * time.Minute):
+				}
 				return &exitError{code: rc, err: errors.New("the host did not shut down")}
 			}
-			if err := t.returnTurn(c.Context(), id); err != nil {
+			if err := t.returnTurn(sig.ctx, httpapi.TurnID{ID: id}); err != nil {
 				return err
 			}
 			if rc != 0 {
@@ -116,9 +131,9 @@ host's turn stands.`,
 					why += ": " + reason
 				}
 				w := model.TurnWish{Kind: model.TurnMaintenance, Why: why, By: whoAmI(), StopEtcd: stopEtcd}
-				ctx, stop := signal.NotifyContext(c.Context(), os.Interrupt, syscall.SIGTERM)
-				defer stop()
-				if _, err := t.waitGranted(ctx, w, wait); err != nil {
+				sig := catchSignals(c.Context())
+				defer sig.stop()
+				if _, err := t.waitGranted(sig.ctx, w, wait); err != nil {
 					return err
 				}
 				fmt.Fprintf(t.out, "etcdkeeper: %s holds the host turn: etcdkeeper maintenance end gives it back\n", t.self.Name)
@@ -132,7 +147,9 @@ host's turn stands.`,
 					fmt.Fprintf(t.out, "etcdkeeper: %s: %s\n", p.Phase, p.Text)
 					return nil
 				}
-				return t.returnTurn(c.Context(), "")
+				sig := catchSignals(c.Context())
+				defer sig.stop()
+				return t.returnTurn(sig.ctx, httpapi.TurnID{})
 			case "status":
 				p, err := t.get(c.Context(), "")
 				if err != nil {
@@ -186,6 +203,10 @@ func newTurnClient(c *cobra.Command, path, name string) (*turnClient, error) {
 // withdraw the wish.
 func (t *turnClient) waitGranted(ctx context.Context, w model.TurnWish, wait time.Duration) (string, error) {
 	p, err := t.postAgain(ctx, "/turn", w)
+	if ctx.Err() != nil {
+		t.doneNow(w.ID)
+		return "", t.interrupted(ctx, "the wish for a host turn is withdrawn")
+	}
 	if err != nil {
 		return "", err
 	}
@@ -207,10 +228,10 @@ func (t *turnClient) waitGranted(ctx context.Context, w model.TurnWish, wait tim
 		}
 		select {
 		case <-ctx.Done():
-			t.withdraw(id)
-			return "", &exitError{code: 1, err: errors.New("interrupted: the wish for a host turn is withdrawn")}
+			t.doneNow(id)
+			return "", t.interrupted(ctx, "the wish for a host turn is withdrawn")
 		case <-deadline:
-			t.withdraw(id)
+			t.doneNow(id)
 			fmt.Fprintf(t.out, "etcdkeeper: the host turn did not come within %s: withdrawn (last: %s)\n", wait, p.Text)
 			return "", &exitError{code: 2, err: errors.New("the host turn did not come in time")}
 		case <-tick.C:
@@ -224,13 +245,21 @@ func (t *turnClient) waitGranted(ctx context.Context, w model.TurnWish, wait tim
 	}
 }
 
-// returnTurn says the turn's work is done and follows the turn until it
-// has ended (the member a caught-up voter again).
-func (t *turnClient) returnTurn(ctx context.Context, id string) error {
-	p, err := t.postAgain(ctx, "/turn/done", httpapi.TurnID{ID: id})
-	if err != nil {
-		return err
+// returnTurn says the turn's work is done (done.ID's, or this host's
+// wish for "") and follows the turn until it has ended (the member a
+// caught-up voter again). A signal (ctx) stops the wait: the agent ends
+// the turn by itself.
+func (t *turnClient) returnTurn(ctx context.Context, done httpapi.TurnID) error {
+	p, err := t.postAgain(ctx, "/turn/done", done)
+	if ctx.Err() != nil {
+		t.doneNow(done.ID)
+		return t.interrupted(ctx, "the agent ends the turn once the member is a caught-up voter again")
 	}
+	if err != nil {
+		fmt.Fprintf(t.out, "etcdkeeper: the turn could not be given back: %v\n", err)
+		return &exitError{code: 1, err: fmt.Errorf("giving the host turn back: %w", err)}
+	}
+	id := done.ID
 	if id == "" {
 		id = p.ID
 	}
@@ -239,7 +268,11 @@ func (t *turnClient) returnTurn(ctx context.Context, id string) error {
 		if p.Phase == model.TurnEnded {
 			return nil
 		}
-		time.Sleep(500 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			return t.interrupted(ctx, "the agent ends the turn once the member is a caught-up voter again")
+		case <-time.After(500 * time.Millisecond):
+		}
 		if q, err := t.get(ctx, id); err != nil {
 			t.sayText("the agent does not answer (" + err.Error() + "): asking again")
 		} else {
@@ -248,12 +281,25 @@ func (t *turnClient) returnTurn(ctx context.Context, id string) error {
 	}
 }
 
-func (t *turnClient) withdraw(id string) {
+// doneNow tells the agent once, whatever ctx the caller had, that wish id
+// is over: withdrawn before its turn came, or its work done.
+func (t *turnClient) doneNow(id string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if _, err := t.post(ctx, "/turn/done", httpapi.TurnID{ID: id}); err != nil {
-		fmt.Fprintf(t.out, "etcdkeeper: withdrawing the wish: %v (the agent drops it once this process is gone)\n", err)
+		fmt.Fprintf(t.out, "etcdkeeper: telling the agent: %v (it drops the wish once this process is gone)\n", err)
 	}
+}
+
+// interrupted is the exit of a command that a signal ended (128+N, as a
+// shell says), after saying what becomes of the turn.
+func (t *turnClient) interrupted(ctx context.Context, then string) error {
+	code, got := 1, "interrupted"
+	if s, ok := errors.AsType[*signalled](context.Cause(ctx)); ok {
+		code, got = 128+int(s.sig), s.Error()
+	}
+	fmt.Fprintf(t.out, "etcdkeeper: %s: %s\n", got, then)
+	return &exitError{code: code, err: fmt.Errorf("%s: %s", got, then)}
 }
 
 func (t *turnClient) say(p model.TurnProgress) { t.sayText(string(p.Phase) + ": " + p.Text) }
@@ -340,26 +386,6 @@ func decodeTurn(resp *http.Response, path string) (model.TurnProgress, error) {
 		return model.TurnProgress{}, fmt.Errorf("%s: the agent's answer does not parse (is it older than this command?): %w", path, err)
 	}
 	return p, nil
-}
-
-// runGuarded runs the guarded command with this process's stdio and
-// returns its exit status (127: it could not be started).
-func runGuarded(c *cobra.Command, args []string) int {
-	cmd := exec.Command(args[0], args[1:]...)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, c.OutOrStdout(), c.ErrOrStderr()
-	err := cmd.Run()
-	var ee *exec.ExitError
-	switch {
-	case err == nil:
-		return 0
-	case errors.As(err, &ee):
-		if ee.ExitCode() >= 0 {
-			return ee.ExitCode()
-		}
-		return 128 + int(ee.Sys().(syscall.WaitStatus).Signal())
-	}
-	fmt.Fprintf(c.ErrOrStderr(), "etcdkeeper: %v\n", err)
-	return 127
 }
 
 // shuttingDown: systemd is taking the host down (a reboot or poweroff

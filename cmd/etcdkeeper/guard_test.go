@@ -74,7 +74,7 @@ func TestGuardAsksAgain(t *testing.T) {
 	tc, out := testTurnClient(t, dir)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := tc.returnTurn(ctx, "w1"); err != nil {
+	if err := tc.returnTurn(ctx, httpapi.TurnID{ID: "w1"}); err != nil {
 		t.Fatalf("returnTurn through an agent that missed two calls: %v\n%s", err, out)
 	}
 	if seen.Load() != 1 {
