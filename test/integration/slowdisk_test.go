@@ -296,3 +296,39 @@ func moveLeader(t *testing.T, cli *clientv3.Client, to uint64) {
 		return "moved"
 	})
 }
+
+// TestLeaderPrefer: `leader: prefer` on node3 in the spec: the agents
+// move leadership to it once the cluster is up, and it stays there (the
+// placement moves once; a second move would need another reason and 10
+// minutes).
+func TestLeaderPrefer(t *testing.T) {
+	t.Parallel()
+	c := testbed.New(t, 3)
+	text := c.SpecText()
+	m3 := c.Member("node3")
+	line := fmt.Sprintf("agentAddr: %s:%d\n", m3.IP, m3.AgentPort)
+	if !strings.Contains(text, line) {
+		t.Fatalf("spec text has no %q", line)
+	}
+	text = strings.Replace(text, line, line+"    leader: prefer\n", 1)
+	for _, n := range c.AllNames() {
+		c.WriteHostSpec(n, text)
+	}
+	startAll(c)
+	ids := c.WaitVoters(converge, c.AllNames()...)
+	cli := c.Client()
+	if testbed.Observe(cli).Leader() == ids["node3"] {
+		// Elected there by chance: move it away, so the agents have to.
+		moveLeader(t, cli, ids["node1"])
+	}
+	testbed.Eventually(t, converge, "node3 (leader: prefer) leads", func() string {
+		if l := testbed.Observe(cli).Leader(); l != ids["node3"] {
+			return fmt.Sprintf("leader %x", l)
+		}
+		return ""
+	})
+	if !c.LogContains("node1", "the spec says leader: prefer for node3") && !c.LogContains("node2", "the spec says leader: prefer for node3") &&
+		!c.LogContains("node3", "the spec says leader: prefer for node3") {
+		t.Error("no agent logged the move for node3's leader: prefer")
+	}
+}
