@@ -416,11 +416,13 @@ func printTurnLines(ctx context.Context, w io.Writer, s *spec.Spec) {
 	if t, err := cli.GetTurn(ctx, s.Cluster.Name); err != nil {
 		fmt.Fprintf(w, "host turn: not read: %v\n", err)
 	} else if t != nil {
-		expired := ""
-		if t.Expired(now, s.Maintenance.HostTurnTimeout.Duration) {
-			expired = fmt.Sprintf(" — not renewed for %s (maintenance.hostTurnTimeout %s): the other agents release it", reconcile.Approx(now.Sub(t.Renewed)), s.Maintenance.HostTurnTimeout.Duration)
+		// Renewed is the holder's clock, now this host's: a hint for
+		// people; the agents time a release on their own clocks.
+		age, stale := now.Sub(t.Renewed), ""
+		if to := s.Maintenance.HostTurnTimeout.Duration; to > 0 && age > to {
+			stale = fmt.Sprintf(" — not renewed for %s (maintenance.hostTurnTimeout %s): each agent releases it once it has seen it unchanged that long by its own clock", reconcile.Approx(age), to)
 		}
-		fmt.Fprintf(w, "host turn: %s, renewed %s ago%s\n", t.Text(), reconcile.Approx(now.Sub(t.Renewed)), expired)
+		fmt.Fprintf(w, "host turn: %s, renewed %s ago%s\n", t.Text(), reconcile.Approx(age), stale)
 	}
 	recs, _ := cli.Agents(ctx, s.Cluster.Name)
 	var waiting []string

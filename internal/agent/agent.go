@@ -128,6 +128,9 @@ type Agent struct {
 	// turnGoneAt.
 	turnGoneID string
 	turnGoneAt time.Time
+	// turnSight times how long the cluster's turn key has stood
+	// unchanged, on this agent's clock (turn.go).
+	turnSight turnSight
 	// exe is the agent's own executable (nil: unknown, no upgrades);
 	// installedSeen what the last look at its path found, for the log;
 	// upgrading the open upgrade journal (this process is the new binary
@@ -334,7 +337,7 @@ const (
 // need from it (removing a member that stays down) waits for minutes-long
 // timeouts anyway.
 const (
-	steadyInterval = 5 * time.Second
+	steadyInterval = spec.SteadyInterval
 	steadyAfter    = 3
 )
 

@@ -19,6 +19,7 @@ import (
 	"github.com/etcdkeeper/etcdkeeper/internal/model"
 	"github.com/etcdkeeper/etcdkeeper/internal/reconcile"
 	"github.com/etcdkeeper/etcdkeeper/internal/repair"
+	"github.com/etcdkeeper/etcdkeeper/internal/spec"
 	"github.com/etcdkeeper/etcdkeeper/internal/statefile"
 )
 
@@ -36,9 +37,36 @@ const turnFile = "turn.json"
 // before the shutdown stops anything.
 const turnSettle = 5 * time.Second
 
-// turnRenewEvery is how often the holder's agent renews its turn.
+// turnRenewEvery is how often the holder's agent renews its turn, at
+// its passes: spec.TurnRenewals of them fit in the timeout (the spec
+// checks it against agent.interval).
 func turnRenewEvery(timeout time.Duration) time.Duration {
-	return min(30*time.Second, max(time.Second, timeout/4))
+	return min(30*time.Second, max(time.Second, timeout/spec.TurnRenewals))
+}
+
+// turnSight is when this agent first saw the cluster's turn key at its
+// current revision, on its own clock: how long a turn has gone
+// unrenewed is timed here, never by the holder's Renewed, which another
+// host's wall clock wrote (minutes off, or stepped by NTP). Each renewal
+// is a new revision. An agent restarted starts the count again: it
+// releases later, never earlier.
+type turnSight struct {
+	rev int64
+	at  time.Time
+}
+
+// unchangedFor is how long the key has stood at t's revision (nil t: no
+// key) as of now, which comes from time.Now(): its monotonic reading is
+// what the difference is taken on.
+func (s *turnSight) unchangedFor(t *model.HostTurn, now time.Time) time.Duration {
+	if t == nil {
+		*s = turnSight{}
+		return 0
+	}
+	if s.at.IsZero() || t.Revision != s.rev {
+		*s = turnSight{rev: t.Revision, at: now}
+	}
+	return now.Sub(s.at)
 }
 
 // loadWish is the wish kept in the state dir (nil: none). One that does
@@ -106,14 +134,22 @@ func (a *Agent) observeTurn(ctx context.Context, in *reconcile.Input) {
 			in.Local.Turn = turnLocal(w, time.Now(), a.goneFor(w))
 		}
 	}
-	if t != nil && w != nil && w.Granted && t.ID == w.ID && time.Since(t.Renewed) >= turnRenewEvery(in.TurnTimeout) && err == nil {
+	seen := a.turnSight.unchangedFor(t, time.Now())
+	// Renewed when due by this agent's clock since it last saw the key
+	// change, or by the wall clock that wrote Renewed (this host's, and
+	// what a restarted agent has to go on).
+	if every := turnRenewEvery(in.TurnTimeout); t != nil && w != nil && w.Granted && t.ID == w.ID && (seen >= every || time.Since(t.Renewed) >= every) {
 		n := *t
 		n.Renewed = time.Now()
 		if r, err := a.client.RenewTurn(ctx, s.Cluster.Name, n); err != nil {
 			a.lg.Warn("renewing the host turn", zap.Error(err))
 		} else {
 			t = r
+			seen = a.turnSight.unchangedFor(t, time.Now())
 		}
+	}
+	if t != nil {
+		t.Unchanged = seen
 	}
 	in.Cluster.Turn = t
 	if w != nil && !w.Granted && in.Agents == nil {
@@ -469,9 +505,10 @@ func (a *Agent) releaseTurn(ctx context.Context, act reconcile.Action, _ reconci
 		return "releasing an expired host turn", false, err
 	}
 	a.metrics.HostTurns.WithLabelValues("released").Inc()
-	a.remember(history.Event{Kind: "host-turn-released", Member: t.Member, Reason: act.Reason, Detail: map[string]string{"why": t.Why, "id": t.ID, "renewed": t.Renewed.Format(time.RFC3339)}})
+	a.remember(history.Event{Kind: "host-turn-released", Member: t.Member, Reason: act.Reason,
+		Detail: map[string]string{"why": t.Why, "id": t.ID, "renewed": t.Renewed.Format(time.RFC3339), "unchanged": t.Unchanged.Round(time.Second).String()}})
 	a.lg.Error("host turn released: its host's agent stopped renewing it", zap.String("member", t.Member), zap.String("why", t.Why),
-		zap.Time("renewed", t.Renewed), zap.String("reason", act.Reason))
+		zap.Time("renewed", t.Renewed), zap.Duration("unchanged", t.Unchanged), zap.String("reason", act.Reason))
 	return act.Reason, true, nil
 }
 

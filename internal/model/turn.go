@@ -13,8 +13,8 @@ import (
 // hand-off). It is not bound to a lease: it outlives the host's reboot,
 // and the host's agent ends it once its member is a caught-up voter
 // again. A turn whose agent stops renewing it (a host that never came
-// back) is released by the others after maintenance.hostTurnTimeout,
-// loudly.
+// back) is released by the others once each has seen it unchanged for
+// maintenance.hostTurnTimeout by its own clock, loudly.
 type HostTurn struct {
 	ID string `json:"id"`
 	// Member is the member whose host holds the turn; MemberID its ID
@@ -37,6 +37,11 @@ type HostTurn struct {
 
 	// Revision is the key's mod revision (not stored).
 	Revision int64 `json:"-"`
+	// Unchanged is how long the agent that read the key has seen it at
+	// Revision, on its own monotonic clock (not stored): what a release
+	// is timed on. Renewed is another host's wall clock, which may be
+	// minutes off this one's or step.
+	Unchanged time.Duration `json:"-"`
 }
 
 // TurnKind is who holds a host turn.
@@ -57,9 +62,10 @@ func (t *HostTurn) Of(w *TurnWish, member string) bool {
 	return t != nil && w != nil && t.ID == w.ID && t.Member == member
 }
 
-// Expired: the holder's agent has not renewed the turn for timeout.
-func (t *HostTurn) Expired(now time.Time, timeout time.Duration) bool {
-	return t != nil && timeout > 0 && now.Sub(t.Renewed) > timeout
+// Expired: the agent that read t has seen it unrenewed for longer than
+// timeout, by its own clock.
+func (t *HostTurn) Expired(timeout time.Duration) bool {
+	return t != nil && timeout > 0 && t.Unchanged > timeout
 }
 
 // Text says who holds the turn, for what and since when: "node2's host

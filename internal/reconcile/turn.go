@@ -167,16 +167,18 @@ func caughtUpAgain(in Input) (bool, string) {
 }
 
 // releaseTurn releases a turn whose holder's agent stopped renewing it
-// for maintenance.hostTurnTimeout (a host that never came back): the
+// (a host that never came back): this agent has seen its key unchanged
+// for maintenance.hostTurnTimeout by its own clock (HostTurn.Unchanged;
+// never the holder's Renewed, which another host's clock wrote). The
 // budget still counts its member out of service while it is down.
 func releaseTurn(in Input) (Action, bool) {
 	t := in.Cluster.Turn
-	if t == nil || t.Member == in.Self.Name || !t.Expired(in.Now, in.TurnTimeout) {
+	if t == nil || t.Member == in.Self.Name || !t.Expired(in.TurnTimeout) {
 		return Action{}, false
 	}
 	return Action{Kind: DoReleaseTurn, Topic: TopicTurn, Turn: t, Key: "turn/release/" + t.ID, ReleaseLock: true,
-		Reason: fmt.Sprintf("released %s: its agent has not renewed it for %s (maintenance.hostTurnTimeout %s): is the host down? Its member is still counted out of service while it does not serve",
-			t.Text(), Approx(in.Now.Sub(t.Renewed)), Approx(in.TurnTimeout))}, true
+		Reason: fmt.Sprintf("released %s: its agent has not renewed it: unchanged for %s as this agent saw it (maintenance.hostTurnTimeout %s): is the host down? Its member is still counted out of service while it does not serve",
+			t.Text(), Approx(t.Unchanged), Approx(in.TurnTimeout))}, true
 }
 
 // HandOff is the move of leadership off the leader, to a caught-up voter

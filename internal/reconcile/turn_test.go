@@ -23,7 +23,12 @@ func TestHostTurn(t *testing.T) {
 	fresh := &model.TurnWish{ID: "w1", Kind: model.TurnGuard, Why: "guard: systemctl reboot", At: planNow.Add(-2 * time.Second)}
 	mine := &model.HostTurn{ID: "w1", Member: "node2", MemberID: 2, Why: "guard: systemctl reboot", Since: planNow.Add(-time.Minute), Renewed: planNow.Add(-10 * time.Second)}
 	other := &model.HostTurn{ID: "t3", Member: "node3", MemberID: 3, Why: "guard: apt-get -y dist-upgrade", Since: planNow.Add(-time.Minute), Renewed: planNow.Add(-10 * time.Second)}
-	stale := &model.HostTurn{ID: "t3", Member: "node3", MemberID: 3, Why: "guard: systemctl reboot", Since: planNow.Add(-time.Hour), Renewed: planNow.Add(-20 * time.Minute)}
+	stale := &model.HostTurn{ID: "t3", Member: "node3", MemberID: 3, Why: "guard: systemctl reboot", Since: planNow.Add(-time.Hour), Renewed: planNow.Add(-20 * time.Minute), Unchanged: 20 * time.Minute}
+	// The holder's clock is no measure here: another host's wall clock
+	// wrote Renewed. What counts is how long this agent has seen the key
+	// unchanged, by its own clock.
+	behind := &model.HostTurn{ID: "t3", Member: "node3", MemberID: 3, Why: "guard: systemctl reboot", Since: planNow.Add(-time.Hour), Renewed: planNow.Add(-20 * time.Minute), Unchanged: 10 * time.Second}
+	ahead := &model.HostTurn{ID: "t3", Member: "node3", MemberID: 3, Why: "guard: systemctl reboot", Since: planNow, Renewed: planNow.Add(time.Hour), Unchanged: 16 * time.Minute}
 	withTurn := func(c model.Cluster, turn *model.HostTurn) model.Cluster {
 		c.Turn = turn
 		return c
@@ -68,7 +73,11 @@ func TestHostTurn(t *testing.T) {
 		{name: "wish, paused: held", self: 2, obs: healthy, local: model.TurnLocal{Wish: guard, Active: true}, lock: true, running: true, pause: true,
 			kind: DoWait, contains: "would now: take-turn"},
 		{name: "another host's stale turn: released, loudly", self: 2, obs: withTurn(healthy, stale), running: true,
-			kind: DoReleaseTurn, contains: "has not renewed it for 20m", turnGiven: true},
+			kind: DoReleaseTurn, contains: "unchanged for 20m", turnGiven: true},
+		{name: "another host's turn, its clock 20m behind, renewed a moment ago as this agent saw it: not released", self: 2, obs: withTurn(healthy, behind), running: true,
+			kind: DoNothing, contains: "healthy voter"},
+		{name: "another host's turn, its clock an hour ahead, unchanged for 16m as this agent saw it: released", self: 2, obs: withTurn(healthy, ahead), running: true,
+			kind: DoReleaseTurn, contains: "unchanged for 16m", turnGiven: true},
 		{name: "another host's live turn: not released", self: 2, obs: withTurn(healthy, other), running: true,
 			kind: DoNothing, contains: "healthy voter"},
 		{name: "another host's turn holds this member's restart", self: 2, obs: withTurn(healthy, other), running: true, restart: true,

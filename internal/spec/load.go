@@ -69,6 +69,7 @@ func parse(data []byte, path string) (*Spec, *doc, error) {
 	d.checkFields(s)
 	d.applyDefaults(s, baseDir(path))
 	d.checkMembers(s)
+	d.checkHostTurnTimeout(s)
 	d.checkSecurity(s)
 	if len(d.errs) > 0 {
 		return nil, nil, d.failed()

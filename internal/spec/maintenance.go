@@ -211,13 +211,21 @@ func (d *doc) defaultMaintenance(m *Maintenance) {
 // others' patching for a day.
 const defaultHostTurnTimeout = 15 * time.Minute
 
+// SteadyInterval is the agent loop's longest period while nothing needs
+// it: a pass comes every agent.interval, or every SteadyInterval when
+// that is longer and the cluster is as the spec wants it.
+const SteadyInterval = 5 * time.Second
+
+// TurnRenewals is how many renewals of a live host turn must fit in
+// maintenance.hostTurnTimeout: its holder's agent renews it at its
+// passes, every min(30s, a quarter of the timeout) at best, later by up
+// to a pass; the others release it once they have seen it unchanged for
+// the timeout. Four passes leave half the timeout for a slow pass.
+const TurnRenewals = 4
+
 // checkMaintenance: maintenance.maxDisrupted is at least 1 and at most
 // the failure tolerance of the spec's members.
 func (d *doc) checkMaintenance(s *Spec) {
-	if t := s.Maintenance.HostTurnTimeout.Duration; d.given["maintenance.hostTurnTimeout"] && t < 10*time.Second {
-		d.errorf(d.line("maintenance.hostTurnTimeout"), "maintenance.hostTurnTimeout: %s: give at least 10s (the holder's agent renews its turn every %s); the default, 15m, outlasts a server's reboot",
-			s.Maintenance.HostTurnTimeout.Duration, "30s or a quarter of it")
-	}
 	const p = "maintenance.maxDisrupted"
 	if !d.given[p] || d.broken[p] {
 		return
@@ -226,6 +234,33 @@ func (d *doc) checkMaintenance(s *Spec) {
 	if tolerance := (len(s.Members) - 1) / 2; v < 1 || (v > 1 && v > tolerance) {
 		d.errorf(d.line(p), "%s: %d: must be 1, or at most the failure tolerance of the spec's %d members (%d): more members out of service at once would leave no quorum to fail over to",
 			p, v, len(s.Members), max(1, tolerance))
+	}
+}
+
+// checkHostTurnTimeout: maintenance.hostTurnTimeout is at least
+// TurnRenewals of the holder agent's passes, or the others would release
+// a live turn. The error points at the line to change: the timeout when
+// given, else agent.interval. After the defaults: either may be one.
+func (d *doc) checkHostTurnTimeout(s *Spec) {
+	const p = "maintenance.hostTurnTimeout"
+	if d.broken[p] || d.broken["agent.interval"] || s.Agent.Interval.Duration <= 0 {
+		return
+	}
+	timeout, interval := s.Maintenance.HostTurnTimeout.Duration, s.Agent.Interval.Duration
+	pass := max(interval, SteadyInterval)
+	need := TurnRenewals * pass
+	orInterval := ""
+	if interval > SteadyInterval {
+		orInterval = fmt.Sprintf(", or an agent.interval of at most %s", max(SteadyInterval, timeout/TurnRenewals))
+	}
+	switch {
+	case timeout >= need:
+	case d.given[p]:
+		d.errorf(d.line(p), "%s: %s: the holder's agent renews its turn at its passes, which may come %s apart (the longer of agent.interval and %s), and the other agents release a turn they have seen unrenewed this long: with fewer than %d passes in it they would release live turns; give at least %s%s (the default, 15m, outlasts a server's reboot)",
+			p, timeout, pass, SteadyInterval, TurnRenewals, need, orInterval)
+	default:
+		d.errorf(d.line("agent.interval", "agent"), "agent.interval: %s: the holder of a host turn renews it at its passes, so %s (%s, the default) must be at least %s (%d passes), or the other agents would release live turns: give %s: %s or more%s",
+			interval, p, timeout, need, TurnRenewals, p, need, orInterval)
 	}
 }
 

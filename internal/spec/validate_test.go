@@ -395,3 +395,48 @@ func TestLeaderTag(t *testing.T) {
 		}
 	}
 }
+
+// TestHostTurnTimeoutAgainstInterval: maintenance.hostTurnTimeout must be
+// at least four of the holder agent's renewal periods: it renews at its
+// passes, every agent.interval and every 5 s at least (the steady loop),
+// so a shorter timeout would have the other agents release a live turn.
+// The error points at the line to change and says what to give.
+func TestHostTurnTimeoutAgainstInterval(t *testing.T) {
+	tests := []struct {
+		name string
+		yaml string
+		want string // the start of the error line ("": valid)
+		msg  string
+	}{
+		{"the defaults", "", "", ""},
+		{"20s, the default interval (2s, 5s steady)", "maintenance:\n  hostTurnTimeout: 20s\n", "", ""},
+		{"15s, the default interval", "maintenance:\n  hostTurnTimeout: 15s\n",
+			"spec.yaml:6: maintenance.hostTurnTimeout", "give at least 20s"},
+		{"10s, the old floor", "maintenance:\n  hostTurnTimeout: 10s\n",
+			"spec.yaml:6: maintenance.hostTurnTimeout", "give at least 20s"},
+		{"1m with agent.interval 30s", "agent:\n  interval: 30s\nmaintenance:\n  hostTurnTimeout: 1m\n",
+			"spec.yaml:8: maintenance.hostTurnTimeout", "give at least 2m0s, or an agent.interval of at most 15s"},
+		{"2m with agent.interval 30s", "agent:\n  interval: 30s\nmaintenance:\n  hostTurnTimeout: 2m\n", "", ""},
+		{"the default 15m with agent.interval 5m", "agent:\n  interval: 5m\n",
+			"spec.yaml:6: agent.interval", "maintenance.hostTurnTimeout (15m0s, the default) must be at least 20m0s"},
+		{"the default 15m with agent.interval 3m", "agent:\n  interval: 3m\n", "", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			text := twoMembers + tt.yaml
+			if tt.want == "" {
+				if _, err := Parse([]byte(text), "spec.yaml"); err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+				return
+			}
+			errs := parseErrors(t, text)
+			for _, e := range errs {
+				if line := e.Error(); strings.HasPrefix(line, tt.want) && strings.Contains(line, tt.msg) {
+					return
+				}
+			}
+			t.Errorf("no error starts with %q and contains %q; got:\n%v", tt.want, tt.msg, &errs)
+		})
+	}
+}
