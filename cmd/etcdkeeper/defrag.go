@@ -67,7 +67,8 @@ cluster lock taken), 1 on error.`,
 			pol := reconcile.DefragPolicyOf(s.Maintenance.Defrag)
 			pol.Member = member
 			decide := func(obs model.Cluster) reconcile.Step {
-				return reconcile.DefragCommand(s.Members, obs, pol, s.Agent.LearnerTimeout.Duration)
+				recs, _ := cli.Agents(c.Context(), s.Cluster.Name) // unread: the online way
+				return reconcile.DefragCommand(s.Members, obs, recs, pol, s.Agent.LearnerTimeout.Duration)
 			}
 			return printNext(c.Context(), c.OutOrStdout(), s, cli, "--yes acts", decide)
 		},

@@ -71,7 +71,8 @@ Exit status: 0 when nothing is to be done, 2 when changes are pending, 1 on erro
 			}
 			fmt.Fprintf(out, "\n  why: %s\n", step.Reason)
 			if step.Kind == reconcile.StepNone {
-				m := reconcile.PlanMaintenance(s.Members, obs, reconcile.DefragPolicyOf(s.Maintenance.Defrag))
+				recs, _ := cli.Agents(c.Context(), s.Cluster.Name) // unread: the online way
+				m := reconcile.PlanMaintenance(s.Members, obs, recs, reconcile.DefragPolicyOf(s.Maintenance.Defrag))
 				fmt.Fprintf(out, "maintenance: %s", m.Kind)
 				if m.Name != "" {
 					fmt.Fprintf(out, " %s", m.Name)

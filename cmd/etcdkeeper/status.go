@@ -161,12 +161,14 @@ func maintenanceLines(s *spec.Spec, v model.Cluster, recs []model.AgentRecord) [
 	if ns := noSpaceText(s, v); ns != "" {
 		return append(out, ns)
 	}
-	step := reconcile.PlanMaintenance(s.Members, v, reconcile.DefragPolicyOf(s.Maintenance.Defrag))
+	step := reconcile.PlanMaintenance(s.Members, v, recs, reconcile.DefragPolicyOf(s.Maintenance.Defrag))
 	switch step.Kind {
 	case reconcile.StepNone:
 		out = append(out, "maintenance: "+step.Reason)
 	case reconcile.StepWait:
 		out = append(out, "maintenance pending: "+step.Reason)
+	case reconcile.StepDefragOffline:
+		out = append(out, fmt.Sprintf("maintenance pending: %s (%s's own agent does it)", step.Reason, step.Name))
 	default:
 		out = append(out, fmt.Sprintf("maintenance pending: %s (the agent that takes the cluster lock next does it)", step.Reason))
 	}

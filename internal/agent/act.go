@@ -101,6 +101,9 @@ func (a *Agent) steps() map[reconcile.ActionKind]stepFunc {
 			return a.compact(ctx, act)
 		},
 		reconcile.DoDefrag:          a.defragStep,
+		reconcile.DoDefragOffline:   a.defragOffline,
+		reconcile.DoResumeOffline:   a.resumeDefragOffline,
+		reconcile.DoEndOffline:      a.endDefragOffline,
 		reconcile.DoTakeTurn:        a.takeTurn,
 		reconcile.DoStopForTurn:     a.stopForTurn,
 		reconcile.DoEndTurn:         a.endTurn,

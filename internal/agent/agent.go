@@ -217,6 +217,11 @@ type Agent struct {
 	// histMu guards unsaved, the events the mirror could not take yet.
 	histMu  sync.Mutex
 	unsaved []history.Event
+
+	// offlineFailed: when this agent's last offline defragmentation of
+	// its member failed (zero: it did not); its record then says, for a
+	// while, that it does not defragment offline.
+	offlineFailed time.Time
 }
 
 // New checks that name is in the spec and prepares the agent.

@@ -29,7 +29,7 @@ func (a *Agent) defrag(ctx context.Context, step reconcile.Step, in reconcile.In
 	}
 	ep := m.ClientURLs[0]
 	deadline := cluster.DefragDeadline(m.DBSize)
-	a.lg.Warn("defragmenting", zap.String("target", step.Name), zap.String("target-id", fmt.Sprintf("%x", m.ID)), zap.String("why", step.Reason),
+	a.lg.Warn("defragmenting", zap.String("way", "online"), zap.String("target", step.Name), zap.String("target-id", fmt.Sprintf("%x", m.ID)), zap.String("why", step.Reason),
 		zap.String("db-size", reconcile.FmtBytes(m.DBSize)), zap.String("free", reconcile.FmtBytes(m.FreeBytes())),
 		zap.Int64("db-size-bytes", m.DBSize), zap.Int64("in-use-bytes", m.DBSizeInUse), zap.Duration("deadline", deadline))
 	start := time.Now()
@@ -73,7 +73,7 @@ func (a *Agent) defrag(ctx context.Context, step reconcile.Step, in reconcile.In
 	}
 	a.remember(history.Event{Kind: "defrag", Member: step.Name, MemberID: history.HexID(m.ID), Reason: step.Reason,
 		Detail: map[string]string{"before": reconcile.FmtBytes(m.DBSize), "after": reconcile.FmtBytes(after), "took": took.Round(time.Millisecond).String()}})
-	a.lg.Warn("defragmented", zap.String("target", step.Name), zap.String("target-id", fmt.Sprintf("%x", m.ID)),
+	a.lg.Warn("defragmented", zap.String("way", "online"), zap.String("target", step.Name), zap.String("target-id", fmt.Sprintf("%x", m.ID)),
 		zap.String("before", reconcile.FmtBytes(m.DBSize)), zap.String("after", reconcile.FmtBytes(after)),
 		zap.Int64("before-bytes", m.DBSize), zap.Int64("after-bytes", after), zap.Int64("freed-bytes", freed),
 		zap.Duration("took", took.Round(time.Millisecond)))

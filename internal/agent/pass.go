@@ -71,7 +71,9 @@ func (a *Agent) noteRequest(act reconcile.Action, said string, err error) {
 		p.Phase, p.Text = model.RequestWaiting, said+": "+err.Error()
 	case act.Kind == reconcile.DoTakeLock && (a.lock == nil || !a.lock.Held()):
 		p.Phase, p.Text = model.RequestWaiting, said
-	case act.Kind == reconcile.DoTakeLock:
+	case act.Kind == reconcile.DoTakeLock, act.Kind == reconcile.DoWait, act.Kind == reconcile.DoNothing:
+		// A wait that acts (an offline defragmentation's member catching
+		// up) is no step of its own.
 		p.Text = said
 	default:
 		p.Text = said
@@ -160,6 +162,7 @@ func (a *Agent) observe(ctx context.Context) (reconcile.Input, error) {
 	l.LastExit = a.lastExit
 	j, jerr := a.loadJournal()
 	l.Journal = model.Journal{Step: string(j.Step), Class: j.Class}
+	l.OfflineDefrag = a.observeOffline()
 	rj, err := a.loadRecovery()
 	if err != nil {
 		return in, err

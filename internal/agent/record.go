@@ -88,6 +88,7 @@ func (a *Agent) publish(ctx context.Context) {
 		RestartPending: a.restartPending, RestartAgent: a.restartAgent, RolloutSnapshot: a.rolloutSnapshot, Version: a.build().Version, EtcdVersion: a.etcdVersion(),
 		Rollout: a.rollout, Request: a.request, Paused: st.Paused, PausedLocal: st.PausedLocal, Certs: st.Certs, CA: st.CA, Rotation: st.Rotation}
 	rec.Disk, rec.LeaderPlaced = a.disk.last, a.leaderPlaced
+	rec.DefragOffline = a.defragsOffline()
 	if w := st.TurnWish; w != nil && !w.Granted {
 		rec.WantsTurn = w.Why
 	}

@@ -62,6 +62,11 @@ type AgentRecord struct {
 	Maintenance string `json:"maintenance,omitempty"`
 	// Defragmenting is the member the agent defragments now (0: none).
 	Defragmenting uint64 `json:"defragmenting,omitempty"`
+	// DefragOffline: the agent defragments its own member offline when
+	// the maintenance rule asks (stop etcd, rewrite its db, start it):
+	// it is a version that can, and its last offline defragmentation did
+	// not fail lately (reconcile's defragWay reads it).
+	DefragOffline bool `json:"defragOffline,omitempty"`
 	// RestartPending is why the agent's member is due for a rolling
 	// restart ("etcd 3.6.16 → 3.7.3"; "": none): the leader restarts
 	// last, once no other agent has one pending.
@@ -226,7 +231,36 @@ type Local struct {
 	// Upgraded is the journal of this agent's restart onto a new binary
 	// (upgrade.json), as far as decisions care: nil when none is open.
 	Upgraded *Upgraded
+	// OfflineDefrag is the journal of this agent's offline
+	// defragmentation of its member (defrag.json), as far as decisions
+	// care: nil when none is open.
+	OfflineDefrag *OfflineDefrag
 }
+
+// OfflineDefrag is an open offline defragmentation of the local member:
+// journaled before etcd stops, closed once the member is a caught-up
+// voter again.
+type OfflineDefrag struct {
+	MemberID uint64
+	Step     OfflineStep
+	// Request is the operator's request it serves ("": the agents' own
+	// maintenance).
+	Request string
+}
+
+// OfflineStep is where an offline defragmentation stands, by what is
+// done: each is journaled before the next begins.
+type OfflineStep string
+
+const (
+	// OfflineStopping: etcd is being stopped (it may still run).
+	OfflineStopping OfflineStep = "stopping"
+	// OfflineStopped: etcd is stopped; its db is being rewritten.
+	OfflineStopped OfflineStep = "stopped"
+	// OfflineRewritten: the rewrite is over (done, or failed and the old
+	// db kept whole); etcd starts as it is and catches up.
+	OfflineRewritten OfflineStep = "rewritten"
+)
 
 // Upgraded is an open restart of the agent onto a new binary: the old
 // process journaled it before it stopped etcd and exec'd the new one; the

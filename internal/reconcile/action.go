@@ -38,6 +38,9 @@ const (
 	DoEndTurn                            // end-turn
 	DoReleaseTurn                        // release-turn
 	DoPlaceLeader                        // place-leader
+	DoDefragOffline                      // defrag-offline
+	DoResumeOffline                      // resume-defrag-offline
+	DoEndOffline                         // end-defrag-offline
 )
 
 // Action is Decide's answer: one step, why, and a key that stays the same
@@ -119,7 +122,7 @@ const (
 // Unlocked, by the NOSPACE procedure's single actor).
 func (a Action) NeedsLock() bool {
 	switch a.Kind {
-	case DoRejoin, DoPromote, DoChangeMembership, DoRestart, DoDefrag, DoRolloutSnapshot, DoDowngrade, DoTakeTurn, DoPlaceLeader:
+	case DoRejoin, DoPromote, DoChangeMembership, DoRestart, DoDefrag, DoRolloutSnapshot, DoDowngrade, DoTakeTurn, DoPlaceLeader, DoDefragOffline:
 		return true
 	}
 	return false

@@ -39,11 +39,14 @@ func _() {
 	_ = x[DoEndTurn-28]
 	_ = x[DoReleaseTurn-29]
 	_ = x[DoPlaceLeader-30]
+	_ = x[DoDefragOffline-31]
+	_ = x[DoResumeOffline-32]
+	_ = x[DoEndOffline-33]
 }
 
-const _ActionKind_name = "nothingwaitstartidletake-lockrejoinpromotefinish-rejoinstop-for-repairstop-stuckrestartchange-membershipdisarmrestart-stalledstop-for-recoveryforce-new-clusterrestore-snapshotfinish-recoveryrefuse-recoveryaccept-fenceend-fencedefragrollout-snapshotdowngradefinish-upgradecompacttake-turnstop-for-turnend-turnrelease-turnplace-leader"
+const _ActionKind_name = "nothingwaitstartidletake-lockrejoinpromotefinish-rejoinstop-for-repairstop-stuckrestartchange-membershipdisarmrestart-stalledstop-for-recoveryforce-new-clusterrestore-snapshotfinish-recoveryrefuse-recoveryaccept-fenceend-fencedefragrollout-snapshotdowngradefinish-upgradecompacttake-turnstop-for-turnend-turnrelease-turnplace-leaderdefrag-offlineresume-defrag-offlineend-defrag-offline"
 
-var _ActionKind_index = [...]uint16{0, 7, 11, 16, 20, 29, 35, 42, 55, 70, 80, 87, 104, 110, 125, 142, 159, 175, 190, 205, 217, 226, 232, 248, 257, 271, 278, 287, 300, 308, 320, 332}
+var _ActionKind_index = [...]uint16{0, 7, 11, 16, 20, 29, 35, 42, 55, 70, 80, 87, 104, 110, 125, 142, 159, 175, 190, 205, 217, 226, 232, 248, 257, 271, 278, 287, 300, 308, 320, 332, 346, 367, 385}
 
 func (i ActionKind) String() string {
 	idx := int(i) - 0

@@ -130,6 +130,9 @@ func decideStopped(in Input) Action {
 	if act, ok := ownTurn(in); ok {
 		return act
 	}
+	if act, ok := resumeOfflineDefrag(in); ok {
+		return act
+	}
 	if l.RestartIn > 0 {
 		return wait("backoff", "restart backoff after %s (%s)", l.LastExit.Text, l.LastExit.Class)
 	}
@@ -230,6 +233,9 @@ func decideRunning(in Input) Action {
 		return promote(in)
 	}
 	if act, ok := ownTurn(in); ok {
+		return act
+	}
+	if act, ok := offlineReturning(in); ok {
 		return act
 	}
 	if l.Journal.Open() {
@@ -478,6 +484,12 @@ func maintain(in Input, self string) Action {
 		return Action{Kind: DoNothing, Reason: self + "; " + step.Reason, Key: "maintenance-wait/" + numberless(step.Reason), ReleaseLock: true}
 	}
 	key := fmt.Sprintf("maintenance/%s/%x", step.Kind, step.MemberID)
+	if offlineElsewhere(in, step) {
+		return Action{Kind: DoNothing, Reason: self + "; " + step.Reason + ": its own agent's step", Key: "maintenance-elsewhere/" + key, ReleaseLock: true}
+	}
+	if step.Kind == StepDefragOffline {
+		return defragOfflineStep(in, step, key)
+	}
 	if !in.Local.LockHeld {
 		return Action{Kind: DoTakeLock, Reason: "taking the cluster lock to " + step.Reason, Key: "lock/" + key, Step: step}
 	}

@@ -60,7 +60,7 @@ func genRunning(t *rapid.T) Input {
 	c.Members[selfID-1] = self
 	in := Input{Self: desired[selfID-1], InSpec: true, Desired: desired, Generation: "g1", LearnerTimeout: planTimeout,
 		Cluster: &c, Now: planNow,
-		Defrag:  DefragPolicy{Enabled: rapid.Bool().Draw(t, "defrag on"), MinFreeRatio: 0.5, MinFreeBytes: mib},
+		Defrag:  DefragPolicy{Enabled: rapid.Bool().Draw(t, "defrag on"), MinFreeRatio: 0.5, MinFreeBytes: mib, Offline: rapid.Bool().Draw(t, "offline")},
 		NoSpace: NoSpacePolicy{Compact: true, Quotas: map[string]int64{}}}
 	if rapid.Bool().Draw(t, "quota raised") {
 		for _, s := range desired {
@@ -89,7 +89,7 @@ func genRunning(t *rapid.T) Input {
 	in.Memory = model.Memory{Compacted: 50, Defragmented: map[uint64]model.DefragMark{}, RolloutSnapshot: RolloutKey(in.Generation, in.Local.Restart)}
 	if rapid.IntRange(0, 3).Draw(t, "records") > 0 {
 		for _, m := range c.Members {
-			r := model.AgentRecord{Name: m.Name, Generation: "g1", MemberID: m.ID}
+			r := model.AgentRecord{Name: m.Name, Generation: "g1", MemberID: m.ID, DefragOffline: rapid.Bool().Draw(t, m.Name+" defragments offline")}
 			if m.ID != selfID && rapid.IntRange(0, 2).Draw(t, m.Name+" pending") == 0 {
 				r.RestartPending = "changed settings"
 			}
@@ -124,7 +124,7 @@ func disruptionOf(in Input, act Action) (uint64, bool) {
 	switch act.Kind {
 	case DoRestart, DoStopForRepair:
 		return in.Local.Answer.MemberID, true
-	case DoDefrag:
+	case DoDefrag, DoDefragOffline:
 		return act.Step.MemberID, true
 	case DoTakeTurn:
 		return in.Local.Answer.MemberID, true

@@ -25,6 +25,9 @@ type DefragPolicy struct {
 	// Done are the members the operator's request (etcdkeeper defrag
 	// --yes) had defragmented already (requestDone): not picked again by it.
 	Done map[uint64]bool
+	// Offline: a member whose agent runs may be defragmented offline by
+	// it (maintenance.defrag.offline; defragWay).
+	Offline bool
 	// noSpace: the NOSPACE procedure's defragmentation (PlanNoSpace):
 	// writes are refused already, so the others need only be a quorum of
 	// the membership without the member, as for the lone member it
@@ -35,7 +38,7 @@ type DefragPolicy struct {
 
 // DefragPolicyOf is the spec's policy.
 func DefragPolicyOf(d spec.Defrag) DefragPolicy {
-	return DefragPolicy{Enabled: d.On(), MinFreeRatio: float64(d.MinFreeRatio), MinFreeBytes: int64(d.MinFreeBytes), Window: d.Window}
+	return DefragPolicy{Enabled: d.On(), MinFreeRatio: float64(d.MinFreeRatio), MinFreeBytes: int64(d.MinFreeBytes), Window: d.Window, Offline: d.OfflineOn()}
 }
 
 // PlanMaintenance decides the next maintenance step: the defragmentation
@@ -65,9 +68,12 @@ func DefragPolicyOf(d spec.Defrag) DefragPolicy {
 //     quorum of every voter, it included (while it stalls, writes commit
 //     without it; QuorumStaysWithout). The first that
 //     passes is the step; when none does, the first one's wait.
-func PlanMaintenance(desired []spec.Member, obs model.Cluster, pol DefragPolicy) Step {
+//  5. The way: offline, by the member's own agent (StepDefragOffline),
+//     or online, by the lock holder (StepDefrag): defragWay, which
+//     reads the agents' records (nil: not read, online).
+func PlanMaintenance(desired []spec.Member, obs model.Cluster, agents []model.AgentRecord, pol DefragPolicy) Step {
 	v := newPlanView(desired, obs)
-	return planMaintenance(budget{plan: v}, pol)
+	return planMaintenance(budget{plan: v, agents: agents}, pol)
 }
 
 func planMaintenance(b budget, pol DefragPolicy) Step {
@@ -218,6 +224,12 @@ func (v *planView) defragStep(b budget, m planMember, due []planMember, pol Defr
 	case g.HandOff != nil:
 		return *g.HandOff
 	}
+	if offline, online := defragWay(b, m, pol); offline {
+		return Step{Kind: StepDefragOffline, MemberID: m.ID, Name: m.name(),
+			Reason: fmt.Sprintf("defragment %s offline: %s (its agent stops etcd, rewrites the db, starts it)", m.label, why)}
+	} else if online != "" {
+		why += "; " + online
+	}
 	return Step{Kind: StepDefrag, MemberID: m.ID, Name: m.name(),
 		Reason: fmt.Sprintf("defragment %s: %s", m.label, why)}
 }
@@ -251,7 +263,7 @@ const NoSpaceCommandWait = "NOSPACE is raised: nothing changed (etcd refuses the
 // raised; the lock it holds does not keep the leader's agent from
 // acting then), membership next (Plan must have nothing to change), then
 // PlanMaintenance with pol.
-func DefragCommand(desired []spec.Member, obs model.Cluster, pol DefragPolicy, learnerTimeout time.Duration) Step {
+func DefragCommand(desired []spec.Member, obs model.Cluster, agents []model.AgentRecord, pol DefragPolicy, learnerTimeout time.Duration) Step {
 	if NoSpaceRaised(obs) {
 		return waitStep(NoSpaceCommandWait)
 	}
@@ -259,7 +271,7 @@ func DefragCommand(desired []spec.Member, obs model.Cluster, pol DefragPolicy, l
 		return waitStep("membership first: the agents' next change is: " + step.Reason)
 	}
 	pol.Now = true
-	return PlanMaintenance(desired, obs, pol)
+	return PlanMaintenance(desired, obs, agents, pol)
 }
 
 // LeaderMove is `etcdkeeper leader move --to NAME`'s decision: the move

@@ -104,7 +104,7 @@ func TestPlanMaintenance(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			desired := specNodes(len(tt.obs.Members))
-			got := PlanMaintenance(desired, tt.obs, tt.pol)
+			got := PlanMaintenance(desired, tt.obs, nil, tt.pol)
 			if got.Kind != tt.kind || (tt.member != 0 && got.MemberID != tt.member) || got.To != tt.to || !reasonHas(got.Reason, tt.contains) {
 				t.Errorf("got %s member %x to %x: %q\nwant %s member %x to %x containing %q", got.Kind, got.MemberID, got.To, got.Reason, tt.kind, tt.member, tt.to, tt.contains)
 			}
@@ -189,7 +189,7 @@ func TestDefragCommand(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := DefragCommand(tt.desired, tt.obs, tt.pol, planTimeout)
+			got := DefragCommand(tt.desired, tt.obs, nil, tt.pol, planTimeout)
 			if got.Kind != tt.kind || (tt.member != 0 && got.MemberID != tt.member) || !reasonHas(got.Reason, tt.contains) {
 				t.Errorf("got %s %x %q, want %s %x containing %q", got.Kind, got.MemberID, got.Reason, tt.kind, tt.member, tt.contains)
 			}

@@ -332,7 +332,7 @@ func TestFollowerSaysDataFillsQuota(t *testing.T) {
 func TestNothingToFreeIsNotDue(t *testing.T) {
 	packed := db(16, 16)
 	obs := observed(1, nodes(3, map[int][]memberMod{1: {packed}, 2: {packed}, 3: {packed}})...)
-	got := PlanMaintenance(specNodes(3), obs, DefragPolicy{Enabled: true, MinFreeRatio: 0, MinFreeBytes: 0})
+	got := PlanMaintenance(specNodes(3), obs, nil, DefragPolicy{Enabled: true, MinFreeRatio: 0, MinFreeBytes: 0})
 	if got.Kind != StepNone {
 		t.Errorf("with nothing free: %s %q, want none", got.Kind, got.Reason)
 	}

@@ -43,6 +43,9 @@ const (
 	// StepFull: the data in use fills the quota; NOSPACE stays until an
 	// operator deletes data or raises the quota (PlanNoSpace).
 	StepFull // data-fills-quota
+	// StepDefragOffline: MemberID's own agent stops its etcd, rewrites
+	// its db and starts it again (maintenance, see defragWay).
+	StepDefragOffline // defrag-offline
 )
 
 // Step is the single membership change Plan decided on, with its reason.

@@ -44,6 +44,15 @@ func request(in Input, self string) (Action, bool) {
 			ReleaseLock: true, Request: note(model.RequestWaiting, step.Reason)}, true
 	}
 	key := fmt.Sprintf("request/%s/%s/%x", r.ID, step.Kind, step.MemberID)
+	if offlineElsewhere(in, step) {
+		return Action{Kind: DoNothing, Reason: self + "; " + what + ": " + step.Reason + ": its own agent's step", Key: "request-elsewhere/" + key,
+			ReleaseLock: true, Request: note(model.RequestWaiting, step.Reason+": its own agent's step")}, true
+	}
+	if step.Kind == StepDefragOffline {
+		act := defragOfflineStep(in, step, key)
+		act.Request = note(model.RequestActing, step.Reason)
+		return act, true
+	}
 	if !in.Local.LockHeld {
 		return Action{Kind: DoTakeLock, Reason: "taking the cluster lock to " + step.Reason, Key: "lock/" + key, Step: step,
 			Request: note(model.RequestActing, step.Reason)}, true
@@ -90,6 +99,13 @@ func requestDone(in Input) map[uint64]bool {
 func withRequest(in Input, act Action) Action {
 	if in.Request == nil {
 		act.Request = nil
+		return act
+	}
+	if j := in.Local.OfflineDefrag; j != nil && j.Request == in.Request.ID {
+		// This agent's own member is out for the request's offline
+		// defragmentation until it has caught up: the request is acting
+		// here, whatever the pass decides (start etcd, wait for it).
+		act.Request = &model.RequestProgress{ID: in.Request.ID, Phase: model.RequestActing, Text: act.Reason}
 		return act
 	}
 	if act.Request == nil || act.Request.ID != in.Request.ID || (act.Request.Phase == model.RequestActing && act.Kind == DoWait) {

@@ -17,11 +17,12 @@ func _() {
 	_ = x[StepCompact-6]
 	_ = x[StepDisarm-7]
 	_ = x[StepFull-8]
+	_ = x[StepDefragOffline-9]
 }
 
-const _StepKind_name = "nonewaitremoveupdate-peer-urlsmove-leaderdefragcompactdisarmdata-fills-quota"
+const _StepKind_name = "nonewaitremoveupdate-peer-urlsmove-leaderdefragcompactdisarmdata-fills-quotadefrag-offline"
 
-var _StepKind_index = [...]uint8{0, 4, 8, 14, 30, 41, 47, 54, 60, 76}
+var _StepKind_index = [...]uint8{0, 4, 8, 14, 30, 41, 47, 54, 60, 76, 90}
 
 func (i StepKind) String() string {
 	idx := int(i) - 0

@@ -49,10 +49,18 @@ type Defrag struct {
 	MinFreeRatio Ratio  `yaml:"minFreeRatio"`
 	MinFreeBytes Size   `yaml:"minFreeBytes"`
 	Window       Window `yaml:"window"`
+	// Offline: a follower whose agent runs is defragmented by that agent
+	// with its etcd stopped (graceful stop, rewrite of the db, start,
+	// catch up) rather than online; nil (not given) means true
+	// (docs/space.md says when each way is taken).
+	Offline *bool `yaml:"offline"`
 }
 
 // On: the policy is enabled.
 func (d Defrag) On() bool { return d.Enabled == nil || *d.Enabled }
+
+// OfflineOn: members may be defragmented offline.
+func (d Defrag) OfflineOn() bool { return d.Offline == nil || *d.Offline }
 
 // Ratio is a fraction from 0 to 1.
 type Ratio float64

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"net/url"
 	"os/exec"
@@ -22,23 +23,29 @@ import (
 	"github.com/etcdkeeper/etcdkeeper/test/testbed"
 )
 
-// The defrag scenario (issue 21 §4): three members whose db files are
-// about cfg.defragMB each with more than half of them free, steady
-// writers that are clients of the whole cluster (see clientKind), and the
-// same cluster defragmented two ways in the same run: by etcdkeeper
-// (`etcdkeeper defrag --yes`: one member at a time, followers first, the
-// leader's leadership handed off before it is defragmented as a
-// follower) and as an operator does it today (`etcdctl defrag
-// --cluster`: every member in turn, in the member list's order, the
-// leader in place). Between the two the db is made fragmented again the
-// same way. The order alternates between runs. Each member's gRPC health
-// and snap dir are watched meanwhile (memberWatch): its NOT_SERVING span
-// is its defragmentation.
+// The defrag scenario (issue 21 §4, issue 30 §4d): three members whose
+// db files are about cfg.defragMB each with more than half of them free,
+// steady writers that are clients of the whole cluster (see clientKind),
+// and the same cluster defragmented three ways in the same run: by
+// etcdkeeper offline (`etcdkeeper defrag --yes` with the spec's default
+// maintenance.defrag.offline: each member's own agent stops its etcd,
+// rewrites its db and starts it, one at a time, the leader's leadership
+// handed off first), by etcdkeeper online (the same with offline: false:
+// the lock holder calls etcd's Defragment on the member), and as an
+// operator does it today (`etcdctl defrag --cluster`: every member in
+// turn, in the member list's order, the leader in place). Between two
+// procedures the db is made fragmented again the same way. The order
+// rotates between runs. Each member's gRPC health and snap dir are
+// watched meanwhile (memberWatch): its NOT_SERVING span is its online
+// defragmentation.
 
-// defragSpec: the agents do not defragment by themselves (the bench times
+// defragSpec is the spec's maintenance section for the etcdkeeper
+// procedures: the agents do not defragment by themselves (the bench times
 // each defragmentation from its start); the command ignores enabled and
 // keeps the thresholds, which the smoke size would not reach by default.
-const defragSpec = "maintenance:\n  defrag:\n    enabled: false\n    minFreeBytes: 4MiB\n"
+func defragSpec(offline bool) string {
+	return fmt.Sprintf("maintenance:\n  defrag:\n    enabled: false\n    minFreeBytes: 4MiB\n    offline: %v\n", offline)
+}
 
 // defragValue is the value size of the fill: few, large puts build the db
 // fast (1 GB is 4096 puts; etcd's request limit is 1.5 MiB).
@@ -138,12 +145,19 @@ func defragClient(r testbed.TB, c *testbed.Cluster, k clientKind) *clientv3.Clie
 	return cli
 }
 
+// The procedures of the scenario, by name in the table.
+const (
+	offlineName = "etcdkeeper defrag --yes, offline (the member's agent stops etcd, rewrites the db, starts it; followers first, leader handed off)"
+	onlineName  = "etcdkeeper defrag --yes, online (offline: false; followers first, leader handed off)"
+	naiveName   = "etcdctl defrag --cluster (member list order, leader in place)"
+)
+
 func (b *bench) defragScenario() {
-	var mine, naive []defragRun
+	procs := []procRuns{{name: offlineName}, {name: onlineName}, {name: naiveName}}
 	total := int64(b.cfg.defragMB) << 20
 	b.scenario("defrag", func(r *testbed.Runner) {
 		c := newCluster(r, 3)
-		c.Extra = defragSpec
+		c.Extra = defragSpec(true)
 		c.WriteSpec()
 		startAll(c, c.AllNames()...)
 		wait(r, c.Client(), "3 healthy voters", healthy(c.AllNames()...))
@@ -159,26 +173,50 @@ func (b *bench) defragScenario() {
 				w[k].Stop()
 			}
 		}()
+		do := []func() []step{
+			func() []step { applySpec(r, c, defragSpec(true)); return nil },
+			func() []step { applySpec(r, c, defragSpec(false)); return nil },
+			nil,
+		}
 		for i := 0; i < b.cfg.defragRuns; i++ {
-			a := func() {
+			for k := range procs {
+				p := (i + k) % len(procs)
+				if do[p] != nil {
+					do[p]()
+				}
 				fragment(r, b, c, cli, total)
-				mine = append(mine, timeDefrag(r, c, cli, w, func() []step { return defragOurs(r, c) }))
+				run := func() []step { return defragOurs(r, c) }
+				if procs[p].name == naiveName {
+					run = func() []step { return defragCluster(r, c, cli) }
+				}
+				procs[p].runs = append(procs[p].runs, timeDefrag(r, c, cli, w, run))
+				last := procs[p].runs[len(procs[p].runs)-1]
+				b.say("defrag run %d: %s %s; %s", i+1, procs[p].name, ms(last.D), last.summary())
 			}
-			m := func() {
-				fragment(r, b, c, cli, total)
-				naive = append(naive, timeDefrag(r, c, cli, w, func() []step { return defragCluster(r, c, cli) }))
-			}
-			order := []func(){a, m}
-			for k := range order {
-				order[(i+k)%len(order)]()
-			}
-			b.say("defrag run %d: etcdkeeper defrag --yes %s; %s", i+1, ms(mine[i].D), mine[i].summary())
-			b.say("defrag run %d: etcdctl defrag --cluster %s; %s", i+1, ms(naive[i].D), naive[i].summary())
 		}
 	})
 	b.mu.Lock()
-	b.defrag = append(b.defrag, defragRows{size: fmt.Sprintf("%d MB", b.cfg.defragMB), ours: mine, naive: naive})
+	b.defrag = append(b.defrag, defragRows{size: fmt.Sprintf("%d MB", b.cfg.defragMB), procs: procs})
 	b.mu.Unlock()
+}
+
+// applySpec writes the spec with extra and waits until every agent has
+// applied it (its log says so with the new generation).
+func applySpec(r testbed.TB, c *testbed.Cluster, extra string) {
+	if c.Extra == extra {
+		return // in force already: no agent logs it again
+	}
+	c.Extra = extra
+	c.WriteSpec()
+	gen := fmt.Sprintf("%x", sha256.Sum256([]byte(c.SpecText())))[:12]
+	for _, n := range c.AllNames() {
+		testbed.Eventually(r, converge, n+" applies spec generation "+gen, func() string {
+			if !c.LogContains(n, "spec applied", `"to":"`+gen+`"`) {
+				return "not applied"
+			}
+			return ""
+		})
+	}
 }
 
 // summary is one run for the progress log: each kind's figures and every
@@ -539,14 +577,15 @@ func longestGap(ends []time.Time, from, to time.Time) (time.Duration, time.Durat
 }
 
 type defragRows struct {
-	size        string
-	ours, naive []defragRun
+	size  string
+	procs []procRuns
 }
 
-const (
-	oursName  = "etcdkeeper defrag --yes (followers first, leader handed off)"
-	naiveName = "etcdctl defrag --cluster (member list order, leader in place)"
-)
+// procRuns are the runs of one procedure.
+type procRuns struct {
+	name string
+	runs []defragRun
+}
 
 // defragTable: per procedure and client kind, the writes; then per
 // procedure and member, its defragmentation and its snap dir.
@@ -559,21 +598,19 @@ func (b *bench) defragTable() string {
 	head := []string{"db", "procedure", "clients", "runs", "db before → after (largest)", "took", "longest put", "p99", "no put for", "failed writes", "target", "met"}
 	fmt.Fprintf(&sb, "| %s |\n|%s\n", strings.Join(head, " | "), strings.Repeat("---|", len(head)))
 	for _, d := range b.defrag {
-		for k := range kinds {
-			o, n := worstDefrag(d.ours, k), worstDefrag(d.naive, k)
-			met := "—"
-			if len(d.ours) > 0 && len(d.naive) > 0 {
-				met = fmt.Sprintf("%s, %s, %s", yesNo(o.Stall <= time.Second), yesNo(o.Stall*5 <= n.Stall), yesNo(o.W.Failed == 0))
+		for _, p := range d.procs {
+			for k := range kinds {
+				o := worstDefrag(p.runs, k)
+				target, met := "no put for ≤ 1 s, 0 failed", "—"
+				if p.name == naiveName {
+					target = "—"
+				} else if len(p.runs) > 0 {
+					met = fmt.Sprintf("%s, %s", yesNo(o.Stall <= time.Second), yesNo(o.W.Failed == 0))
+				}
+				fmt.Fprintf(&sb, "| %s | %s | %s | %s | %s | %s |\n", d.size, p.name, clientKind(k), defragCells(p.runs, o), target, met)
 			}
-			fmt.Fprintf(&sb, "| %s | %s | %s | %s | no put for ≤ 1 s and ≤ 1/5 of etcdctl's (same clients), 0 failed | %s |\n", d.size, oursName, clientKind(k), defragCells(d.ours, o), met)
 		}
-		for k := range kinds {
-			fmt.Fprintf(&sb, "| %s | %s | %s | %s | — | — |\n", d.size, naiveName, clientKind(k), defragCells(d.naive, worstDefrag(d.naive, k)))
-		}
-		for _, p := range []struct {
-			name string
-			runs []defragRun
-		}{{oursName, d.ours}, {naiveName, d.naive}} {
+		for _, p := range d.procs {
 			var any time.Duration
 			for _, r := range p.runs {
 				any = max(any, r.AnyStall)
@@ -581,13 +618,13 @@ func (b *bench) defragTable() string {
 			fmt.Fprintf(&sb, "| %s | %s | either kind: no put by any writer | %d | — | — | — | — | %s | — | — | — |\n", d.size, p.name, len(p.runs), ms(any))
 		}
 	}
-	fmt.Fprintf(&sb, "\neach member while it was defragmented (its health NOT_SERVING), worst of the runs; snap dir unchanged: the longest time its member/snap dir's byte count did not change (sampled every %s), against the %s after which the agent takes an etcd that answers nothing and shows no such change for stuck\n\n", snapEvery, reconcile.ReadyDeadline)
+	fmt.Fprintf(&sb, "\neach member while it was defragmented online (its health NOT_SERVING), worst of the runs; snap dir unchanged: the longest time its member/snap dir's byte count did not change (sampled every %s), against the %s after which the agent takes an etcd that answers nothing and shows no such change for stuck\n\n", snapEvery, reconcile.ReadyDeadline)
 	fmt.Fprintf(&sb, "| db | procedure | member | NOT_SERVING for | snap dir unchanged at most |\n|---|---|---|---|---|\n")
 	for _, d := range b.defrag {
-		for _, p := range []struct {
-			name string
-			runs []defragRun
-		}{{oursName, d.ours}, {naiveName, d.naive}} {
+		for _, p := range d.procs {
+			if p.name == offlineName {
+				continue // a stopped member has no health to watch
+			}
 			for _, m := range worstMembers(p.runs) {
 				fmt.Fprintf(&sb, "| %s | %s | %s | %s | %s |\n", d.size, p.name, m.label(), ms(m.NotServing), ms(m.Unchanged))
 			}

@@ -45,7 +45,7 @@ type config struct {
 	// recoverRuns: recoveries from quorum loss per data size.
 	recoverRuns int
 	// defragMB, defragRuns: the defrag scenario's db size per member and
-	// its runs (each defragments the cluster both ways).
+	// its runs (each defragments the cluster three ways).
 	defragMB, defragRuns int
 	// backupMB, backupRuns: the backup scenario's db size and its runs
 	// (each way, plaintext and encrypted).
@@ -68,7 +68,7 @@ func main() {
 	flag.IntVar(&cfg.stallRuns, "stall-runs", 20, "joins and repairs with agent.restartPublishStall on, and as many with it off (the stall table)")
 	flag.IntVar(&cfg.recoverRuns, "recover-runs", 3, "recoveries from quorum loss per data size (1 MB, and 100 MB with -100mb)")
 	flag.IntVar(&cfg.defragMB, "defrag-mb", 1024, "the defrag scenario's db file per member, MB (more than half of it free)")
-	flag.IntVar(&cfg.defragRuns, "defrag-runs", 1, "runs of the defrag scenario (each defragments the cluster with etcdkeeper and with etcdctl defrag --cluster)")
+	flag.IntVar(&cfg.defragRuns, "defrag-runs", 1, "runs of the defrag scenario (each defragments the cluster with etcdkeeper offline, etcdkeeper online and etcdctl defrag --cluster)")
 	flag.IntVar(&cfg.backupMB, "backup-mb", 1024, "the backup scenario's db, MB (random values)")
 	flag.IntVar(&cfg.backupRuns, "backup-runs", 3, "runs of the backup scenario, each way (plaintext and age)")
 	flag.StringVar(&cfg.only, "only", "", "comma-separated subset of: bootstrap,repair,repair-big,scale,stall,idle,recover,defrag,rollout,backup (rollout: not with -smoke; repair: every size; repair-big: only 100 MB, fresh and reused safety snapshot, and 1 GB with -1gb)")

@@ -21,6 +21,10 @@ import (
 // defragSpec: a threshold the test's 30 MB reach.
 const defragSpec = "maintenance:\n  defrag:\n    minFreeRatio: 0.5\n    minFreeBytes: 1MiB\n"
 
+// onlineSpec is defragSpec with the online way only (offline: false):
+// the lock holder defragments each member over its client URL.
+const onlineSpec = defragSpec + "    offline: false\n"
+
 // fragment writes about mb MB of values and deletes them again,
 // compacted: the members' db files keep their size, with most of it free.
 func fragment(t *testing.T, c *testbed.Cluster, mb int) {
@@ -154,7 +158,7 @@ func leaderNow(t *testing.T, cli *clientv3.Client) uint64 {
 }
 
 // TestDefragOneAtATime: three members with 30 MB written and deleted
-// again. The agents defragment every member, one at a time (the cluster
+// again, defragmented online. The agents defragment every member, one at a time (the cluster
 // lock), followers first; the leader only after its leadership moved to
 // another member. Each db file shrinks, the member IDs stay, and a writer
 // through every member sees no failed write.
@@ -163,7 +167,7 @@ func TestDefragOneAtATime(t *testing.T) {
 	c := testbed.New(t, 3)
 	// Off until the data is there: the test knows which member leads
 	// when the defragmentations start.
-	c.Extra = defragSpec + "    enabled: false\n"
+	c.Extra = onlineSpec + "    enabled: false\n"
 	c.WriteSpec()
 	startAll(c)
 	ids := c.WaitVoters(converge, c.AllNames()...)
@@ -180,7 +184,7 @@ func TestDefragOneAtATime(t *testing.T) {
 	t.Logf("leader %s; db sizes %v", leader.Name, sizes)
 
 	w := c.StartWriter("steady", 3*time.Second, c.AllNames()...)
-	c.Extra = defragSpec
+	c.Extra = onlineSpec
 	c.WriteSpec()
 	testbed.Eventually(t, 3*converge, "every member's db file shrinks", func() string {
 		return notShrunk(testbed.Observe(c.Client()), sizes)
@@ -277,7 +281,7 @@ func TestDefragOneAtATime(t *testing.T) {
 func TestDefragAfterAgentCrash(t *testing.T) {
 	t.Parallel()
 	c := testbed.New(t, 3)
-	c.Extra = defragSpec + "    enabled: false\n"
+	c.Extra = onlineSpec + "    enabled: false\n"
 	c.WriteSpec()
 	for _, m := range c.Members {
 		c.Start(m.Name, "ETCDKEEPER_TEST_CRASH_AT=defrag")
@@ -288,7 +292,7 @@ func TestDefragAfterAgentCrash(t *testing.T) {
 	for _, m := range allAnswered(t, c).Voters() {
 		sizes[m.Name] = m.DBSize
 	}
-	c.Extra = defragSpec
+	c.Extra = onlineSpec
 	c.WriteSpec()
 	crashed := map[string]bool{}
 	testbed.Eventually(t, 4*converge, "every member's db file shrinks, crashed agents restarted", func() string {
@@ -327,14 +331,15 @@ func TestDefragAndLeaderMoveCommands(t *testing.T) {
 	fragment(t, c, 10)
 	before := allAnswered(t, c)
 
-	// The first step: a follower's defragmentation, or, when only the
-	// leader is due (the followers' free share can fall short of the
-	// threshold), the leader's hand-off; it may wait a moment to see a
-	// member caught up.
+	// The first step: a follower's defragmentation (offline by its own
+	// agent, or online when the command did not read its record), or,
+	// when only the leader is due (the followers' free share can fall
+	// short of the threshold), the leader's hand-off; it may wait a
+	// moment to see a member caught up.
 	testbed.Eventually(t, converge, "the dry run names the procedure's first step", func() string {
 		out, code := etcdkeeperExit(t, "defrag", "--config", c.Spec)
 		t.Logf("defrag (dry run), exit %d:\n%s", code, out)
-		first := strings.Contains(out, "next: defrag node") || strings.Contains(out, "next: move-leader from node")
+		first := strings.Contains(out, "next: defrag") || strings.Contains(out, "next: move-leader from node")
 		if code != 2 || !first || !strings.Contains(out, "dry run: nothing changed") {
 			return fmt.Sprintf("exit %d: %s", code, out)
 		}

@@ -1,0 +1,165 @@
+package integration
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/etcdkeeper/etcdkeeper/test/testbed"
+)
+
+// TestDefragOffline: three members with 30 MB written and deleted again,
+// defragmented the default way: each member by its own agent, offline
+// (etcd stopped gracefully, its db rewritten, etcd started, the lock kept
+// until it has caught up), one at a time, the leader last after its
+// leadership moved. Each db file shrinks, each member keeps its ID, and
+// a writer through every member sees no failed write.
+func TestDefragOffline(t *testing.T) {
+	t.Parallel()
+	c := testbed.New(t, 3)
+	c.Extra = defragSpec + "    enabled: false\n"
+	c.WriteSpec()
+	startAll(c)
+	ids := c.WaitVoters(converge, c.AllNames()...)
+	fragment(t, c, 30)
+	before := allAnswered(t, c)
+	leader, _ := before.ByID(before.Leader())
+	sizes := map[string]int64{}
+	for _, m := range before.Voters() {
+		sizes[m.Name] = m.DBSize
+	}
+	t.Logf("leader %s; db sizes %v", leader.Name, sizes)
+
+	w := c.StartWriter("steady", 3*time.Second, c.AllNames()...)
+	c.Extra = defragSpec
+	c.WriteSpec()
+	testbed.Eventually(t, 3*converge, "every member's db file shrinks", func() string {
+		return notShrunk(testbed.Observe(c.Client()), sizes)
+	})
+	w.Stop()
+	if n := w.Failed.Load(); n > 0 {
+		t.Errorf("%d writes failed during the defragmentations (last: %v); %d succeeded", n, w.LastErr.Load(), w.OK.Load())
+	}
+	t.Logf("writer: %d writes, %d failed, longest %s", w.OK.Load(), w.Failed.Load(), time.Duration(w.MaxStall.Load()))
+
+	var events []logEvent
+	testbed.Eventually(t, converge, "each agent logs its own member defragmented offline, and back", func() string {
+		events = nil
+		for _, n := range c.AllNames() {
+			events = append(events, agentEvents(t, c, n, "defragmenting", "defragmented", "offline defragmentation over: a caught-up voter again", "membership change")...)
+		}
+		back := map[string]bool{}
+		for _, e := range events {
+			if e.Msg == "offline defragmentation over: a caught-up voter again" {
+				back[e.Agent] = true
+			}
+		}
+		if len(back) != 3 {
+			return fmt.Sprintf("back: %v", back)
+		}
+		return ""
+	})
+	sort.SliceStable(events, func(i, j int) bool { return events[i].At.Before(events[j].At) })
+	out, moved := "", false
+	done := map[string]bool{}
+	for _, e := range events {
+		t.Logf("%s agent %s: %s %s %s", e.At.Format("15:04:05.000"), e.Agent, e.Msg, e.Kind, e.Target)
+		switch e.Msg {
+		case "defragmenting":
+			if e.Target != e.Agent {
+				t.Errorf("agent %s defragmented %s: offline, only a member's own agent may", e.Agent, e.Target)
+			}
+			if out != "" {
+				t.Errorf("%s went out of service while %s was (not caught up yet)", e.Target, out)
+			}
+			if e.Target == leader.Name && (!moved || len(done) < 2) {
+				t.Errorf("the leader %s was defragmented before its leadership moved (%v) or before the followers (done: %v)", e.Target, moved, done)
+			}
+			out = e.Target
+		case "offline defragmentation over: a caught-up voter again":
+			out = ""
+			done[e.Agent] = true
+		case "membership change":
+			if e.Kind == "move-leader" && e.Target == leader.Name {
+				moved = true
+			}
+		}
+	}
+	after := c.WaitVoters(converge, c.AllNames()...)
+	for name, id := range ids {
+		if after[name] != id {
+			t.Errorf("%s's member ID changed: %x -> %x", name, id, after[name])
+		}
+	}
+	checkOfflineClosed(t, c)
+}
+
+// TestDefragOfflineAfterAgentCrash: each agent exits hard (a test crash
+// point, as kill -9 would) at another point of its member's offline
+// defragmentation: before etcd stops (etcd dies with it), with etcd
+// stopped before the rewrite, and after the rewrite before etcd starts.
+// Restarted, each resumes from its journal: the db rewritten (again),
+// etcd started as it was, the member back under its own ID with its
+// data, no temporary file left, the journal closed.
+func TestDefragOfflineAfterAgentCrash(t *testing.T) {
+	t.Parallel()
+	c := testbed.New(t, 3)
+	c.Extra = defragSpec + "    enabled: false\n"
+	c.WriteSpec()
+	points := map[string]string{"node1": "defrag-offline-stopping", "node2": "defrag-offline-stopped", "node3": "defrag-offline-rewritten"}
+	for _, m := range c.Members {
+		c.Start(m.Name, "ETCDKEEPER_TEST_CRASH_AT="+points[m.Name])
+	}
+	ids := c.WaitVoters(converge, c.AllNames()...)
+	testbed.Put(t, c.Client(), "kept", "before")
+	fragment(t, c, 20)
+	sizes := map[string]int64{}
+	for _, m := range allAnswered(t, c).Voters() {
+		sizes[m.Name] = m.DBSize
+	}
+	c.Extra = defragSpec
+	c.WriteSpec()
+	crashed := map[string]bool{}
+	testbed.Eventually(t, 4*converge, "every member's db file shrinks, crashed agents restarted", func() string {
+		restartCrashed(c, crashed)
+		return notShrunk(testbed.Observe(c.Client()), sizes)
+	})
+	if len(crashed) != 3 {
+		t.Errorf("agents that reached their crash point: %v, want all three", crashed)
+	}
+	after := c.WaitVoters(converge, c.AllNames()...)
+	for name, id := range ids {
+		if after[name] != id {
+			t.Errorf("%s's member ID changed: %x -> %x", name, id, after[name])
+		}
+	}
+	for _, n := range c.AllNames() {
+		if got, err := c.GetFrom(n, "kept"); got != "before" {
+			t.Errorf("%s: kept = %q (%v), want %q", n, got, err, "before")
+		}
+	}
+	for _, n := range c.AllNames() {
+		if !c.LogContains(n, "resuming an offline defragmentation cut short") && points[n] != "defrag-offline-rewritten" {
+			t.Errorf("%s's agent did not resume its offline defragmentation after its crash at %s", n, points[n])
+		}
+	}
+	checkNoDefragTemps(t, c)
+	checkOfflineClosed(t, c)
+}
+
+// checkOfflineClosed: every agent closed its offline defragmentation's
+// journal once its member had caught up.
+func checkOfflineClosed(t *testing.T, c *testbed.Cluster) {
+	t.Helper()
+	testbed.Eventually(t, converge, "every offline defragmentation journal closed", func() string {
+		for _, n := range c.AllNames() {
+			if _, err := os.Stat(filepath.Join(c.StateDir(n), "defrag.json")); err == nil {
+				return n + "'s journal is still open"
+			}
+		}
+		return ""
+	})
+}
