@@ -1,7 +1,6 @@
 package backup
 
 import (
-	"bufio"
 	"crypto/sha256"
 	"errors"
 	"fmt"
@@ -124,7 +123,7 @@ func decryptInto(src string, w io.Writer, sc *Sidecar, ids []age.Identity) error
 	// Three stages: the file and its hash, age (this goroutine), the
 	// plaintext's hash and w.
 	cipher := sha256.New()
-	cr, readDone := readStage(bufio.NewReaderSize(in, 1<<20), cipher)
+	cr, readDone := readStage(in, cipher)
 	read := false
 	defer func() {
 		if !read {
@@ -143,14 +142,14 @@ func decryptInto(src string, w io.Writer, sc *Sidecar, ids []age.Identity) error
 	var n int64
 	sink := startStage(func(pr io.Reader) error {
 		var err error
-		n, err = io.Copy(io.MultiWriter(w, plain), pr)
+		n, err = copyChunks(io.MultiWriter(w, plain), pr)
 		if err != nil {
 			return fmt.Errorf("decrypted snapshot: %w", err)
 		}
 		return nil
 	})
 	ar := &errReader{r: r}
-	_, err = io.Copy(sink, ar)
+	_, err = copyChunks(sink, ar)
 	if err = sink.finish(err); ar.err != nil {
 		return fmt.Errorf("%w: %w", ErrNotAge, ar.err)
 	} else if err != nil {

@@ -192,17 +192,17 @@ func encryptStream(write func(io.Writer) (int64, error), out io.Writer, mem io.W
 	// Three stages: etcd's stream into mem (this goroutine), age, the
 	// ciphertext's hash and file.
 	sink := startStage(func(r io.Reader) error {
-		_, err := io.Copy(cw, r)
+		_, err := copyChunks(cw, r)
 		return err
 	})
-	bw := bufio.NewWriterSize(sink, 1<<20)
+	bw := bufio.NewWriterSize(sink, chunk)
 	aw, err := age.Encrypt(bw, recipients...)
 	if err != nil {
 		err = fmt.Errorf("encrypt: %w", err)
 		return "", 0, sink.finish(err)
 	}
 	enc := startStage(func(r io.Reader) error {
-		if _, err := io.Copy(aw, r); err != nil {
+		if _, err := copyChunks(aw, r); err != nil {
 			return fmt.Errorf("encrypt: %w", err)
 		}
 		if err := aw.Close(); err != nil {
@@ -213,7 +213,12 @@ func encryptStream(write func(io.Writer) (int64, error), out io.Writer, mem io.W
 		}
 		return nil
 	})
-	_, err = write(io.MultiWriter(mem, enc))
+	// etcd's stream comes in pieces of 32 KiB or so: written on in chunks.
+	in := bufio.NewWriterSize(io.MultiWriter(mem, enc), chunk)
+	_, err = write(in)
+	if err == nil {
+		err = in.Flush()
+	}
 	err = enc.finish(err)
 	if err = sink.finish(err); err != nil {
 		return "", 0, err

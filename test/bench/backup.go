@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"time"
@@ -35,6 +36,11 @@ type backupRun struct {
 	drill         time.Duration
 	steps         backup.Timings
 	plain, onDisk int64
+	// cpuOut, cpuBack: the bench process's CPU time (user + system) for
+	// each way: etcd's side of the snapshot stream and the backup code,
+	// not the S3 server's. Less moved by other work on the machine than
+	// the wall time.
+	cpuOut, cpuBack time.Duration
 }
 
 func (r backupRun) out() time.Duration { return r.take + r.upload }
@@ -79,14 +85,14 @@ func (b *bench) backupScenario() {
 				if enc {
 					k = keys
 				}
-				run := timeBackup(r, c, s3, k)
+				run := timeBackup(r, c, s3, k, b.profile(i+1, encName(enc)))
 				if enc {
 					rows.enc = append(rows.enc, run)
 				} else {
 					rows.plain = append(rows.plain, run)
 				}
-				b.say("backup run %d (%s): snapshot %s, upload %s; drill %s (download %.1fs, decrypt %.1fs, verify %.1fs, restore %.1fs)",
-					i+1, encName(enc), ms(run.take), ms(run.upload), ms(run.drill), run.steps.Download, run.steps.Decrypt, run.steps.Verify, run.steps.Restore)
+				b.say("backup run %d (%s): snapshot %s, upload %s (CPU %s); drill %s (download %.1fs, decrypt %.1fs, verify %.1fs, restore %.1fs; CPU %s)",
+					i+1, encName(enc), ms(run.take), ms(run.upload), ms(run.cpuOut), ms(run.drill), run.steps.Download, run.steps.Decrypt, run.steps.Verify, run.steps.Restore, ms(run.cpuBack))
 			}
 		}
 	})
@@ -107,10 +113,15 @@ const backupValue = 64 << 10
 
 // timeBackup takes one snapshot into a fresh dir, uploads it, drills it
 // from S3 (in a fresh dir: nothing local helps), and removes both.
-func timeBackup(r testbed.TB, c *cluster.Client, s3 spec.S3, k backup.Keys) backupRun {
+// profile, when not nil, profiles each way ("out", "back").
+func timeBackup(r testbed.TB, c *cluster.Client, s3 spec.S3, k backup.Keys, profile func(way string) func()) backupRun {
+	if profile == nil {
+		profile = func(string) func() { return func() {} }
+	}
 	dir := filepath.Join(r.TempDir(), "backups")
 	defer os.RemoveAll(dir)
 	run := backupRun{encrypted: k.Encrypts()}
+	stop, cpu0 := profile("out"), selfCPU(r)
 	t0 := time.Now()
 	e, err := (&backup.Taker{Client: c, Cluster: "bench", Member: "a", Dir: dir, By: backup.ByHand, Recipients: k.Recipients, Names: k.Names}).Take(context.Background())
 	must(r, err)
@@ -119,6 +130,8 @@ func timeBackup(r testbed.TB, c *cluster.Client, s3 spec.S3, k backup.Keys) back
 	_, err = backup.Upload(context.Background(), s3, e)
 	must(r, err)
 	run.upload = time.Since(t0)
+	run.cpuOut = selfCPU(r) - cpu0
+	stop()
 	run.onDisk, run.plain = e.Size, e.Size
 	if e.Sidecar.Encryption != nil {
 		run.plain = e.Sidecar.Encryption.PlainSize
@@ -126,12 +139,43 @@ func timeBackup(r testbed.TB, c *cluster.Client, s3 spec.S3, k backup.Keys) back
 	drillDir := filepath.Join(r.TempDir(), "drill")
 	must(r, os.MkdirAll(drillDir, 0o700))
 	defer os.RemoveAll(drillDir)
+	stop, cpu0 = profile("back"), selfCPU(r)
 	d := backup.RunDrill(context.Background(), backup.DrillPlan{Cluster: "bench", ClusterID: e.ClusterID(), Dir: drillDir, S3: s3, Keys: k})
+	run.cpuBack = selfCPU(r) - cpu0
+	stop()
 	if !d.OK || !strings.HasSuffix(d.Source, e.File) || d.Encrypted != k.Encrypts() {
 		r.Fatalf("drill of %s: %+v", e.File, d)
 	}
 	run.drill, run.steps = time.Duration(d.Seconds*float64(time.Second)), d.Steps
 	return run
+}
+
+// selfCPU is the bench process's CPU time so far (user + system).
+func selfCPU(r testbed.TB) time.Duration {
+	t, err := cpuTicks(os.Getpid())
+	must(r, err)
+	return time.Duration(t) * time.Second / clockTicks
+}
+
+// profile returns, with -backup-cpuprofile, what starts a CPU profile of
+// one way of run i (plaintext or age) and returns what stops it.
+func (b *bench) profile(i int, enc string) func(way string) func() {
+	if b.cfg.backupProfile == "" {
+		return nil
+	}
+	return func(way string) func() {
+		f, err := os.Create(filepath.Join(b.cfg.backupProfile, fmt.Sprintf("run%d-%s-%s.pprof", i, enc, way)))
+		if err != nil {
+			b.say("backup: no CPU profile: %v", err)
+			return func() {}
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			f.Close()
+			b.say("backup: no CPU profile: %v", err)
+			return func() {}
+		}
+		return func() { pprof.StopCPUProfile(); f.Close() }
+	}
 }
 
 // benchEtcd runs one embedded etcd with room for the bench's db.
@@ -262,6 +306,8 @@ func (b *bench) backupTable() string {
 			{"upload", func(x backupRun) time.Duration { return x.upload }},
 			{"out (snapshot + upload)", backupRun.out},
 			{"back (drill: download, decrypt, verify, restore)", func(x backupRun) time.Duration { return x.drill }},
+			{"CPU out (bench process: etcd's side and ours)", func(x backupRun) time.Duration { return x.cpuOut }},
+			{"CPU back", func(x backupRun) time.Duration { return x.cpuBack }},
 		} {
 			p, e := med(rw.plain, way.f), med(rw.enc, way.f)
 			cost := "–"

@@ -50,6 +50,9 @@ type config struct {
 	// backupMB, backupRuns: the backup scenario's db size and its runs
 	// (each way, plaintext and encrypted).
 	backupMB, backupRuns int
+	// backupProfile: a dir for a CPU profile of each way of each backup
+	// run ("": none).
+	backupProfile string
 }
 
 func main() {
@@ -71,6 +74,7 @@ func main() {
 	flag.IntVar(&cfg.defragRuns, "defrag-runs", 1, "runs of the defrag scenario (each defragments the cluster with etcdkeeper offline, etcdkeeper online and etcdctl defrag --cluster)")
 	flag.IntVar(&cfg.backupMB, "backup-mb", 1024, "the backup scenario's db, MB (random values)")
 	flag.IntVar(&cfg.backupRuns, "backup-runs", 3, "runs of the backup scenario, each way (plaintext and age)")
+	flag.StringVar(&cfg.backupProfile, "backup-cpuprofile", "", "write a CPU profile (pprof) of each backup run's way out and back into this dir")
 	flag.StringVar(&cfg.only, "only", "", "comma-separated subset of: bootstrap,repair,repair-big,scale,stall,idle,recover,defrag,rollout,backup (rollout: not with -smoke; repair: every size; repair-big: only 100 MB, fresh and reused safety snapshot, and 1 GB with -1gb)")
 	flag.Parse()
 	if cfg.smoke {
