@@ -104,7 +104,7 @@ not be started.`,
 
 func maintenanceCmd() *cobra.Command {
 	var path, name, reason string
-	var stopEtcd, noWait bool
+	var stopEtcd, noWait, force bool
 	var wait time.Duration
 	c := &cobra.Command{
 		Use:   "maintenance start|end|status",
@@ -114,7 +114,12 @@ held (with --stop-etcd, once etcd is stopped); the turn stays held, across
 reboots of the host, until maintenance end. maintenance end gives it back: etcd
 starts again if it was stopped, and the turn ends once the member is a caught-up
 voter again (end waits for that unless --no-wait). status prints where this
-host's turn stands.`,
+host's turn stands.
+
+maintenance end refuses (exit 2) while an etcdkeeper guard that still runs holds
+the turn or waits for it, and names it: the guard gives the turn back itself
+once its command has returned. --force ends it anyway; the guard's command then
+goes on outside the turn.`,
 		Example: `  etcdkeeper maintenance start --stop-etcd --reason "replacing the NIC"
   etcdkeeper maintenance end`,
 		Args:      cobra.ExactArgs(1),
@@ -139,17 +144,18 @@ host's turn stands.`,
 				fmt.Fprintf(t.out, "etcdkeeper: %s holds the host turn: etcdkeeper maintenance end gives it back\n", t.self.Name)
 				return nil
 			case "end":
+				done := httpapi.TurnID{Force: force}
 				if noWait {
-					p, err := t.post(c.Context(), "/turn/done", httpapi.TurnID{})
+					p, err := t.post(c.Context(), "/turn/done", done)
 					if err != nil {
-						return err
+						return t.endRefused(err)
 					}
 					fmt.Fprintf(t.out, "etcdkeeper: %s: %s\n", p.Phase, p.Text)
 					return nil
 				}
 				sig := catchSignals(c.Context())
 				defer sig.stop()
-				return t.returnTurn(sig.ctx, httpapi.TurnID{})
+				return t.endRefused(t.returnTurn(sig.ctx, done))
 			case "status":
 				p, err := t.get(c.Context(), "")
 				if err != nil {
@@ -170,6 +176,7 @@ host's turn stands.`,
 	c.Flags().BoolVar(&stopEtcd, "stop-etcd", false, "start: stop etcd cleanly once the turn is held (it starts again at end)")
 	c.Flags().DurationVar(&wait, "wait", 0, "start: give up (exit 2) when the turn has not come after this long")
 	c.Flags().BoolVar(&noWait, "no-wait", false, "end: return at once, without waiting for the member to catch up")
+	c.Flags().BoolVar(&force, "force", false, "end: end the turn even when a running etcdkeeper guard holds it (its command goes on outside the turn)")
 	return c
 }
 
@@ -255,6 +262,9 @@ func (t *turnClient) returnTurn(ctx context.Context, done httpapi.TurnID) error 
 		t.doneNow(done.ID)
 		return t.interrupted(ctx, "the agent ends the turn once the member is a caught-up voter again")
 	}
+	if r, ok := errors.AsType[*refusal](err); ok && r.code == http.StatusConflict {
+		return err
+	}
 	if err != nil {
 		fmt.Fprintf(t.out, "etcdkeeper: the turn could not be given back: %v\n", err)
 		return &exitError{code: 1, err: fmt.Errorf("giving the host turn back: %w", err)}
@@ -337,10 +347,25 @@ func (t *turnClient) postAgain(ctx context.Context, path string, body any) (mode
 	}
 }
 
-// refusal is the agent's answer saying no (an HTTP status other than 200).
-type refusal struct{ msg string }
+// refusal is the agent's answer saying no (an HTTP status other than
+// 200): code is the status, reason what the agent said.
+type refusal struct {
+	code        int
+	msg, reason string
+}
 
 func (r *refusal) Error() string { return r.msg }
+
+// endRefused says why the agent refused maintenance end (a running
+// guard's turn: 409) and how to end it anyway, exit 2; other errors pass.
+func (t *turnClient) endRefused(err error) error {
+	r, ok := errors.AsType[*refusal](err)
+	if !ok || r.code != http.StatusConflict {
+		return err
+	}
+	fmt.Fprintf(t.out, "etcdkeeper: refused: %s\netcdkeeper: maintenance end --force ends it anyway (the guard's command then goes on outside the turn)\n", r.reason)
+	return &exitError{code: 2, err: r}
+}
 
 func (t *turnClient) post(ctx context.Context, path string, body any) (model.TurnProgress, error) {
 	if !t.ctl.Local(t.self) {
@@ -379,7 +404,7 @@ func decodeTurn(resp *http.Response, path string) (model.TurnProgress, error) {
 		if e.Error == "" {
 			e.Error = strings.TrimSpace(string(b))
 		}
-		return model.TurnProgress{}, &refusal{msg: fmt.Sprintf("%s: %s: %s", path, resp.Status, e.Error)}
+		return model.TurnProgress{}, &refusal{code: resp.StatusCode, reason: e.Error, msg: fmt.Sprintf("%s: %s: %s", path, resp.Status, e.Error)}
 	}
 	var p model.TurnProgress
 	if err := json.Unmarshal(b, &p); err != nil {

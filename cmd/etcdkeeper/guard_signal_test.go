@@ -66,16 +66,8 @@ func (a *turnAgent) serve(w http.ResponseWriter, r *http.Request) {
 // a one-member spec.
 func startGuardProcess(t *testing.T, dir string, agent *turnAgent, script string) (*exec.Cmd, guardOutput) {
 	t.Helper()
-	specPath := filepath.Join(dir, "cluster.yaml")
-	text := fmt.Sprintf("cluster: {name: c1}\nmembers:\n  - {name: node1, peerURLs: [http://127.0.0.1:2380], clientURLs: [http://127.0.0.1:2379]}\nagent: {stateDir: %q}\n", dir)
-	if err := os.WriteFile(specPath, []byte(text), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	s, err := spec.Load(specPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fakeAgent(t, s.Members[0].StateDir, 0, agent.serve)
+	specPath, stateDir := writeTurnSpec(t, dir)
+	fakeAgent(t, stateDir, 0, agent.serve)
 	out := guardOutput(filepath.Join(dir, "guard.out"))
 	f, err := os.Create(string(out))
 	if err != nil {
@@ -99,6 +91,22 @@ func startGuardProcess(t *testing.T, dir string, agent *turnAgent, script string
 		}
 	})
 	return g, out
+}
+
+// writeTurnSpec writes the spec of one member, node1, whose state dir
+// (where its agent's control socket is) is dir.
+func writeTurnSpec(t *testing.T, dir string) (path, stateDir string) {
+	t.Helper()
+	path = filepath.Join(dir, "cluster.yaml")
+	text := fmt.Sprintf("cluster: {name: c1}\nmembers:\n  - {name: node1, peerURLs: [http://127.0.0.1:2380], clientURLs: [http://127.0.0.1:2379]}\nagent: {stateDir: %q}\n", dir)
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s, err := spec.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return path, s.Members[0].StateDir
 }
 
 // waitFor polls cond until it holds or a generous deadline passes.

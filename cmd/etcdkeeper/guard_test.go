@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"net/http"
 	"os"
@@ -99,5 +100,57 @@ func TestGuardAsksAgain(t *testing.T) {
 	}
 	if asked.Load() != 1 {
 		t.Errorf("a refusal was asked %d times, want once\n%s", asked.Load(), out)
+	}
+}
+
+// TestMaintenanceEndRefusedUnderARunningGuard: maintenance end does not
+// end a turn a running guard holds: the agent refuses (409) and the
+// command says so, names the guard, says that --force ends it anyway,
+// and exits 2; with --force it asks for it and ends it.
+func TestMaintenanceEndRefusedUnderARunningGuard(t *testing.T) {
+	const held = "a running guard holds this host's turn: guard: systemctl reboot (pid 4242, by root@node1, asked 10:02:11): it gives the turn back itself once its command has returned"
+	for _, force := range []bool{false, true} {
+		t.Run(fmt.Sprintf("force=%v", force), func(t *testing.T) {
+			dir := shortTempDir(t)
+			path, stateDir := writeTurnSpec(t, dir)
+			var forced atomic.Bool
+			fakeAgent(t, stateDir, 0, func(w http.ResponseWriter, r *http.Request) {
+				if r.Method == http.MethodPost && r.URL.Path == "/turn/done" {
+					var done httpapi.TurnID
+					_ = json.NewDecoder(r.Body).Decode(&done)
+					if !done.Force {
+						w.WriteHeader(http.StatusConflict)
+						_ = json.NewEncoder(w).Encode(map[string]string{"error": held})
+						return
+					}
+					forced.Store(true)
+				}
+				_ = json.NewEncoder(w).Encode(model.TurnProgress{ID: "w1", Phase: model.TurnEnded, Text: "ended"})
+			})
+			args := []string{"maintenance", "end", "--config", path, "--name", "node1"}
+			if force {
+				args = append(args, "--force")
+			}
+			root := rootCmd()
+			var out bytes.Buffer
+			root.SetArgs(args)
+			root.SetOut(&out)
+			root.SetErr(&out)
+			err := root.Execute()
+			if force {
+				if err != nil || !forced.Load() {
+					t.Fatalf("maintenance end --force: %v (force asked: %v)\n%s", err, forced.Load(), &out)
+				}
+				return
+			}
+			if code := exitCode(err); err == nil || code != 2 {
+				t.Fatalf("maintenance end under a running guard: %v (exit %d), want refused with exit 2\n%s", err, code, &out)
+			}
+			for _, want := range []string{"holds this host's turn: guard: systemctl reboot (pid 4242", "maintenance end --force ends it anyway"} {
+				if !strings.Contains(out.String(), want) {
+					t.Errorf("the refusal does not say %q:\n%s", want, &out)
+				}
+			}
+		})
 	}
 }

@@ -309,15 +309,28 @@ func (a *Agent) WishTurn(w model.TurnWish) (model.TurnProgress, error) {
 	return *a.turnProgress, nil
 }
 
+// ErrTurnGuarded means maintenance end was asked to end a turn (or
+// withdraw a wish) of a guard that still runs.
+var ErrTurnGuarded = errors.New("a running guard")
+
 // TurnDone marks the work of wish id over (POST /turn/done): the
-// command has run, or maintenance end. A wish not granted yet is
-// withdrawn.
-func (a *Agent) TurnDone(id string) (model.TurnProgress, error) {
+// command has run, or maintenance end (id ""). A wish not granted yet is
+// withdrawn. maintenance end does not end a running guard's wish
+// (ErrTurnGuarded) unless forced: the guard gives its turn back itself
+// once its command has returned, and its command would go on outside the
+// turn.
+func (a *Agent) TurnDone(id string, force bool) (model.TurnProgress, error) {
 	a.turnMu.Lock()
 	defer a.turnMu.Unlock()
 	w := a.loadWish()
 	if w == nil || (id != "" && w.ID != id) {
 		return a.turnProgressLocked(id), nil
+	}
+	if id == "" && w.Kind == model.TurnGuard && !w.Done && guardAlive(w) {
+		if !force {
+			return a.turnProgressLocked(w.ID), guardedErr(w)
+		}
+		a.lg.Warn("host turn's wish ended by force under a running guard: its command goes on outside the turn", zap.String("id", w.ID), zap.String("why", w.Why), zap.Int("pid", w.PID))
 	}
 	if !w.Granted {
 		if err := a.saveWish(nil); err != nil {
@@ -338,6 +351,16 @@ func (a *Agent) TurnDone(id string) (model.TurnProgress, error) {
 	a.turnProgress = &model.TurnProgress{ID: w.ID, Phase: model.TurnReturning, Text: "the work is done: the turn ends once the member is a caught-up voter again"}
 	a.Wake()
 	return *a.turnProgress, nil
+}
+
+// guardedErr says which running guard holds (or waits for) the turn.
+func guardedErr(w *model.TurnWish) error {
+	verb := "waits for"
+	if w.Granted {
+		verb = "holds"
+	}
+	return fmt.Errorf("%w %s this host's turn: %s (pid %d, by %s, asked %s): it gives the turn back itself once its command has returned",
+		ErrTurnGuarded, verb, w.Why, w.PID, w.By, w.At.Format(time.TimeOnly))
 }
 
 // TurnProgress is where wish id stands (GET /turn): "" asks for the
@@ -554,5 +577,8 @@ func (a *Agent) handOffLeadership(ctx context.Context, in reconcile.Input) {
 // handOffTimeout bounds handOffLeadership.
 const handOffTimeout = 5 * time.Second
 
-// TurnConflict: err refused a wish because another one is there.
-func (a *Agent) TurnConflict(err error) bool { return errors.Is(err, ErrTurnWished) }
+// TurnConflict: err refused a wish because another one is there, or
+// the end of a running guard's turn.
+func (a *Agent) TurnConflict(err error) bool {
+	return errors.Is(err, ErrTurnWished) || errors.Is(err, ErrTurnGuarded)
+}

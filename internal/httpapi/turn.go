@@ -13,20 +13,24 @@ import (
 // root or the agent's user (agent.addr serves GET /turn only).
 type Turner interface {
 	WishTurn(model.TurnWish) (model.TurnProgress, error)
-	TurnDone(id string) (model.TurnProgress, error)
+	TurnDone(id string, force bool) (model.TurnProgress, error)
 	TurnProgress(id string) model.TurnProgress
 }
 
-// TurnSource is a Turner that tells which of its errors refuse a wish
-// because another one is there (409).
+// TurnSource is a Turner that tells which of its errors refuse a call
+// because of another wish (409): one already there, or a running guard's
+// that maintenance end would end.
 type TurnSource interface {
 	Turner
 	TurnConflict(error) bool
 }
 
-// TurnID is the body of POST /turn/done.
+// TurnID is the body of POST /turn/done: the wish whose work is done
+// ("": this host's, as maintenance end says); Force ends a running
+// guard's too.
 type TurnID struct {
-	ID string `json:"id"`
+	ID    string `json:"id"`
+	Force bool   `json:"force,omitempty"`
 }
 
 // addTurn adds POST /turn (the wish), POST /turn/done (the work is over,
@@ -52,12 +56,15 @@ func addTurn(mux *http.ServeMux, t Turner, conflict func(error) bool) {
 		if !decodeBody(w, req, &id, "host turn") {
 			return
 		}
-		p, err := t.TurnDone(id.ID)
-		if err != nil {
+		p, err := t.TurnDone(id.ID, id.Force)
+		switch {
+		case err != nil && conflict(err):
+			writeJSON(w, http.StatusConflict, map[string]any{"error": err.Error(), "progress": p})
+		case err != nil:
 			writeJSON(w, http.StatusInternalServerError, map[string]string{"error": err.Error()})
-			return
+		default:
+			writeJSON(w, http.StatusOK, p)
 		}
-		writeJSON(w, http.StatusOK, p)
 	})
 	mux.HandleFunc("GET /turn", func(w http.ResponseWriter, req *http.Request) {
 		writeJSON(w, http.StatusOK, t.TurnProgress(req.URL.Query().Get("id")))

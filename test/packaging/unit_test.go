@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 const unitName = "etcdkeeper.service"
@@ -220,5 +221,37 @@ func TestRebootUnitsVerify(t *testing.T) {
 	}
 	if err != nil && t.Failed() {
 		t.Fatalf("systemd-analyze verify: %v\n%s", err, out)
+	}
+}
+
+// TestRebootUnitsDoNotLoop: a path unit starts its service again each
+// time the service stops, inactive or failed, while the path exists
+// (systemd's path_trigger_notify); /run/reboot-required stays until the
+// reboot. So a guard that fails (the agent cannot be asked, the reboot
+// refused) must not leave etcdkeeper-reboot.service stopped, or the path
+// unit asks for a turn again at once, over and over, until the service's
+// start limit stops the path unit for good. The service waits in
+// auto-restart (activating, which the path unit leaves alone) and tries
+// again minutes later; a guard that returned without a shutdown keeps it
+// active (RemainAfterExit) until the next boot.
+func TestRebootUnitsDoNotLoop(t *testing.T) {
+	svc := unitSection(t, readFile(t, packagingFile(t, "systemd/etcdkeeper-reboot.service")), "Service")
+	if got := svc["Restart"]; !slices.Equal(got, []string{"on-failure"}) {
+		t.Errorf("Restart=%v, want on-failure: a failed guard leaves the service stopped and the path unit starts it again at once", got)
+	}
+	if got := svc["RemainAfterExit"]; !slices.Equal(got, []string{"yes"}) {
+		t.Errorf("RemainAfterExit=%v, want yes: a guard that returned without a shutdown leaves the service stopped and the path unit starts it again at once", got)
+	}
+	rs := svc["RestartSec"]
+	if len(rs) != 1 {
+		t.Fatalf("RestartSec=%v, want one of minutes", rs)
+	}
+	d, err := time.ParseDuration(strings.NewReplacer("min", "m").Replace(rs[0]))
+	if err != nil || d < 5*time.Minute {
+		t.Errorf("RestartSec=%s, want 5min or more: each start of the guard asks for a turn (a leader hand-off, the other hosts held)", rs[0])
+	}
+	path := unitSection(t, readFile(t, packagingFile(t, "systemd/etcdkeeper-reboot.path")), "Path")
+	if got := path["Unit"]; !slices.Equal(got, []string{"etcdkeeper-reboot.service"}) {
+		t.Errorf("the path unit starts %v, want etcdkeeper-reboot.service", got)
 	}
 }
