@@ -91,27 +91,47 @@ func setCloseOnExec(f *os.File, on bool) (int, error) {
 // would start etcd now (its log level); Path and Args are the running
 // process's.
 func Adopt(lg *zap.Logger, h Handoff, c Command, hooks PublishHooks) (*Process, error) {
-	if ppid, state, err := procParent(h.PID); err != nil {
+	logF, logErr := pipeFD(h.LogFD, "etcd-log")
+	lifeF, lifeErr := pipeFD(h.LifelineFD, "etcd-lifeline")
+	refuse := func(err error) (*Process, error) {
+		// Nothing handed over stays open: the next etcd, and any child
+		// of the agent, would inherit it.
+		for _, f := range []*os.File{logF, lifeF} {
+			if f != nil {
+				_ = f.Close()
+			}
+		}
 		return nil, fmt.Errorf("adopt etcd pid %d: %w", h.PID, err)
-	} else if ppid != os.Getpid() || state == "Z" {
-		return nil, fmt.Errorf("adopt etcd pid %d: not a running child of this process (parent %d, state %s)", h.PID, ppid, state)
 	}
-	logF, err := pipeFD(h.LogFD, "etcd-log")
-	if err != nil {
-		return nil, fmt.Errorf("adopt etcd pid %d: its log: %w", h.PID, err)
-	}
-	lifeF, err := pipeFD(h.LifelineFD, "etcd-lifeline")
-	if err != nil {
-		_ = logF.Close()
-		return nil, fmt.Errorf("adopt etcd pid %d: its lifeline: %w", h.PID, err)
+	ppid, state, err := procParent(h.PID)
+	switch {
+	case err != nil:
+		return refuse(err)
+	case ppid != os.Getpid():
+		return refuse(fmt.Errorf("not a child of this process (parent %d)", ppid))
+	case state == "Z":
+		// It died during the exec: reap it, so no zombie stays behind.
+		if osp, err := os.FindProcess(h.PID); err == nil {
+			if ps, err := osp.Wait(); err == nil {
+				lg.Warn("the etcd handed over died during the exec", zap.Int("pid", h.PID), zap.Stringer("exit", ps))
+			}
+		}
+		return refuse(errors.New("it died during the exec"))
+	case logErr != nil:
+		return refuse(fmt.Errorf("its log: %w", logErr))
+	case lifeErr != nil:
+		return refuse(fmt.Errorf("its lifeline: %w", lifeErr))
 	}
 	osp, err := os.FindProcess(h.PID)
 	if err != nil {
-		_, _ = logF.Close(), lifeF.Close()
-		return nil, fmt.Errorf("adopt etcd pid %d: %w", h.PID, err)
+		return refuse(err)
 	}
 	c.Path, c.Args, c.Lifeline = h.Path, h.Args, true
 	p := newProcess(osp, c, h.Started, logF, lifeF, hooks)
+	// Only a serving voter is handed over: it published itself long ago,
+	// and will not say so again (a snapshot it applies later is no
+	// publish stall).
+	p.publish.published = true
 	go p.pipeLog(lg, logF)
 	go p.wait()
 	return p, nil
@@ -119,6 +139,9 @@ func Adopt(lg *zap.Logger, h Handoff, c Command, hooks PublishHooks) (*Process, 
 
 // pipeFD is fd as a file, closed on exec again, if it is a pipe.
 func pipeFD(fd int, name string) (*os.File, error) {
+	if fd < 3 {
+		return nil, fmt.Errorf("fd %d is no pipe handed over", fd)
+	}
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
 		return nil, fmt.Errorf("fd %d: %w", fd, err)
@@ -157,9 +180,14 @@ func (s *Supervisor) Adopt(h Handoff, c Command) (*Process, error) {
 	return p, nil
 }
 
+// LifelineGrace is how long etcd may take to stop after its agent is
+// gone before it is killed.
+const LifelineGrace = 10 * time.Second
+
 // WatchLifeline is for etcdkeeper's own `etcd` command: when LifelineEnv
-// names a pipe, it ends this process (SIGKILL, as Pdeathsig would) once
-// the pipe says the agent is gone.
+// names a pipe, it ends this process once the pipe says the agent is
+// gone: SIGTERM first, so that etcd stops as it does for its agent (a
+// leader hands its leadership over first), SIGKILL after LifelineGrace.
 func WatchLifeline() {
 	v := os.Getenv(LifelineEnv)
 	if v == "" {
@@ -174,6 +202,8 @@ func WatchLifeline() {
 	f := os.NewFile(uintptr(fd), "lifeline")
 	go func() {
 		_, _ = io.Copy(io.Discard, f)
+		_ = syscall.Kill(os.Getpid(), syscall.SIGTERM)
+		time.Sleep(LifelineGrace)
 		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
 	}()
 }

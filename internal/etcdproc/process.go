@@ -108,9 +108,10 @@ type Process struct {
 }
 
 // Start starts etcd. The child gets its own process group (a Ctrl-C in a
-// terminal reaches the agent, which then stops etcd in order) and is killed
-// by the kernel if the agent dies (Pdeathsig), so a kill -9 of the agent
-// leaves no unsupervised etcd behind.
+// terminal reaches the agent, which then stops etcd in order) and ends
+// when the agent dies, so a kill -9 of the agent leaves no unsupervised
+// etcd behind: etcdkeeper's own etcd by its lifeline (Command.Lifeline),
+// an etcd binary of the spec's by the kernel (Pdeathsig).
 func Start(lg *zap.Logger, c Command) (*Process, error) { return start(lg, c, PublishHooks{}) }
 
 // start is Start with the callbacks of the publish watch: OnStall is

@@ -106,6 +106,10 @@ func (h *healthWatch) statuses() []healthpb.HealthCheckResponse_ServingStatus {
 type duringDefrag struct {
 	before int            // puts that completed before the Defragment call returned
 	by     map[uint64]int // which member answered them, by member ID
+	// after: which member answered the puts that completed only after
+	// the Defragment call returned (held by the member defragmented, or
+	// only slow on a loaded machine).
+	after map[uint64]int
 	seen   []healthpb.HealthCheckResponse_ServingStatus
 	// firstHeld: the first put completed only after the Defragment call
 	// returned.
@@ -148,7 +152,7 @@ func putsDuringDefrag(t *testing.T, c *testbed.Cluster, target string, cli *clie
 		return duringDefrag{}, fmt.Sprintf("%s's defragmentation returned within %s of NOT_SERVING", target, defragGrace)
 	default:
 	}
-	out := duringDefrag{by: map[uint64]int{}}
+	out := duringDefrag{by: map[uint64]int{}, after: map[uint64]int{}}
 	for i := range n {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		resp, err := cli.Put(ctx, fmt.Sprintf("during/%d", i), "v")
@@ -161,6 +165,7 @@ func putsDuringDefrag(t *testing.T, c *testbed.Cluster, target string, cli *clie
 			if i == 0 {
 				out.firstHeld = true
 			}
+			out.after[resp.Header.MemberId]++
 		default:
 			out.before++
 			out.by[resp.Header.MemberId]++
@@ -204,7 +209,7 @@ func measureDuringDefrag(t *testing.T, c *testbed.Cluster, target string, cli *c
 }
 
 // TestDefragHealth: three members as the agents start them (the feature
-// gate StopGRPCServiceOnDefrag on by default), with ~48 MB of keys, so
+// gate StopGRPCServiceOnDefrag on by default), with ~160 MB of keys, so
 // that a defragmentation takes long enough to watch. A follower's gRPC
 // health says SERVING, NOT_SERVING while it is defragmented, and SERVING
 // again after. A client of that follower and another member issues 10
@@ -223,7 +228,7 @@ func TestDefragHealth(t *testing.T) {
 	c.WriteSpec()
 	startAll(c)
 	c.WaitVoters(converge, c.AllNames()...)
-	fill(t, c.Client(), "keep/", 48<<20)
+	fill(t, c.Client(), "keep/", 160<<20)
 	o := allAnswered(t, c)
 	var target, other string
 	for _, m := range o.Voters() {
@@ -254,9 +259,15 @@ func TestDefragHealth(t *testing.T) {
 		// The client's own health stream may learn NOT_SERVING a moment
 		// after the test's: a first put held then says nothing about the
 		// client. One held after a put that went elsewhere does.
+		targetID := o.ID(target)
 		got := measureDuringDefrag(t, c, target, cli, n, func(got duringDefrag) string {
-			if got.firstHeld {
+			switch {
+			case got.firstHeld:
 				return "the first put was sent before the client learned NOT_SERVING"
+			case got.before < n && got.after[targetID] == 0:
+				// Every put went to the other member; the defragmentation
+				// was only over before they were.
+				return fmt.Sprintf("%d of %d puts, all answered by the other member, were not done when the defragmentation ended", n-got.before, n)
 			}
 			return ""
 		})
