@@ -110,7 +110,7 @@ type duringDefrag struct {
 	// the Defragment call returned (held by the member defragmented, or
 	// only slow on a loaded machine).
 	after map[uint64]int
-	seen   []healthpb.HealthCheckResponse_ServingStatus
+	seen  []healthpb.HealthCheckResponse_ServingStatus
 	// firstHeld: the first put completed only after the Defragment call
 	// returned.
 	firstHeld bool
