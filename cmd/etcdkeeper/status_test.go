@@ -48,8 +48,8 @@ func TestStatusTable(t *testing.T) {
 		t.Errorf("a cluster with a dead voter, a learner and an extra member reported as converged")
 	}
 	recs := []model.AgentRecord{
-		{Name: "node1", Phase: "running", MemberID: 1, Disk: &model.DiskLatency{WALFsyncP99: 180 * time.Millisecond, Fsyncs: 400, AboveFor: time.Minute}},
-		{Name: "node4", Phase: "running", MemberID: 4, Disk: &model.DiskLatency{WALFsyncP99: 2300 * time.Microsecond, Fsyncs: 400}}}
+		{Name: "node1", Phase: "running", MemberID: 1, Disk: &model.DiskLatency{WALFsyncP99: 256 * time.Millisecond, Sustained: true}},
+		{Name: "node4", Phase: "running", MemberID: 4, Disk: &model.DiskLatency{WALFsyncP99: 4 * time.Millisecond}}}
 	addAgents(rows, recs)
 	var out bytes.Buffer
 	lines := addDisks(rows, s, model.NewView(v, recs))

@@ -362,19 +362,32 @@ func (a *Agent) changeMembership(ctx context.Context, step reconcile.Step, in re
 	}
 	a.lg.Warn("membership change", fields...)
 	a.metrics.MembershipChanges.WithLabelValues(step.Kind.String()).Inc()
+	if step.Kind == reconcile.StepMoveLeader {
+		a.noteLeaderMoved(context.WithoutCancel(ctx), step)
+	}
 	a.remember(stepEvent(step))
 	return fmt.Sprintf("changed membership: %s %s (%s)", step.Kind, step.Name, step.Reason), true, nil
 }
 
+// noteLeaderMoved records a leader move in the cluster: the placement
+// moves nothing for model.LeaderMoveQuiet after any (a hand-off, an
+// operator's request, its own), so no two rules bounce leadership.
+func (a *Agent) noteLeaderMoved(ctx context.Context, step reconcile.Step) {
+	s, self := a.Spec()
+	m := model.LeaderMoved{By: self.Name, From: step.MemberID, To: step.To, Why: step.Reason, At: time.Now().UTC()}
+	if err := a.client.PutLeaderMoved(ctx, s.Cluster.Name, m); err != nil {
+		a.lg.Warn("the leader move is not recorded: the leader placement may move again before 10 minutes", zap.Error(err))
+	}
+}
+
 // placeLeader moves leadership for its placement (a slow disk, the
-// spec's leader tags), and remembers when: the agents make one such move
-// in reconcile.PlacementEvery at most.
+// spec's leader tags); like every leader move of the agents, it is
+// recorded in the cluster (noteLeaderMoved).
 func (a *Agent) placeLeader(ctx context.Context, act reconcile.Action, in reconcile.Input) (string, bool, error) {
 	did, again, err := a.changeMembership(ctx, act.Step, in)
 	if err != nil {
 		return did, again, err
 	}
-	a.leaderPlaced = time.Now()
 	a.metrics.Disk.LeaderPlacing.WithLabelValues(act.Placement).Inc()
 	return did, again, nil
 }

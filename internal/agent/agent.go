@@ -166,10 +166,8 @@ type Agent struct {
 	settling bool
 	lastKey  string
 	// disk measures the local member's disk from etcd's histograms
-	// (disk.go); leaderPlaced is when this agent last moved leadership
-	// for the leader placement (zero: not since it started).
-	disk         diskMeter
-	leaderPlaced time.Time
+	// (disk.go).
+	disk diskMeter
 	// steadyPasses counts the passes in a row that found nothing to do in
 	// a cluster that matches the spec (see steadyInterval).
 	steadyPasses int

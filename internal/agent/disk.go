@@ -16,14 +16,17 @@ const diskEvery = 5 * time.Second
 
 // diskMeter turns the cumulative histograms etcd exports into what the
 // last model.DiskWindow saw: it keeps the readings of the window, and
-// since when every window has had its WAL fsync p99 at or above
-// model.SlowDiskFloor.
+// since when every reading (the histograms' change since the one before)
+// has had its WAL fsync p99 at or above model.SlowDiskFloor.
 type diskMeter struct {
 	readings   []diskReading
 	aboveSince time.Time
-	last       *model.DiskLatency
 	lastAt     time.Time
 	failed     bool
+	// last is the latest measurement (nil: none), published the part of
+	// it the agent's record carries (nil: too few fsyncs to say).
+	last      *DiskMeasure
+	published *model.DiskLatency
 }
 
 type diskReading struct {
@@ -31,37 +34,62 @@ type diskReading struct {
 	wal, commit model.Histogram
 }
 
-// add takes a reading at now and returns the window's latency: its
+// DiskMeasure is what the agent measured of its member's disk over the
+// last model.DiskWindow, as /status shows it: the percentiles, how many
+// fsyncs they rest on, and how long every reading has been slow.
+type DiskMeasure struct {
+	WALFsyncP99 time.Duration `json:"walFsyncP99"`
+	CommitP99   time.Duration `json:"commitP99"`
+	Fsyncs      int64         `json:"fsyncs"`
+	AboveFor    time.Duration `json:"aboveFor,omitempty"`
+}
+
+// diskGap: readings further apart than this (a pass that took long, etcd
+// down) start the window and the hold over.
+const diskGap = 3 * diskEvery
+
+// add takes a reading at now and returns the window's measurement: its
 // percentiles over the readings since the newest one at least a window
-// old (the oldest while the meter has seen less than a window).
-func (m *diskMeter) add(now time.Time, wal, commit model.Histogram) model.DiskLatency {
+// old (the oldest while the meter has seen less than a window), and what
+// the agent's record publishes of it.
+func (m *diskMeter) add(now time.Time, wal, commit model.Histogram) (DiskMeasure, *model.DiskLatency) {
+	if n := len(m.readings); n > 0 && now.Sub(m.readings[n-1].at) > diskGap {
+		m.reset()
+	}
 	m.readings = append(m.readings, diskReading{now, wal, commit})
 	for len(m.readings) > 2 && !m.readings[1].at.After(now.Add(-model.DiskWindow)) {
 		m.readings = m.readings[1:]
 	}
-	base := m.readings[0]
-	w, c := wal.Since(base.wal), commit.Since(base.commit)
-	if len(m.readings) == 1 {
+	n := len(m.readings)
+	if n == 1 {
 		// The first reading has nothing to compare with: what etcd saw
 		// since it started may be days old.
-		w, c = model.Histogram{}, model.Histogram{}
+		m.aboveSince = time.Time{}
+		return DiskMeasure{}, nil
 	}
-	d := model.DiskLatency{WALFsyncP99: w.Quantile(0.99), CommitP99: c.Quantile(0.99), Fsyncs: int64(w.Count)}
+	prev := m.readings[n-2]
+	step := wal.Since(prev.wal)
 	switch {
-	case d.Fsyncs < model.DiskMinFsyncs || d.WALFsyncP99 < model.SlowDiskFloor:
+	case step.Count < model.DiskReadingFsyncs || step.Quantile(0.99) < model.SlowDiskFloor:
 		m.aboveSince = time.Time{}
 	case m.aboveSince.IsZero():
-		m.aboveSince = now
+		m.aboveSince = prev.at
 	}
+	w, c := wal.Since(m.readings[0].wal), commit.Since(m.readings[0].commit)
+	d := DiskMeasure{WALFsyncP99: w.Quantile(0.99), CommitP99: c.Quantile(0.99), Fsyncs: int64(w.Count)}
 	if !m.aboveSince.IsZero() {
 		d.AboveFor = now.Sub(m.aboveSince)
 	}
-	return d
+	if d.Fsyncs < model.DiskMinFsyncs {
+		return d, nil
+	}
+	return d, &model.DiskLatency{WALFsyncP99: model.DiskBucket(d.WALFsyncP99), CommitP99: model.DiskBucket(d.CommitP99),
+		Sustained: d.WALFsyncP99 >= model.SlowDiskFloor && d.AboveFor >= model.SlowDiskFor}
 }
 
-// reset forgets the readings (another etcd process, a stop).
+// reset forgets the readings (another etcd process, a stop, a gap).
 func (m *diskMeter) reset() {
-	m.readings, m.aboveSince, m.last = nil, time.Time{}, nil
+	m.readings, m.aboveSince, m.last, m.published = nil, time.Time{}, nil, nil
 }
 
 // measureDisk reads the local etcd's disk histograms, at most every
@@ -86,9 +114,9 @@ func (a *Agent) measureDisk(ctx context.Context, endpoint string) {
 		a.lg.Info("etcd's disk latency read again")
 		m.failed = false
 	}
-	d := m.add(m.lastAt, wal, commit)
-	m.last = &d
-	a.metrics.Disk.SetLocal(d.WALFsyncP99, d.CommitP99, d.Fsyncs >= model.DiskMinFsyncs)
+	d, pub := m.add(m.lastAt, wal, commit)
+	m.last, m.published = &d, pub
+	a.metrics.Disk.SetLocal(d.WALFsyncP99, d.CommitP99, pub != nil)
 }
 
 // noteDisks records what the view says of the members' disks: the
@@ -113,7 +141,7 @@ func (a *Agent) noteDisks(v model.View) {
 	for _, s := range v.SlowDisks {
 		if !slices.ContainsFunc(before, func(b model.SlowDisk) bool { return b.ID == s.ID }) {
 			a.lg.Warn("slow disk", zap.String("member", s.Name), zap.Duration("wal-fsync-p99", s.P99),
-				zap.Duration("others-p99", s.Others), zap.Duration("for", s.For), zap.String("reason", s.Text()+": leadership is kept off it"))
+				zap.Duration("others-p99", s.Others), zap.String("reason", s.Text()+": leadership is kept off it"))
 		}
 	}
 	for _, b := range before {

@@ -235,7 +235,7 @@ func (a *Agent) observeRunning(ctx context.Context, in *reconcile.Input) {
 	}
 	l.Restart, l.WantEtcd = a.restartDue(s, self)
 	l.Restart = binaryRestart(l.Restart, l.Binary, a.etcd.Process().Adoptable())
-	in.Memory.Restarted, in.Memory.RolloutSnapshot, in.Memory.LeaderPlaced = a.restarted, a.rolloutSnapshot, a.leaderPlaced
+	in.Memory.Restarted, in.Memory.RolloutSnapshot = a.restarted, a.rolloutSnapshot
 	a.restartPending, a.restartAgent = l.Restart.Why, l.Restart.Agent
 	a.noteAnswer(*l.Answer)
 	a.measureDisk(ctx, self.ClientURLs[0])
@@ -257,6 +257,10 @@ func (a *Agent) observeRunning(ctx context.Context, in *reconcile.Input) {
 	if recs, err := a.client.Agents(ctx, s.Cluster.Name); err == nil {
 		in.Agents = recs
 		a.noteDisks(model.NewView(*in.Cluster, recs))
+	}
+	if in.Cluster.LeaderMoved, err = a.client.GetLeaderMoved(ctx, s.Cluster.Name); err != nil {
+		// Not known is taken as a move just made: the placement waits.
+		in.Cluster.LeaderMoved = &model.LeaderMoved{Why: "the agents' last leader move cannot be read: " + err.Error()}
 	}
 	if !l.LockHeld && reconcile.NoSpaceRaised(*in.Cluster) {
 		// A lock taken before NOSPACE is kept by its holder's keepalives;

@@ -87,7 +87,9 @@ func (a *Agent) publish(ctx context.Context) {
 		Decision: st.Decision, Addr: self.AgentAddr, MemberID: a.memberID(), Progress: a.progress(st), Maintenance: st.Maintenance, Defragmenting: st.Defragmenting,
 		RestartPending: a.restartPending, RestartAgent: a.restartAgent, RolloutSnapshot: a.rolloutSnapshot, Version: a.build().Version, EtcdVersion: a.etcdVersion(),
 		Rollout: a.rollout, Request: a.request, Paused: st.Paused, PausedLocal: st.PausedLocal, Certs: st.Certs, CA: st.CA, Rotation: st.Rotation}
-	rec.Disk, rec.LeaderPlaced = a.disk.last, a.leaderPlaced
+	if a.etcd.Running() {
+		rec.Disk = a.disk.published
+	}
 	rec.DefragOffline = a.defragsOffline()
 	if w := st.TurnWish; w != nil && !w.Granted {
 		rec.WantsTurn = w.Why

@@ -67,8 +67,8 @@ type Status struct {
 	// Disk is what this agent measured of its member's disk (nil: not
 	// yet); SlowDisks the members whose disks the agents' records show
 	// far slower than the others' (model.View.SlowDisks).
-	Disk      *model.DiskLatency `json:"disk,omitempty"`
-	SlowDisks []model.SlowDisk   `json:"slowDisks,omitempty"`
+	Disk      *DiskMeasure     `json:"disk,omitempty"`
+	SlowDisks []model.SlowDisk `json:"slowDisks,omitempty"`
 	// RaftTerm, RaftIndex (committed) and Revision are what the local etcd
 	// last answered: how far its data goes, for a recovery plan.
 	RaftTerm  uint64 `json:"raftTerm,omitempty"`

@@ -571,6 +571,7 @@ func (a *Agent) handOffLeadership(ctx context.Context, in reconcile.Input) {
 		return
 	}
 	a.metrics.MembershipChanges.WithLabelValues("move-leader").Inc()
+	a.noteLeaderMoved(ctx, step)
 	a.lg.Info("handed leadership off before etcd stops", zap.String("to", fmt.Sprintf("%x", step.To)), zap.String("reason", step.Reason))
 }
 

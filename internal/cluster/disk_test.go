@@ -8,6 +8,9 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdkeeper/etcdkeeper/internal/model"
 	"github.com/etcdkeeper/etcdkeeper/internal/testetcd"
 )
 
@@ -87,5 +90,40 @@ func TestDiskHistograms(t *testing.T) {
 	}
 	if _, _, err := c.DiskHistograms(ctx, "http://127.0.0.1:1"); err == nil {
 		t.Error("metrics of nothing listening read")
+	}
+}
+
+// TestLeaderMoved: the agents' last leader move is read back while its
+// lease lasts.
+func TestLeaderMoved(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts etcd")
+	}
+	ep, _ := testetcd.Start(t)
+	c, err := Dial([]string{ep}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = c.Close() }()
+	ctx := context.Background()
+	if m, err := c.GetLeaderMoved(ctx, "t"); err != nil || m != nil {
+		t.Fatalf("before any move: %+v, %v", m, err)
+	}
+	want := model.LeaderMoved{By: "node1", From: 1, To: 2, Why: "a restart", At: time.Now().UTC().Truncate(time.Second)}
+	if err := c.PutLeaderMoved(ctx, "t", want); err != nil {
+		t.Fatal(err)
+	}
+	got, err := c.GetLeaderMoved(ctx, "t")
+	if err != nil || got == nil || *got != want {
+		t.Fatalf("read back %+v, %v; want %+v", got, err, want)
+	}
+	cli, _ := c.conn()
+	resp, err := cli.Get(ctx, LeaderMovedKey("t"))
+	if err != nil || len(resp.Kvs) != 1 {
+		t.Fatalf("the key: %v %v", resp, err)
+	}
+	ttl, err := cli.TimeToLive(ctx, clientv3.LeaseID(resp.Kvs[0].Lease))
+	if err != nil || ttl.GrantedTTL != int64(model.LeaderMoveQuiet/time.Second) {
+		t.Errorf("its lease: %+v, %v; want %s", ttl, err, model.LeaderMoveQuiet)
 	}
 }

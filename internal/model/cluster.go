@@ -115,6 +115,35 @@ type Cluster struct {
 	Recovered *Recovered
 	// Turn is the host turn (nil: nobody holds it, or not read).
 	Turn *HostTurn
+	// LeaderMoved is the agents' last leader move, while its lease of
+	// LeaderMoveQuiet lasts (nil: none, or not read).
+	LeaderMoved *LeaderMoved
+}
+
+// LeaderMoveQuiet is how long after any leader move the agents made (a
+// hand-off before a restart, a defragmentation or a host's turn, an
+// operator's `leader move`, the placement's own) the leader placement
+// moves nothing: each move costs the cluster's writes a moment, and two
+// rules that disagree on the best place must not bounce leadership
+// between them.
+const LeaderMoveQuiet = 10 * time.Minute
+
+// LeaderMoved is one leader move an agent made, as it recorded it.
+type LeaderMoved struct {
+	By   string    `json:"by"`
+	From uint64    `json:"from"`
+	To   uint64    `json:"to"`
+	Why  string    `json:"why"`
+	At   time.Time `json:"at"`
+}
+
+// Text says it for people: "by agent node2 at 10:02:03 UTC: move leader
+// from node1 to node3 ...".
+func (m LeaderMoved) Text() string {
+	if m.By == "" {
+		return m.Why
+	}
+	return fmt.Sprintf("by agent %s at %s: %s", m.By, m.At.UTC().Format("15:04:05 MST"), m.Why)
 }
 
 // Recovered is what the source of a recovery from quorum loss records in

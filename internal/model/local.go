@@ -108,10 +108,6 @@ type AgentRecord struct {
 	// Disk is what the agent measured of its member's disk (nil: nothing
 	// yet, or etcd's metrics cannot be read).
 	Disk *DiskLatency `json:"disk,omitempty"`
-	// LeaderPlaced is when this agent last moved leadership for the
-	// leader placement (a slow disk, the spec's leader tags): the agents
-	// make one such move in reconcile.PlacementEvery at most.
-	LeaderPlaced time.Time `json:"leaderPlaced,omitzero"`
 }
 
 // Phase is what the agent is doing with its member, for STATUS, /status

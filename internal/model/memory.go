@@ -30,8 +30,4 @@ type Memory struct {
 	// RequestDone are the members this agent defragmented for the
 	// operator's request in force (the others' are in their records).
 	RequestDone []uint64
-	// LeaderPlaced is when this agent last moved leadership for the
-	// leader placement (zero: not since it started); the others' moves
-	// are in their records (View.LeaderPlaced).
-	LeaderPlaced time.Time
 }

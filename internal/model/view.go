@@ -39,11 +39,8 @@ type View struct {
 	// Alarms are the cluster's active alarms.
 	Alarms []Alarm
 	// SlowDisks are the voters whose disks their agents measured far
-	// slower than the others' (slowDisks); LeaderPlaced is when an agent
-	// last moved leadership to honour them or the spec's leader tags
-	// (zero: not in any live agent's record).
-	SlowDisks    []SlowDisk
-	LeaderPlaced time.Time
+	// slower than the others' (slowDisks).
+	SlowDisks []SlowDisk
 
 	members []Member
 	diskP99 map[uint64]time.Duration
@@ -67,9 +64,6 @@ func NewView(c Cluster, recs []AgentRecord) View {
 	for _, r := range recs {
 		if r.Defragmenting != 0 {
 			defragmenting[r.Defragmenting] = r.Name
-		}
-		if r.LeaderPlaced.After(v.LeaderPlaced) {
-			v.LeaderPlaced = r.LeaderPlaced
 		}
 	}
 	v.diskP99 = map[uint64]time.Duration{}

@@ -473,10 +473,14 @@ func converge(in Input) Action {
 // catching up) is no action for this agent: the loop stays steady, and
 // the reason says what waits.
 func maintain(in Input, self string) Action {
-	if act, ok := placeLeader(in, self); ok {
-		return act
-	}
 	step := planMaintenance(budgetOf(in), in.Defrag)
+	if step.Kind == StepNone || step.Kind == StepWait {
+		// The leader placement when no defragmentation is to be done now
+		// (one that is due goes first: its hand-off would undo the move).
+		if act, ok := placeLeader(in, self); ok {
+			return act
+		}
+	}
 	switch step.Kind {
 	case StepNone:
 		return Action{Kind: DoNothing, Reason: self, Key: "healthy-voter", ReleaseLock: true}
@@ -504,13 +508,13 @@ func maintain(in Input, self string) Action {
 // A move that waits is no action for this agent (the loop stays steady),
 // and neither holds a defragmentation back.
 func placeLeader(in Input, self string) (Action, bool) {
-	step, what := planPlacement(budgetOf(in), lastPlaced(in))
+	step, what := planPlacement(budgetOf(in))
 	switch step.Kind {
 	case StepNone:
 		return Action{}, false
 	case StepWait:
 		if planMaintenance(budgetOf(in), in.Defrag).Kind != StepNone {
-			return Action{}, false
+			return Action{}, false // the maintenance's wait says more
 		}
 		return Action{Kind: DoNothing, Reason: self + "; " + step.Reason, Key: "placement-wait/" + what + "/" + numberless(step.Reason), ReleaseLock: true}, true
 	}

@@ -2,16 +2,10 @@ package reconcile
 
 import (
 	"fmt"
-	"time"
 
+	"github.com/etcdkeeper/etcdkeeper/internal/model"
 	"github.com/etcdkeeper/etcdkeeper/internal/spec"
 )
-
-// PlacementEvery is the least time between two leader moves the agents
-// make for the leader placement, cluster-wide: each costs the cluster's
-// writes a moment (etcd's leader transfer), and a verdict that wavers
-// must not bounce leadership around.
-const PlacementEvery = 10 * time.Minute
 
 // Why leadership is placed elsewhere, for the metric and the history.
 const (
@@ -80,20 +74,25 @@ func (v *planView) canLead(c planMember) bool {
 // planPlacement is the leader placement: when the leader's disk is slow,
 // or the spec says leader: avoid for it, or leader: prefer for another
 // member, and a member fits better, the leader's move there. It is tried
-// after the membership is as the spec wants it and after an operator's
-// request and a host's turn, before defragmentation, by the agent that
-// takes the cluster lock for it. The rules, in order:
+// once the membership is as the spec wants it, after an operator's
+// request, a host's turn and a defragmentation that is due, by the agent
+// that takes the cluster lock for it. The rules, in order:
 //  1. Nothing to place without a leader, or when no member that could
 //     take over fits better (placeRank).
 //  2. It waits beside a disruption (a member out of service: its restart,
 //     turn or repair settles first; the hand-offs of those already go to
-//     the best fit) and beside an alarm.
-//  3. At most one move in PlacementEvery, cluster-wide (last: the newest
-//     of the agents' records and this agent's own memory).
+//     the best fit), beside an alarm, and while a rollout is under way
+//     (an agent with a restart pending, or on another spec generation:
+//     the specs may disagree on the tags).
+//  3. It waits model.LeaderMoveQuiet after any leader move of the agents
+//     (the cluster's leader-moved key, under a lease: timed by the
+//     cluster, whoever moved and whatever for): one move at most in that
+//     time, and no rule undoes another's move at once (a hand-off before
+//     a defragmentation, an operator's `leader move`).
 //
 // StepNone: nothing to do; StepWait: due, Reason says why it waits;
 // StepMoveLeader: the move, and what (PlaceSlowDisk, ...) it is for.
-func planPlacement(b budget, last time.Time) (Step, string) {
+func planPlacement(b budget) (Step, string) {
 	v := b.plan
 	if v.leader == nil {
 		return Step{Kind: StepNone, Reason: "no leader"}, ""
@@ -110,9 +109,12 @@ func planPlacement(b budget, last time.Time) (Step, string) {
 		a := v.view.Alarms[0]
 		return waitStep(fmt.Sprintf("%s; the leader move waits: a %s alarm is raised on member %x", why, a.Type, a.MemberID)), what
 	}
-	if since := v.now.Sub(last); !last.IsZero() && since < PlacementEvery {
-		return waitStep(fmt.Sprintf("%s; the leader was moved for its placement %s ago: the next move in %s (one in %s at most)",
-			why, Approx(since), Approx(PlacementEvery-since), Approx(PlacementEvery))), what
+	if r := rolloutUnderWay(b.agents); r != "" {
+		return waitStep(fmt.Sprintf("%s; the leader move waits for the rollout: %s", why, r)), what
+	}
+	if m := v.cluster.LeaderMoved; m != nil {
+		return waitStep(fmt.Sprintf("%s; the leader move waits: the agents moved leadership in the last %s (%s), and the placement moves none sooner",
+			why, Approx(model.LeaderMoveQuiet), m.Text())), what
 	}
 	step := v.moveLeaderFor(*v.leader, "a move of leadership", why, v.canLead)
 	if step.Kind == StepMoveLeader {
@@ -122,12 +124,18 @@ func planPlacement(b budget, last time.Time) (Step, string) {
 	return step, what
 }
 
-// lastPlaced is when leadership was last moved for its placement, as far
-// as this agent knows.
-func lastPlaced(in Input) time.Time {
-	last := in.View().LeaderPlaced
-	if in.Memory.LeaderPlaced.After(last) {
-		last = in.Memory.LeaderPlaced
+// rolloutUnderWay says which agent has a restart pending or runs another
+// spec generation ("": none).
+func rolloutUnderWay(recs []model.AgentRecord) string {
+	gens := map[string]bool{}
+	for _, r := range recs {
+		if r.RestartPending != "" {
+			return fmt.Sprintf("%s's member is due for a restart (%s)", r.Name, r.RestartPending)
+		}
+		gens[r.Generation] = true
 	}
-	return last
+	if len(gens) > 1 {
+		return "the agents run different spec generations"
+	}
+	return ""
 }

@@ -12,10 +12,8 @@ import (
 // diskRec is member id's agent record with a disk measurement: p99 in
 // milliseconds, above the floor for long enough when it is.
 func diskRec(id uint64, p99 int) model.AgentRecord {
-	d := &model.DiskLatency{WALFsyncP99: time.Duration(p99) * time.Millisecond, Fsyncs: 500}
-	if d.WALFsyncP99 >= model.SlowDiskFloor {
-		d.AboveFor = time.Minute
-	}
+	d := &model.DiskLatency{WALFsyncP99: time.Duration(p99) * time.Millisecond}
+	d.Sustained = d.WALFsyncP99 >= model.SlowDiskFloor
 	return model.AgentRecord{Name: "node" + string(rune('0'+id)), MemberID: id, Disk: d}
 }
 
@@ -40,8 +38,7 @@ func TestLeaderPlacement(t *testing.T) {
 		obs     model.Cluster
 		recs    []model.AgentRecord
 		lock    bool
-		placed  time.Duration // how long ago the last placement move was (0: never)
-		mine    time.Duration // ... by this agent, as it remembers
+		moved   bool // the cluster's leader-moved key is there
 		kind    ActionKind
 		to      uint64
 		placing string
@@ -57,10 +54,13 @@ func TestLeaderPlacement(t *testing.T) {
 			reason: "the leader move waits: node2 is not a healthy voter"},
 		{name: "slow leader under an alarm: waits", recs: slow1, lock: true, obs: withAlarms(observed(1, nodes(3, nil)...), model.Alarm{Type: model.AlarmCorrupt, MemberID: 3}), kind: DoNothing,
 			reason: "the leader move waits: a CORRUPT alarm"},
-		{name: "slow leader, moved 3 minutes ago: waits", recs: slow1, lock: true, placed: 3 * time.Minute, obs: observed(1, nodes(3, nil)...), kind: DoNothing,
-			reason: "the next move in 7m"},
-		{name: "slow leader, this agent moved 3 minutes ago: waits", recs: slow1, lock: true, mine: 3 * time.Minute, obs: observed(1, nodes(3, nil)...), kind: DoNothing},
-		{name: "slow leader, moved 11 minutes ago: moves", recs: slow1, lock: true, placed: 11 * time.Minute, obs: observed(1, nodes(3, nil)...), kind: DoPlaceLeader, placing: PlaceSlowDisk},
+		{name: "slow leader, the agents moved leadership within 10 minutes: waits", recs: slow1, lock: true, moved: true, obs: observed(1, nodes(3, nil)...), kind: DoNothing,
+			reason: "the agents moved leadership in the last 10m (by agent node3 at 11:58:00 UTC: move leader from node2 to node1 (the operator's request)), and the placement moves none sooner"},
+		{name: "preferred member, an operator moved leadership away: left there", tags: map[string]string{"node3": "prefer"}, recs: fast, lock: true, moved: true, obs: observed(1, nodes(3, nil)...), kind: DoNothing},
+		{name: "slow leader during a rollout: waits for it", recs: append(slow1[:2:2], model.AgentRecord{Name: "node3", MemberID: 3, RestartPending: "changed settings", Disk: slow1[2].Disk}), lock: true,
+			obs: observed(1, nodes(3, nil)...), kind: DoNothing, reason: "the leader move waits for the rollout: node3's member is due for a restart"},
+		{name: "preferred member, agents on different specs: waits", tags: map[string]string{"node3": "prefer"}, recs: []model.AgentRecord{{Name: "node1", Generation: "g1"}, {Name: "node2", Generation: "g2"}}, lock: true,
+			obs: observed(1, nodes(3, nil)...), kind: DoNothing, reason: "different spec generations"},
 		{name: "avoided leader: moved off", tags: map[string]string{"node1": "avoid"}, recs: fast, lock: true, obs: observed(1, nodes(3, nil)...), kind: DoPlaceLeader, placing: PlaceAvoid,
 			reason: "the spec says leader: avoid for node1"},
 		{name: "avoided everywhere but the leader's: nothing", tags: map[string]string{"node2": "avoid", "node3": "avoid"}, recs: fast, lock: true, obs: observed(1, nodes(3, nil)...), kind: DoNothing},
@@ -78,14 +78,11 @@ func TestLeaderPlacement(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			obs := tt.obs
 			recs := tt.recs
-			if tt.placed > 0 {
-				recs = append(append([]model.AgentRecord{}, recs...), model.AgentRecord{Name: "node3", LeaderPlaced: planNow.Add(-tt.placed)})
+			if tt.moved {
+				obs.LeaderMoved = &model.LeaderMoved{By: "node3", From: 2, To: 1, Why: "move leader from node2 to node1 (the operator's request)", At: planNow.Add(-2 * time.Minute)}
 			}
 			in := Input{Self: specNodes(3)[1], InSpec: true, Desired: tagged(specNodes(3), tt.tags), Cluster: &obs, Agents: recs, Now: planNow,
 				Local: model.Local{Running: true, LockHeld: tt.lock, Answer: &model.Answer{MemberID: 2, Leader: 1}}}
-			if tt.mine > 0 {
-				in.Memory.LeaderPlaced = planNow.Add(-tt.mine)
-			}
 			got := Decide(in)
 			if got.Kind != tt.kind {
 				t.Fatalf("got %s (%s), want %s", got.Kind, got.Reason, tt.kind)
@@ -119,5 +116,21 @@ func TestHandOffAvoidsSlowDisks(t *testing.T) {
 	b = budget{plan: planViewOf(specNodes(3), obs, model.NewView(obs, nil))}
 	if g := b.grant(Request{Member: 1, Kind: DisruptRestart, Why: "settings"}, Queue{}, false); g.HandOff == nil || g.HandOff.To != 2 {
 		t.Fatalf("hand-off %+v without disk figures, want the most advanced, node2", g.HandOff)
+	}
+}
+
+// TestPlacementAfterDefrag: a preferred leader due for a defragmentation
+// hands its leadership off and is defragmented as a follower; the
+// placement does not move leadership back in between (review 4).
+func TestPlacementAfterDefrag(t *testing.T) {
+	frag := db(100, 20)
+	on := DefragPolicy{Enabled: true, MinFreeRatio: 0.5, MinFreeBytes: 10 * mib}
+	desired := tagged(specNodes(3), map[string]string{"node1": "prefer"})
+	local := model.Local{Running: true, LockHeld: true, Answer: &model.Answer{MemberID: 2, Leader: 2}}
+	// The hand-off made node2 the leader; node1 is still due.
+	obs := observed(2, nodes(3, map[int][]memberMod{1: {frag}})...)
+	in := Input{Self: desired[1], InSpec: true, Desired: desired, Local: local, Cluster: &obs, Defrag: on, Agents: []model.AgentRecord{}, Now: planNow}
+	if got := Decide(in); got.Kind != DoDefrag || got.Step.MemberID != 1 {
+		t.Fatalf("got %s %q, want node1's defragmentation before the placement", got.Kind, got.Reason)
 	}
 }

@@ -63,7 +63,7 @@ type Member struct {
 	// healthy disk), "avoid" (moved off it whenever another can take
 	// over), or "" (no preference). etcd has no leader priority: the
 	// agents honour it with leader moves, at most one in
-	// reconcile.PlacementEvery (TiKV PD's leader priority is the model).
+	// model.LeaderMoveQuiet of any leader move (TiKV PD's leader priority is the model).
 	Leader string `yaml:"leader"`
 
 	// StateDir is agent.stateDir with {name} expanded (not a YAML field).
