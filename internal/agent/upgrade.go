@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -185,7 +186,10 @@ func (a *Agent) execKeepingEtcd(j upgrade.Journal, path string) (string, bool, e
 	if err != nil {
 		return "restart onto the new binary: hand etcd over", false, err
 	}
-	j.Etcd, j.Settings = &h, a.settings
+	a.mu.Lock()
+	trust := slices.Clone(a.etcdTrust)
+	a.mu.Unlock()
+	j.Etcd, j.Settings, j.Trust = &h, a.settings, trust
 	if err := a.noteWrite(upgrade.FileName, upgrade.Save(path, j)); err != nil {
 		p.KeepCloseOnExec()
 		return "journaling the hand-over of etcd", false, err
@@ -234,9 +238,11 @@ func (a *Agent) adoptEtcd() bool {
 	if v, err := spec.ParseVersion(j.From.EtcdVersion); err == nil {
 		a.binary.Version = v
 	}
+	// What etcd read when it started, not what the files hold now: a CA
+	// changed meanwhile is a restart still due.
 	a.settings = j.Settings
 	a.mu.Lock()
-	a.etcdTrust = trustedBy(etcdTrustFiles(self.TLS))
+	a.etcdTrust = j.Trust
 	a.mu.Unlock()
 	a.updateStatus(func(st *Status) { st.EtcdPID = p.PID() })
 	a.lg.Info("adopted the running etcd from the old binary", zap.Int("pid", p.PID()), zap.Stringer("from", j.From), zap.Stringer("to", a.build()),

@@ -43,10 +43,12 @@ type Journal struct {
 	// voter and closed the journal (zero: open).
 	Done time.Time `json:"done,omitzero"`
 	// Etcd is the running etcd the old process handed to the new one
-	// (model.Restart.AgentOnly: it was not stopped), and Settings what it
-	// was started with (agent.settings); nil: etcd was stopped.
+	// (model.Restart.AgentOnly: it was not stopped), and Settings and
+	// Trust what it read when it started (the agent's settings and the
+	// CAs its trust files held); nil: etcd was stopped.
 	Etcd     *etcdproc.Handoff `json:"etcd,omitempty"`
 	Settings string            `json:"settings,omitempty"`
+	Trust    []string          `json:"trust,omitempty"`
 }
 
 // Open: the restart is under way.
