@@ -152,18 +152,7 @@ func (a *Agent) restartOntoBinary(act reconcile.Action, in reconcile.Input) (str
 		return "restart onto the new binary: stop etcd", false, err
 	}
 	a.data = nil
-	if a.cfg.CrashAt == "upgrade-exec" {
-		a.lg.Error("test crash point reached: exiting hard", zap.String("step", "upgrade-exec"))
-		os.Exit(3)
-	}
-	// The agent record goes with this process's lease (and with it the
-	// restart it announced as pending); the new process publishes its own.
-	if a.presence != nil {
-		_ = a.presence.Close()
-		a.presence = nil
-	}
-	_ = a.lg.Sync()
-	err := a.exe.Exec()
+	err := a.exec()
 	// Still here: the exec failed. etcd starts again on the next pass
 	// (the lock stays until it has caught up); the file is not tried
 	// again until it changes.
@@ -172,6 +161,22 @@ func (a *Agent) restartOntoBinary(act reconcile.Action, in reconcile.Input) (str
 	j.Done = time.Now().UTC()
 	_ = a.noteWrite(upgrade.FileName, upgrade.Save(path, j))
 	return "restart onto the new binary failed: starting etcd again", true, err
+}
+
+// exec execs the new binary (returning only when that failed). The
+// agent record goes with this process's lease (and with it the restart
+// it announced as pending); the new process publishes its own.
+func (a *Agent) exec() error {
+	if a.cfg.CrashAt == "upgrade-exec" {
+		a.lg.Error("test crash point reached: exiting hard", zap.String("step", "upgrade-exec"))
+		os.Exit(3)
+	}
+	if a.presence != nil {
+		_ = a.presence.Close()
+		a.presence = nil
+	}
+	_ = a.lg.Sync()
+	return a.exe.Exec()
 }
 
 // execKeepingEtcd is the agent's exec onto a new binary that embeds the
@@ -194,17 +199,8 @@ func (a *Agent) execKeepingEtcd(j upgrade.Journal, path string) (string, bool, e
 		p.KeepCloseOnExec()
 		return "journaling the hand-over of etcd", false, err
 	}
-	if a.cfg.CrashAt == "upgrade-exec" {
-		a.lg.Error("test crash point reached: exiting hard", zap.String("step", "upgrade-exec"))
-		os.Exit(3)
-	}
-	if a.presence != nil {
-		_ = a.presence.Close()
-		a.presence = nil
-	}
 	a.lg.Info("handing the running etcd to the new binary", zap.Int("etcd-pid", h.PID))
-	_ = a.lg.Sync()
-	err = a.exe.Exec()
+	err = a.exec()
 	// Still here: the exec failed, and etcd runs on with this process.
 	p.KeepCloseOnExec()
 	a.exe.Failed(err)
