@@ -6,10 +6,12 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"go.uber.org/zap"
@@ -227,18 +229,39 @@ func HostStopping() bool {
 }
 
 // guardAlive: the guard process that made w still runs (the same
-// process: its start time matches).
+// process: its start time matches). Where /proc hides it (the packaged
+// unit's ProtectProc=invisible hides root's guard from the agent, which
+// runs as etcd; PIDStart then is 0), that a process of its PID exists
+// in this boot.
 func guardAlive(w *model.TurnWish) bool {
 	if w.PID <= 0 || w.Boot != bootID() {
 		return false
 	}
 	start, err := procStart(w.PID)
-	return err == nil && start == w.PIDStart
+	switch {
+	case err == nil:
+		// PIDStart 0: the guard was hidden when it asked, so a process
+		// this agent sees under its PID is another one.
+		return w.PIDStart != 0 && start == w.PIDStart
+	case errors.Is(err, fs.ErrNotExist):
+		return w.PIDStart == 0 && procHidden(w.PID)
+	}
+	return false
+}
+
+// procHidden: /proc shows no process pid, but the kernel has one (it
+// refuses a signal to it, rather than saying there is none): /proc
+// hides other users' processes (hidepid, ProtectProc=invisible).
+func procHidden(pid int) bool {
+	err := syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
 }
 
 // bootID is this boot's ID ("" when the kernel does not say).
-// ETCDKEEPER_BOOT_ID stands for it where a host's reboot is played by
-// restarting its agent (the integration tests).
+// ETCDKEEPER_BOOT_ID stands for it: the packaged unit sets it to
+// systemd's (%b), which in a container is the container's boot, where the
+// agent's sandboxed /proc shows the kernel's; the integration tests play
+// a host's reboot by restarting its agent with another.
 func bootID() string {
 	if id := os.Getenv("ETCDKEEPER_BOOT_ID"); id != "" {
 		return id
@@ -250,10 +273,14 @@ func bootID() string {
 	return strings.TrimSpace(string(b))
 }
 
+// procDir is where procStart reads; a variable for the tests (a /proc
+// that hides the guard).
+var procDir = "/proc"
+
 // procStart is process pid's start time, in clock ticks after boot
 // (/proc/PID/stat field 22).
 func procStart(pid int) (uint64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	b, err := os.ReadFile(fmt.Sprintf("%s/%d/stat", procDir, pid))
 	if err != nil {
 		return 0, err
 	}
@@ -295,10 +322,16 @@ func (a *Agent) WishTurn(w model.TurnWish) (model.TurnProgress, error) {
 	w.Boot, w.At, w.Granted, w.Done = bootID(), time.Now(), false, false
 	if w.PID > 0 {
 		start, err := procStart(w.PID)
-		if err != nil {
+		switch {
+		case err == nil:
+			w.PIDStart = start
+		case errors.Is(err, fs.ErrNotExist) && procHidden(w.PID):
+			// The guard is root's, and /proc hides it from this agent
+			// (ProtectProc=invisible): it is known by its PID alone.
+			w.PIDStart = 0
+		default:
 			return model.TurnProgress{}, fmt.Errorf("the guard's process %d: %w", w.PID, err)
 		}
-		w.PIDStart = start
 	}
 	if err := a.saveWish(&w); err != nil {
 		return model.TurnProgress{}, fmt.Errorf("keeping the wish for a host turn: %w", err)
