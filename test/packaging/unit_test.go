@@ -115,6 +115,7 @@ func TestUnitDecisions(t *testing.T) {
 		"ProtectSystem":    "strict",
 		"NoNewPrivileges":  "yes",
 		"SystemCallFilter": "@system-service",
+		"Environment":      "ETCDKEEPER_BOOT_ID=%b",
 	}
 	for key, value := range want {
 		if got := service[key]; len(got) != 1 || got[0] != value {
