@@ -110,7 +110,8 @@ test-packaging:
 # install $(DEB) and run the cluster as the packaged service through
 # start, kill, WAL corruption, reload, watchdog, power cycle,
 # remove/reinstall, a host cut off the network for a minute, a package
-# upgrade on all hosts at once and certificates renewed by the agents (each host
+# upgrade on all hosts at once, certificates renewed by the agents and all
+# hosts asking for a reboot at once, rebooted in turns (each host
 # in its own network namespace on a bridge of the run). Needs root and the Debian packages systemd-container,
 # debootstrap, curl and jq. The Debian root is cached in
 # /var/cache/etcdkeeper-e2e/ (built on the first run, ~1 min).

@@ -4,7 +4,9 @@
 # systemd as PID 1) install etcdkeeper from its .deb, run it as the packaged
 # systemd service and go through what real hosts go through: start, kill,
 # corrupt WAL, spec reload, watchdog, power cycle, package remove/reinstall,
-# a host cut off from the network for a minute.
+# a host cut off from the network for a minute, a package upgrade and
+# certificate renewals on every host, and every host asking for a reboot
+# at once (rebooted in turns).
 #
 #   test/e2e/run.sh dist/etcdkeeper_<version>_<arch>.deb [UPGRADE.deb]   (make e2e)
 #
@@ -554,11 +556,22 @@ boot() {
 		# network namespace of its own, joined to the run's bridge by a
 		# veth pair. 8>&-: the container must not hold the run's lock
 		# (7>&-: nor the outer network namespace).
-		exec systemd-nspawn --quiet --register=no --keep-unit --link-journal=no \
-			--network-bridge="$BRIDGE" \
-			--console=read-only --machine="$h" --directory="$d/root" --boot 7>&- 8>&-
+		# A reboot inside the container ends nspawn with 133: the host
+		# boots again, as a real one would (step 12). nspawn.pid follows;
+		# loop.pid is this loop, which cleanup stops first.
+		local rc
+		while :; do
+			systemd-nspawn --quiet --register=no --keep-unit --link-journal=no \
+				--network-bridge="$BRIDGE" \
+				--console=read-only --machine="$h" --directory="$d/root" --boot 7>&- 8>&- &
+			echo $! >"$d/nspawn.pid"
+			rc=0
+			wait $! || rc=$?
+			((rc == 133)) || exit "$rc"
+			echo "$(date +%T.%N) $h rebooted" >>"$d/reboots"
+		done
 	) >>"$d/console.log" 2>&1 </dev/null &
-	echo $! >"$d/nspawn.pid"
+	echo $! >"$d/loop.pid"
 	wait_for 30 "$h: container PID 1" pid1 "$h" >/dev/null || fail -h "$h" "$h: systemd-nspawn did not start (console: $d/console.log)"
 	# systemctl talks to systemd through its private socket: it is there
 	# a moment after PID 1 starts ("Failed to connect to bus" before).
@@ -608,6 +621,12 @@ rm_cgroups() {
 # by the PIDs recorded in WORK, unmount, remove the cgroups.
 cleanup() {
 	local h d p p1 pids=()
+	for d in "$WORK"/hosts/*/; do
+		[[ -d $d ]] || continue
+		# The boot loop first: no host boots again behind the cleanup.
+		p=$(cat "$d/loop.pid" 2>/dev/null) && kill -TERM "$p" 2>/dev/null
+		rm -f "$d/loop.pid"
+	done
 	for d in "$WORK"/hosts/*/; do
 		[[ -d $d ]] || continue
 		h=$(basename "$d")
@@ -1116,6 +1135,7 @@ s_reinstall() {
 upg_writer() {
 	local stop=$1 out=$2 i=0 ok=0 failed=0 max=0 t0 d n good
 	while [[ ! -e $stop ]]; do
+		orphan_guard
 		t0=$EPOCHREALTIME
 		n=0 good=1
 		until etcd_put "${IP[$(((i + n) % 3))]}" "e2e-upg/k$i" v; do
@@ -1140,6 +1160,7 @@ upg_writer() {
 upg_watch() {
 	local stop=$1 out=$2 fewest=3 changes=0 last= h n l lead
 	while [[ ! -e $stop ]]; do
+		orphan_guard
 		n=0 lead=
 		for h in "${IP[@]}"; do
 			l=$(curl -sf --max-time 1 -X POST "http://$h:2379/v3/maintenance/status" -d '{}' | jq -r '.leader // "0"') || l=0
@@ -1288,7 +1309,7 @@ renewed_twice() {
 	[[ -n $na ]] && ((na >= $2 + 55))
 }
 
-# 11. Across every step, with the short WatchdogSec drop-in: systemd's
+# 13. Across every step, with the short WatchdogSec drop-in: systemd's
 # watchdog fired only once, on the agent step 6 froze on purpose.
 s_no_watchdog_kills() {
 	local h n want
@@ -1300,6 +1321,181 @@ s_no_watchdog_kills() {
 		[[ $n == "$want" ]] || fail -h "$h" "$h: systemd's watchdog fired $n times over the run, want $want (step 6's)"
 		log "$h: 'Watchdog timeout' $n times over the run (want $want)"
 	done
+}
+
+# 12. Reboots in turns: every host asks for a reboot in the same second, as
+# unattended-upgrades does (apt's /run/reboot-required), with the shipped
+# etcdkeeper-reboot.path enabled: its service runs `etcdkeeper guard --
+# systemctl reboot`, and the hosts reboot one at a time, the leader's last,
+# each turn over only once its member has caught up again (the restarted
+# agent ends it: it tells the boot by its boot ID). A reboot ends nspawn
+# with 133 and boot()'s loop boots the host again. Never fewer than 2
+# caught-up voters, never leaderless longer than one election timeout; no
+# write of a retrying client fails.
+REBOOT_SECS=${E2E_REBOOT_SECS:-420}
+# etcd's --election-timeout (the spec sets none: etcd's default).
+ELECTION_MS=1000
+# rb_poll: one look at each member's status: "caught-up-voters leader":
+# members that answer with a leader, are voters and are within 1000
+# entries of the furthest (model.MinCatchUpEntries); leader 0: none.
+rb_poll() {
+	local h st n=0 lead=0 max=0 idx=() l
+	for h in "${IP[@]}"; do
+		st=$(curl -sf --connect-timeout 0.5 --max-time 0.7 -X POST "http://$h:2379/v3/maintenance/status" -d '{}' |
+			jq -r 'select((.leader // "0") != "0" and (.isLearner | not)) | "\(.leader) \(.raftIndex // "0")"') || st=
+		[[ -n $st ]] || continue
+		read -r l st <<<"$st"
+		lead=$l
+		idx+=("$st")
+		((st > max)) && max=$st
+	done
+	for st in "${idx[@]}"; do
+		((st + 1000 >= max)) && n=$((n + 1))
+	done
+	echo "$n $lead"
+}
+# rb_watch STOPFILE OUT: rb_poll every 0.2 s; a look that sees fewer than
+# 2 caught-up voters or no leader is taken again twice at once (a member
+# that does not answer within 0.7 s on a loaded machine is not down) and
+# counts only when they agree. Writes "fewest leader-changes
+# longest-leaderless-ms" to OUT when STOPFILE appears.
+rb_watch() {
+	local stop=$1 out=$2 fewest=3 changes=0 last= n lead t0= t longest=0 d try
+	while [[ ! -e $stop ]]; do
+		orphan_guard
+		t=$EPOCHREALTIME
+		for try in 1 2 3; do
+			read -r n lead < <(rb_poll)
+			((n >= 2)) && [[ $lead != 0 ]] && break
+		done
+		((n < fewest)) && fewest=$n
+		if [[ $lead != 0 ]]; then
+			[[ -n $last && $lead != "$last" ]] && changes=$((changes + 1))
+			last=$lead
+			if [[ -n $t0 ]]; then
+				d=$(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%d", (b - a) * 1000 }')
+				((d > longest)) && longest=$d
+				t0=
+			fi
+		elif [[ -z $t0 ]]; then
+			t0=$t
+		fi
+		sleep 0.2
+	done
+	echo "$fewest $changes $longest" >"$out"
+}
+boots() { journalctl -D "$(hdir "$1")/root/var/log/journal" --list-boots --no-pager 2>/dev/null | grep -cE '[0-9a-f]{32}'; }
+# turn_times HOST: "taken ended" (µs since the epoch) of HOST's last host
+# turn, as its agent logged them.
+turn_times() {
+	local taken ended
+	taken=$(journal "$1" -o json | jq -r 'select(.MESSAGE | test("\"msg\":\"host turn taken\"")) | .__REALTIME_TIMESTAMP' | tail -n1)
+	ended=$(journal "$1" -o json | jq -r 'select(.MESSAGE | test("\"msg\":\"host turn ended\"")) | .__REALTIME_TIMESTAMP' | tail -n1)
+	[[ -n $taken && -n $ended && $ended -gt $taken ]] || return 1
+	echo "$taken $ended"
+}
+# down_times HOST: "from to" (µs): HOST's journal's last entry of the boot
+# before the last one, and the first entry of the last one.
+down_times() {
+	journalctl -D "$(hdir "$1")/root/var/log/journal" --list-boots -o json --no-pager 2>/dev/null |
+		jq -r 'sort_by(.index) | if length >= 2 then "\(.[-2].last_entry) \(.[-1].first_entry)" else empty end'
+}
+# hms µs: the time of day, to the millisecond.
+hms() { date -d "@$(($1 / 1000000)).$(printf '%06d' $(($1 % 1000000)))" +%T.%3N; }
+rebooted_back() {
+	local h=$1
+	(($(boots "$h") > $(get "rb-boots-$h"))) || { echo "$h: not rebooted yet"; return 1; }
+	turn_times "$h" >/dev/null || { echo "$h: rebooted, its turn has not ended"; return 1; }
+	member_healthy "$h" "$(get "rb-id-$h")" >/dev/null || { echo "$h: rebooted, turn ended, member not healthy"; return 1; }
+}
+s_reboot() {
+	local h w m t0 took ok failed stall fewest changes longest leader a b e
+	wait_all_healthy 90 || fail "cluster not healthy before the reboots"
+	leader=$(agent_field "${HOST[0]}" leaderName)
+	for h in "${HOST[@]}"; do
+		put "rb-boots-$h" "$(boots "$h")"
+		put "rb-id-$h" "$(agent_field "$h" memberID)"
+		if [[ $(member "$h") != "$h" ]]; then
+			# The unit's comment: a member not named after its host.
+			on "$h" sh -c "mkdir -p /etc/systemd/system/etcdkeeper-reboot.service.d && printf '[Service]\nExecStart=\nExecStart=/usr/bin/etcdkeeper guard --config $SPEC --name $(member "$h") -- /bin/systemctl reboot\n' >/etc/systemd/system/etcdkeeper-reboot.service.d/name.conf"
+			sctl "$h" daemon-reload
+		fi
+		sctl "$h" enable --now etcdkeeper-reboot.path >/dev/null 2>&1 || fail -h "$h" "$h: systemctl enable --now etcdkeeper-reboot.path failed"
+	done
+	rm -f "$WORK/state/rb-stop"
+	# The writer and the watcher stop with the step, however it ends.
+	trap 'touch "$WORK/state/rb-stop"' EXIT
+	trap 'exit 143' TERM
+	upg_writer "$WORK/state/rb-stop" "$WORK/state/rb-writer" &
+	w=$!
+	rb_watch "$WORK/state/rb-stop" "$WORK/state/rb-watch" &
+	m=$!
+	sleep 2
+	t0=$EPOCHREALTIME
+	log "touching /run/reboot-required on ${HOST[*]} at once (leader: $leader)"
+	local touches=()
+	for h in "${HOST[@]}"; do
+		on "$h" touch /run/reboot-required &
+		touches+=($!)
+	done
+	wait "${touches[@]}" || fail "touching /run/reboot-required failed"
+	# The hosts come back in their turns' order, the leader's last: each
+	# one is logged as it comes back, all three within REBOOT_SECS.
+	local deadline=$((SECONDS + REBOOT_SECS)) back=() left out why
+	while :; do
+		orphan_guard
+		left=0 why=
+		for h in "${HOST[@]}"; do
+			[[ " ${back[*]} " == *" $h "* ]] && continue
+			if out=$(rebooted_back "$h" 2>&1); then
+				back+=("$h")
+				log "$h rebooted in its turn and back: member $(get "rb-id-$h") healthy, $(elapsed "$t0")s after the touch"
+			else
+				left=$((left + 1)) why+="${why:+; }$out"
+			fi
+		done
+		((left == 0)) && break
+		if ((SECONDS >= deadline)); then
+			for h in "${HOST[@]}"; do
+				[[ " ${back[*]} " == *" $h "* ]] && continue
+				on "$h" journalctl -u etcdkeeper-reboot --no-pager -o cat 2>/dev/null | tail -n 15 | sed "s/^/      $h etcdkeeper-reboot: /" || true
+				echo "$h" >>"$WORK/failed-hosts"
+			done
+			fail "not all hosts rebooted in their turns and came back within ${REBOOT_SECS}s: $why"
+		fi
+		sleep 2
+	done
+	took=$(elapsed "$t0")
+	touch "$WORK/state/rb-stop"
+	wait "$w" "$m" || true
+	read -r ok failed stall <"$WORK/state/rb-writer"
+	read -r fewest changes longest <"$WORK/state/rb-watch"
+	# Each host was down (its journal's last entry before the reboot to
+	# the first one after it) inside its own turn, and the turns, in the
+	# order they were taken, did not overlap: one host down at a time.
+	local order=() da db n
+	for h in "${HOST[@]}"; do
+		read -r a b < <(turn_times "$h")
+		read -r da db < <(down_times "$h") || fail -h "$h" "$h: its journal lists no reboot"
+		n=$(boots "$h")
+		log "$h: turn taken $(hms "$a"), ended $(hms "$b") ($(((b - a) / 1000)) ms); down $(hms "$da") → $(hms "$db") ($(((db - da) / 1000)) ms); boots $(get "rb-boots-$h") → $n"
+		((n == $(get "rb-boots-$h") + 1)) || fail -h "$h" "$h booted $((n - $(get "rb-boots-$h"))) times, want once"
+		((a < da && db < b)) || fail -h "$h" "$h was down from $(hms "$da") to $(hms "$db"), not inside its turn ($(hms "$a") to $(hms "$b"))"
+		order+=("$a $b $h")
+	done
+	mapfile -t order < <(printf '%s\n' "${order[@]}" | sort -n)
+	local prev_end=0 last=
+	for e in "${order[@]}"; do
+		read -r a b h <<<"$e"
+		((a >= prev_end)) || fail -h "$h" "$h took its turn at $(hms "$a"), before the previous turn ended at $(hms "$prev_end"): two hosts rebooted together"
+		prev_end=$b last=$h
+	done
+	log "three reboots in turns: all back in ${took}s; order: $(printf '%s\n' "${order[@]}" | awk '{print $3}' | tr '\n' ' '); writes ok $ok, failed $failed, longest write ${stall} ms; leader changes $changes; fewest caught-up voters $fewest; longest without a leader ${longest} ms"
+	[[ $(member "$last") == "$leader" ]] || fail "the leader $leader's host did not reboot last (last: $last)"
+	((failed == 0)) || fail "$failed writes failed during the reboots"
+	((fewest >= 2)) || fail "only $fewest caught-up voters at one point, want never fewer than 2 of 3"
+	((longest <= ELECTION_MS)) || fail "no leader for ${longest} ms at one point, want never longer than one election timeout (${ELECTION_MS} ms)"
+	wait_all_healthy 90 || fail "cluster not healthy after the reboots"
 }
 
 # 9. One host cut off from the others and from the test for a minute (its
@@ -1445,6 +1641,7 @@ step "8. apt-get remove keeps data; reinstall resumes" s_reinstall
 step "9. one host cut off for 60s: the others serve" s_cut
 step "10. the new .deb on all 3 hosts in the same second: rolled one at a time" s_upgrade
 step "11. certificates renewed by the agents, no etcd restart" s_renew
-step "12. WatchdogSec=$WATCHDOG all along: no watchdog kill but step 6's" s_no_watchdog_kills
+step "12. all 3 hosts ask for a reboot in the same second: rebooted one at a time" s_reboot
+step "13. WatchdogSec=$WATCHDOG all along: no watchdog kill but step 6's" s_no_watchdog_kills
 [[ -z $FAILED ]]
 
