@@ -252,12 +252,20 @@ print_journal() {
 	fi
 }
 
-# A cursor for "the journal from now on" inside HOST.
+# A cursor for "the journal from now on" inside HOST: the journal's last
+# entry when it is taken.
 cursor() { on "$1" journalctl -n 0 --show-cursor --no-pager | sed -n 's/^-- cursor: //p'; }
+# journal_since HOST CURSOR [journalctl args]: the entries from CURSOR on
+# (--cursor: its own entry too, one from before the step's action).
+# Not --after-cursor: Debian 12's journalctl (252) with a match (-u,
+# _PID=) skips two entries after seeking, taking the cursor's own for
+# the first, and so drops the first matching entry when the cursor's
+# does not match, e.g. the agent's "spec applied" when the spec file
+# watch applies it before anything else of the unit is logged.
 journal_since() {
 	local h=$1 c=$2
 	shift 2
-	on "$h" journalctl --no-pager --after-cursor="$c" "$@"
+	on "$h" journalctl --no-pager --cursor="$c" "$@"
 }
 
 # wait_for SECONDS WHAT CMD...: runs CMD every second until it succeeds;
