@@ -220,6 +220,9 @@ type Agent struct {
 	// its member failed (zero: it did not); its record then says, for a
 	// while, that it does not defragment offline.
 	offlineFailed time.Time
+	// offlineShown: the status says this agent defragments its member
+	// offline (showOffline).
+	offlineShown bool
 }
 
 // New checks that name is in the spec and prepares the agent.

@@ -76,10 +76,31 @@ func (a *Agent) observeOffline() *model.OfflineDefrag {
 		a.lg.Error("going on as if no offline defragmentation were open", zap.Error(err))
 		return nil
 	}
+	a.showOffline(j)
 	if j == nil {
 		return nil
 	}
 	return &model.OfflineDefrag{MemberID: j.MemberID, Step: j.Step, Request: j.Request}
+}
+
+// showOffline keeps the status, and so this agent's record, saying that
+// it defragments its member offline for as long as the journal is open:
+// the member is out of service from its stop to its catch-up, and the
+// others' budgets name it so ("defragmented by agent node2"), also after
+// this agent restarted mid-way.
+func (a *Agent) showOffline(j *offlineJournal) {
+	switch {
+	case j != nil:
+		_, self := a.Spec()
+		a.updateStatus(func(s *Status) {
+			s.Maintenance = fmt.Sprintf("defragmenting %s offline since %s (%s)", self.Name, j.Begun.UTC().Format(time.TimeOnly), j.Step)
+			s.Defragmenting = j.MemberID
+		})
+		a.offlineShown = true
+	case a.offlineShown:
+		a.updateStatus(func(s *Status) { s.Maintenance, s.Defragmenting = "", 0 })
+		a.offlineShown = false
+	}
 }
 
 // defragsOffline: this agent's record says it defragments its member
@@ -103,11 +124,7 @@ func (a *Agent) defragOffline(ctx context.Context, act reconcile.Action, in reco
 	}
 	a.lg.Warn("defragmenting", zap.String("way", "offline"), zap.String("target", in.Self.Name), zap.String("target-id", fmt.Sprintf("%x", id)), zap.String("why", act.Reason),
 		zap.String("db-size", reconcile.FmtBytes(m.DBSize)), zap.String("free", reconcile.FmtBytes(m.FreeBytes())))
-	a.updateStatus(func(s *Status) {
-		s.Maintenance = fmt.Sprintf("defragmenting %s offline since %s", in.Self.Name, j.Begun.UTC().Format(time.TimeOnly))
-		s.Defragmenting = id
-	})
-	defer a.updateStatus(func(s *Status) { s.Maintenance, s.Defragmenting = "", 0 })
+	a.showOffline(&j)
 	a.publish(ctx) // the others see who is out, and why
 	a.crashPoint(repair.Step("defrag-offline-stopping"))
 	if _, err := a.etcd.Stop(); err != nil {
@@ -115,6 +132,7 @@ func (a *Agent) defragOffline(ctx context.Context, act reconcile.Action, in reco
 	}
 	a.data = nil
 	a.lg.Info("etcd stopped for its offline defragmentation")
+	a.publish(ctx) // a graceful stop can take seconds: the record's lease is renewed
 	j.Step = model.OfflineStopped
 	if err := a.saveOffline(j); err != nil {
 		// etcd is stopped and the journal says "stopping": the next pass
@@ -122,7 +140,8 @@ func (a *Agent) defragOffline(ctx context.Context, act reconcile.Action, in reco
 		return "offline defragmentation: etcd stopped", true, err
 	}
 	a.crashPoint(repair.Step("defrag-offline-stopped"))
-	said := a.rewrite(&j)
+	a.showOffline(&j)
+	said := a.rewrite(ctx, &j)
 	if act.Request != nil && j.Outcome == "done" {
 		a.requestDone = append(a.requestDone, id)
 	}
@@ -131,7 +150,7 @@ func (a *Agent) defragOffline(ctx context.Context, act reconcile.Action, in reco
 
 // resumeDefragOffline is the step after a cut-short offline
 // defragmentation, on a stopped etcd: the rewrite, once more.
-func (a *Agent) resumeDefragOffline(_ context.Context, _ reconcile.Action, _ reconcile.Input) (string, bool, error) {
+func (a *Agent) resumeDefragOffline(ctx context.Context, _ reconcile.Action, _ reconcile.Input) (string, bool, error) {
 	j, err := a.loadOffline()
 	if err != nil || j == nil {
 		// Nothing to resume: the start path starts etcd as it is.
@@ -144,7 +163,7 @@ func (a *Agent) resumeDefragOffline(_ context.Context, _ reconcile.Action, _ rec
 			return "offline defragmentation: resuming", false, err
 		}
 	}
-	said := a.rewrite(j)
+	said := a.rewrite(ctx, j)
 	if j.Request != "" && j.Request == a.requestID && j.Outcome == "done" {
 		a.requestDone = append(a.requestDone, j.MemberID)
 	}
@@ -155,11 +174,13 @@ func (a *Agent) resumeDefragOffline(_ context.Context, _ reconcile.Action, _ rec
 // over, whatever its outcome: a failed rewrite leaves the old db whole,
 // and the member starts on it (this agent then says, for a while, that it
 // does not defragment offline).
-func (a *Agent) rewrite(j *offlineJournal) string {
+func (a *Agent) rewrite(ctx context.Context, j *offlineJournal) string {
 	_, self := a.Spec()
 	start := time.Now()
 	stop := a.feedWithin(start, cluster.DefragDeadline(j.Before))
+	unpublish := a.publishWhile(ctx)
 	r, err := dbfile.Defragment(a.lg, self.DataDir)
+	unpublish()
 	stop()
 	took := time.Since(start)
 	var said string
@@ -200,9 +221,34 @@ func (a *Agent) endDefragOffline(_ context.Context, act reconcile.Action, _ reco
 		return "closing the offline defragmentation journal", false, fmt.Errorf("offline defragmentation journal: %w", err)
 	}
 	_ = a.noteWrite(offlineFile, nil)
+	a.showOffline(nil)
 	if j != nil {
 		a.lg.Info("offline defragmentation over: a caught-up voter again", zap.String("member-id", fmt.Sprintf("%x", j.MemberID)),
 			zap.String("outcome", j.Outcome), zap.Duration("out-of-service", time.Since(j.Begun).Round(time.Millisecond)))
 	}
 	return act.Reason, true, nil
+}
+
+// publishWhile keeps this agent's record published during one long call
+// of the pass (a rewrite of a large db outlasts the record's lease); the
+// returned stop ends it, and returns once it has.
+func (a *Agent) publishWhile(ctx context.Context) (stop func()) {
+	done, over := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(over)
+		t := time.NewTicker(cluster.PresenceTTL * time.Second / 4)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				a.publish(ctx)
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-over
+	}
 }

@@ -27,9 +27,11 @@ func (a *Agent) record(ctx context.Context, ans *model.Answer) error {
 			// try would wait out its deadline and slow the recovery.
 			return nil
 		}
-		if a.etcd.Running() {
+		if a.etcd.Running() || a.offlineShown {
 			// A starting member has no answer yet, but its record tells the
-			// others how far its data has come.
+			// others how far its data has come; one stopped for its
+			// offline defragmentation keeps saying so (its record's lease
+			// would run out before the member is back).
 			a.publish(ctx)
 		}
 		return nil
