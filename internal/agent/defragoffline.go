@@ -113,6 +113,11 @@ func (a *Agent) defragsOffline() bool {
 // next pass starts etcd (the start path, as after a rolling restart's
 // stop) and keeps the lock until the member has caught up.
 func (a *Agent) defragOffline(ctx context.Context, act reconcile.Action, in reconcile.Input) (string, bool, error) {
+	// ctx is fenced by the lock: it ends a call's deadline after the
+	// check (agent.fenceLock), and nothing here is a call the lock
+	// guards. The record is published for seconds after it (the stop,
+	// the rewrite), each publish with its own deadline.
+	ctx = context.WithoutCancel(ctx)
 	id := in.Local.Answer.MemberID
 	m, _ := in.Cluster.Member(id)
 	j := offlineJournal{MemberID: id, Step: model.OfflineStopping, Why: act.Reason, Begun: time.Now(), Before: m.DBSize}
@@ -132,15 +137,15 @@ func (a *Agent) defragOffline(ctx context.Context, act reconcile.Action, in reco
 	}
 	a.data = nil
 	a.lg.Info("etcd stopped for its offline defragmentation")
-	a.publish(ctx) // a graceful stop can take seconds: the record's lease is renewed
 	j.Step = model.OfflineStopped
 	if err := a.saveOffline(j); err != nil {
 		// etcd is stopped and the journal says "stopping": the next pass
 		// resumes from there all the same (the rewrite, then the start).
 		return "offline defragmentation: etcd stopped", true, err
 	}
-	a.crashPoint(repair.Step("defrag-offline-stopped"))
 	a.showOffline(&j)
+	a.publish(ctx) // a graceful stop can take seconds: the record's lease is renewed
+	a.crashPoint(repair.Step("defrag-offline-stopped"))
 	said := a.rewrite(ctx, &j)
 	if act.Request != nil && j.Outcome == "done" {
 		a.requestDone = append(a.requestDone, id)

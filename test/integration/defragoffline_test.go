@@ -1,13 +1,23 @@
 package integration
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/etcdkeeper/etcdkeeper/internal/cluster"
+	"github.com/etcdkeeper/etcdkeeper/internal/model"
 	"github.com/etcdkeeper/etcdkeeper/test/testbed"
 )
 
@@ -34,12 +44,26 @@ func TestDefragOffline(t *testing.T) {
 	t.Logf("leader %s; db sizes %v", leader.Name, sizes)
 
 	w := c.StartWriter("steady", 3*time.Second, c.AllNames()...)
+	// A client as kube-apiserver is one: watches (and, health-checking,
+	// health watches) open on every member, which etcd's graceful stop
+	// waits for, seconds; and the agents' records, read all along.
+	streams := watchEverywhere(t, c)
+	recs := watchRecords(t, c)
 	c.Extra = defragSpec
 	c.WriteSpec()
 	testbed.Eventually(t, 3*converge, "every member's db file shrinks", func() string {
 		return notShrunk(testbed.Observe(c.Client()), sizes)
 	})
 	w.Stop()
+	streams()
+	// Each agent's record said its member was out once its etcd had
+	// stopped: published by the step after a stop of seconds, and kept
+	// until the member was back (its lease outlives the step).
+	for _, n := range c.AllNames() {
+		if said := recs(n); !strings.Contains(said, "offline since") || !strings.Contains(said, "(stopped)") {
+			t.Errorf("%s's record never said its member was stopped for its offline defragmentation; it said: %s", n, said)
+		}
+	}
 	if n := w.Failed.Load(); n > 0 {
 		t.Errorf("%d writes failed during the defragmentations (last: %v); %d succeeded", n, w.LastErr.Load(), w.OK.Load())
 	}
@@ -162,4 +186,67 @@ func checkOfflineClosed(t *testing.T, c *testbed.Cluster) {
 		}
 		return ""
 	})
+}
+
+// watchEverywhere opens, on each member, a watch through a
+// health-checking client of that member alone: long-lived streams, as
+// kube-apiserver keeps, which etcd's graceful stop waits for. The
+// returned func closes them.
+func watchEverywhere(t *testing.T, c *testbed.Cluster) func() {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	var clis []*clientv3.Client
+	for _, m := range c.Members {
+		cli, err := clientv3.New(clientv3.Config{Endpoints: []string{m.ClientURL()}, DialTimeout: 5 * time.Second, Logger: zap.NewNop(), DialOptions: cluster.HealthChecking()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		clis = append(clis, cli)
+		_ = cli.Watch(ctx, "/watched", clientv3.WithPrefix())
+	}
+	return func() {
+		cancel()
+		for _, cli := range clis {
+			cli.Close()
+		}
+	}
+}
+
+// watchRecords reads the agents' records every 200 ms until the test
+// ends; the returned func is every distinct Maintenance text agent name's
+// record showed, joined.
+func watchRecords(t *testing.T, c *testbed.Cluster) func(name string) string {
+	var mu sync.Mutex
+	seen := map[string][]string{}
+	done := make(chan struct{})
+	cli := c.Client()
+	go func() {
+		for {
+			select {
+			case <-done:
+				return
+			case <-time.After(200 * time.Millisecond):
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			resp, err := cli.Get(ctx, cluster.AgentsKey("itest"), clientv3.WithPrefix())
+			cancel()
+			if err != nil {
+				continue
+			}
+			mu.Lock()
+			for _, kv := range resp.Kvs {
+				var r model.AgentRecord
+				if json.Unmarshal(kv.Value, &r) == nil && r.Maintenance != "" && !slices.Contains(seen[r.Name], r.Maintenance) {
+					seen[r.Name] = append(seen[r.Name], r.Maintenance)
+				}
+			}
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() { close(done) })
+	return func(name string) string {
+		mu.Lock()
+		defer mu.Unlock()
+		return strings.Join(seen[name], "; ")
+	}
 }
