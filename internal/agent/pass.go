@@ -24,6 +24,13 @@ func (a *Agent) onePass(ctx context.Context) bool {
 	a.reload()
 	a.redialOnNewCA()
 	in, err := a.observe(ctx)
+	if j := in.Local.OfflineDefrag; err == nil && j != nil && j.Request != "" && in.Request == nil {
+		// Out for the operator's request (stopped, starting, catching
+		// up), the member gives no view to read it with: read through the
+		// others, so that this agent's record keeps saying it acts on it
+		// (the command waits while an agent does).
+		a.observeRequest(ctx, &in)
+	}
 	var act reconcile.Action
 	said, again := "error observing", false
 	if err == nil {
@@ -269,25 +276,36 @@ func (a *Agent) observeRunning(ctx context.Context, in *reconcile.Input) {
 		taken, err := a.client.LockTaken(ctx, s.Cluster.Name)
 		l.LockHeldElsewhere = taken || err != nil
 	}
-	if r, err := a.client.GetRequest(ctx, s.Cluster.Name); err != nil {
-		a.lg.Debug("reading the operator's request", zap.Error(err))
-	} else if in.Request = r; r != nil {
-		if a.requestID != r.ID {
-			a.requestID, a.requestDone, a.requestSteps = r.ID, nil, nil
-		}
-		in.Memory.RequestDone = slices.Clone(a.requestDone)
-		if in.Agents == nil {
-			if recs, err := a.client.Agents(ctx, s.Cluster.Name); err == nil {
-				in.Agents = recs
-			}
-		}
-	}
+	a.observeRequest(ctx, in)
 	a.pending.Stamp(in.Cluster, progressOf(in.Agents))
 	rollout := ""
 	if in.Agents != nil {
 		rollout = reconcile.RolloutText(*in.Cluster, in.Agents)
 	}
 	a.updateStatus(func(s *Status) { s.Rollout = rollout })
+}
+
+// observeRequest reads the operator's request (etcdkeeper defrag --yes,
+// leader move), and the agents' records it is decided on.
+func (a *Agent) observeRequest(ctx context.Context, in *reconcile.Input) {
+	s, _ := a.Spec()
+	r, err := a.client.GetRequest(ctx, s.Cluster.Name)
+	if err != nil {
+		a.lg.Debug("reading the operator's request", zap.Error(err))
+		return
+	}
+	if in.Request = r; r == nil {
+		return
+	}
+	if a.requestID != r.ID {
+		a.requestID, a.requestDone, a.requestSteps = r.ID, nil, nil
+	}
+	in.Memory.RequestDone = slices.Clone(a.requestDone)
+	if in.Agents == nil {
+		if recs, err := a.client.Agents(ctx, s.Cluster.Name); err == nil {
+			in.Agents = recs
+		}
+	}
 }
 
 // observeAway looks at the cluster through the spec's other members for a

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -22,11 +23,13 @@ import (
 )
 
 // TestDefragOffline: three members with 30 MB written and deleted again,
-// defragmented the default way: each member by its own agent, offline
-// (etcd stopped gracefully, its db rewritten, etcd started, the lock kept
-// until it has caught up), one at a time, the leader last after its
-// leadership moved. Each db file shrinks, each member keeps its ID, and
-// a writer through every member sees no failed write.
+// defragmented by `etcdkeeper defrag --yes` the default way: each member
+// by its own agent, offline (etcd stopped gracefully, its db rewritten,
+// etcd started, the lock kept until it has caught up), one at a time, the
+// leader last after its leadership moved. The command ends done; each db
+// file shrinks, each member keeps its ID, a writer through every member
+// sees no failed write, and each agent's record says all along that its
+// member is out and that it acts on the request.
 func TestDefragOffline(t *testing.T) {
 	t.Parallel()
 	c := testbed.New(t, 3)
@@ -49,19 +52,28 @@ func TestDefragOffline(t *testing.T) {
 	// waits for, seconds; and the agents' records, read all along.
 	streams := watchEverywhere(t, c)
 	recs := watchRecords(t, c)
-	c.Extra = defragSpec
-	c.WriteSpec()
-	testbed.Eventually(t, 3*converge, "every member's db file shrinks", func() string {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*converge)
+	defer cancel()
+	said, err := exec.CommandContext(ctx, testbed.Binary, "defrag", "--config", c.Spec, "--yes").CombinedOutput()
+	t.Logf("defrag --yes: %v\n%s", err, said)
+	if err != nil || !strings.Contains(string(said), "done: ") {
+		t.Errorf("defrag --yes did not end done: %v", err)
+	}
+	testbed.Eventually(t, converge, "every member's db file shrinks", func() string {
 		return notShrunk(testbed.Observe(c.Client()), sizes)
 	})
 	w.Stop()
 	streams()
 	// Each agent's record said its member was out once its etcd had
-	// stopped: published by the step after a stop of seconds, and kept
-	// until the member was back (its lease outlives the step).
+	// stopped (published by the step after a stop of seconds), and that
+	// it acted on the request until its member was back.
 	for _, n := range c.AllNames() {
-		if said := recs(n); !strings.Contains(said, "offline since") || !strings.Contains(said, "(stopped)") {
-			t.Errorf("%s's record never said its member was stopped for its offline defragmentation; it said: %s", n, said)
+		r := recs(n)
+		if !strings.Contains(r.maintenance, "offline since") || !strings.Contains(r.maintenance, "(stopped)") {
+			t.Errorf("%s's record never said its member was stopped for its offline defragmentation; it said: %s", n, r.maintenance)
+		}
+		if r.lost != "" {
+			t.Errorf("%s's record dropped the request while it was in force: %s", n, r.lost)
 		}
 	}
 	if n := w.Failed.Load(); n > 0 {
@@ -212,12 +224,21 @@ func watchEverywhere(t *testing.T, c *testbed.Cluster) func() {
 	}
 }
 
+// seenRecord is what the records of one agent showed while the test
+// watched them: every distinct Maintenance text, and the first time it
+// showed no request while another agent's record showed the request in
+// force ("": never).
+type seenRecord struct {
+	maintenance string
+	lost        string
+}
+
 // watchRecords reads the agents' records every 200 ms until the test
-// ends; the returned func is every distinct Maintenance text agent name's
-// record showed, joined.
-func watchRecords(t *testing.T, c *testbed.Cluster) func(name string) string {
+// ends; the returned func says what agent name's showed.
+func watchRecords(t *testing.T, c *testbed.Cluster) func(name string) seenRecord {
 	var mu sync.Mutex
-	seen := map[string][]string{}
+	texts, lost := map[string][]string{}, map[string]string{}
+	had := map[string]bool{}
 	done := make(chan struct{})
 	cli := c.Client()
 	go func() {
@@ -233,20 +254,46 @@ func watchRecords(t *testing.T, c *testbed.Cluster) func(name string) string {
 			if err != nil {
 				continue
 			}
-			mu.Lock()
+			recs := map[string]model.AgentRecord{}
 			for _, kv := range resp.Kvs {
 				var r model.AgentRecord
-				if json.Unmarshal(kv.Value, &r) == nil && r.Maintenance != "" && !slices.Contains(seen[r.Name], r.Maintenance) {
-					seen[r.Name] = append(seen[r.Name], r.Maintenance)
+				if json.Unmarshal(kv.Value, &r) == nil {
+					recs[r.Name] = r
+				}
+			}
+			// In force: the command's request is there, and some agent
+			// has not said it is done (the command then withdraws it,
+			// and the others read none).
+			ctx, cancel = context.WithTimeout(context.Background(), 2*time.Second)
+			req, err := cli.Get(ctx, cluster.RequestKey("itest"))
+			cancel()
+			if err != nil {
+				continue
+			}
+			inForce := len(req.Kvs) > 0
+			for _, r := range recs {
+				inForce = inForce && (r.Request == nil || r.Request.Phase != model.RequestDone)
+			}
+			mu.Lock()
+			for _, n := range c.AllNames() {
+				r, ok := recs[n]
+				if ok && r.Maintenance != "" && !slices.Contains(texts[n], r.Maintenance) {
+					texts[n] = append(texts[n], r.Maintenance)
+				}
+				switch {
+				case ok && r.Request != nil:
+					had[n] = true
+				case had[n] && inForce && lost[n] == "":
+					lost[n] = fmt.Sprintf("at %s (record there: %v; maintenance %q)", time.Now().Format("15:04:05.000"), ok, r.Maintenance)
 				}
 			}
 			mu.Unlock()
 		}
 	}()
 	t.Cleanup(func() { close(done) })
-	return func(name string) string {
+	return func(name string) seenRecord {
 		mu.Lock()
 		defer mu.Unlock()
-		return strings.Join(seen[name], "; ")
+		return seenRecord{maintenance: strings.Join(texts[name], "; "), lost: lost[name]}
 	}
 }
