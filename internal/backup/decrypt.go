@@ -32,34 +32,41 @@ const plainName = "snapshot.db"
 //     an altered or truncated file fails even without a sidecar.
 //
 // Nothing but dir/snapshot.db is written, and it is removed again when
-// any check fails. The plaintext is then for etcd's own checks (Verify).
-func Plain(path string, sc *Sidecar, ids []age.Identity, noIdentity error, dir string) (string, error) {
+// any check fails. The plaintext is then for etcd's own checks: a
+// decrypted one was hashed as it was written (sums, for verifySummed; nil
+// for a plaintext snapshot used where it is).
+func Plain(path string, sc *Sidecar, ids []age.Identity, noIdentity error, dir string) (string, *summed, error) {
 	encrypted, err := isEncrypted(path, sc)
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	if !encrypted {
 		if sc != nil {
 			if sum, err := fileSHA256(path); err != nil {
-				return "", err
+				return "", nil, err
 			} else if sum != sc.SHA256 {
-				return "", fmt.Errorf("%s: %w: its sha256 is %s, its sidecar's %s", filepath.Base(path), ErrChanged, sum, sc.SHA256)
+				return "", nil, fmt.Errorf("%s: %w: its sha256 is %s, its sidecar's %s", filepath.Base(path), ErrChanged, sum, sc.SHA256)
 			}
 		}
-		return path, nil
+		return path, nil, nil
 	}
 	// An encrypted one's ciphertext is hashed as it is decrypted (one
 	// read), and the plaintext removed again when either sum is not its
 	// sidecar's.
 	if len(ids) == 0 {
-		return "", fmt.Errorf("%s is encrypted: %w", filepath.Base(path), cmpErr(noIdentity, spec.ErrNoIdentity))
+		return "", nil, fmt.Errorf("%s is encrypted: %w", filepath.Base(path), cmpErr(noIdentity, spec.ErrNoIdentity))
 	}
+	in, err := os.Open(path)
+	if err != nil {
+		return "", nil, fmt.Errorf("open snapshot: %w", err)
+	}
+	defer in.Close()
 	dst := filepath.Join(dir, plainName)
-	if err := decryptTo(path, dst, sc, ids); err != nil {
-		_ = os.Remove(dst)
-		return "", fmt.Errorf("%s: %w", filepath.Base(path), err)
+	sums, err := decryptTo(in, dst, sc, ids)
+	if err != nil {
+		return "", nil, fmt.Errorf("%s: %w", filepath.Base(path), err)
 	}
-	return dst, nil
+	return dst, &sums, nil
 }
 
 // isEncrypted: sc says the snapshot at path is encrypted, or, without a
@@ -78,21 +85,25 @@ func cmpErr(err, def error) error {
 	return def
 }
 
-// decryptTo decrypts src into a new file dst (0600, fsynced) and checks
-// both sides' sha256 against sc when given.
-func decryptTo(src, dst string, sc *Sidecar, ids []age.Identity) error {
+// decryptTo decrypts the ciphertext read from in into a new file dst
+// (0600; in memory, memScratch: no sync) and checks both sides' sha256
+// against sc when given (decryptStream). dst is removed again when
+// anything fails: the plaintext of a stream that did not check out is
+// never left, nor used.
+func decryptTo(in io.Reader, dst string, sc *Sidecar, ids []age.Identity) (summed, error) {
 	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
-		return fmt.Errorf("decrypted snapshot: %w", err)
+		return summed{}, fmt.Errorf("decrypted snapshot: %w", err)
 	}
-	defer out.Close()
-	if err := decryptInto(src, out, sc, ids); err != nil {
-		return err
+	sums, err := decryptStream(in, out, sc, ids)
+	if cerr := out.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("decrypted snapshot: %w", cerr)
 	}
-	if err := out.Sync(); err != nil {
-		return fmt.Errorf("decrypted snapshot: %w", err)
+	if err != nil {
+		_ = os.Remove(dst)
+		return summed{}, err
 	}
-	return nil
+	return sums, nil
 }
 
 // Decrypts: the encrypted snapshot at path decrypts, in full, with ids to
@@ -104,46 +115,68 @@ func Decrypts(path string, sc *Sidecar, ids []age.Identity) error {
 	if sc == nil || sc.Encryption == nil {
 		return fmt.Errorf("%s: %w: its sidecar records no encryption", filepath.Base(path), ErrChanged)
 	}
-	if err := decryptInto(path, io.Discard, sc, ids); err != nil {
+	if err := decryptFile(path, io.Discard, sc, ids); err != nil {
 		return fmt.Errorf("%s: %w", filepath.Base(path), err)
 	}
 	return nil
 }
 
-// decryptInto decrypts src into w and checks both sides' sha256 (and the
-// plaintext's size) against sc when given. age authenticates every 64 KiB
-// chunk and the end of the stream: an altered or truncated file fails
-// here even without a sidecar.
-func decryptInto(src string, w io.Writer, sc *Sidecar, ids []age.Identity) error {
+// decryptFile decrypts the file src into w (decryptStream).
+func decryptFile(src string, w io.Writer, sc *Sidecar, ids []age.Identity) error {
 	in, err := os.Open(src)
 	if err != nil {
 		return fmt.Errorf("open snapshot: %w", err)
 	}
 	defer in.Close()
-	// Three stages: the file and its hash, age (this goroutine), the
-	// plaintext's hash and w.
+	_, err = decryptStream(in, w, sc, ids)
+	return err
+}
+
+// decryptStream decrypts the ciphertext read from in (a file, or an
+// object as it downloads) into w, and checks both sides' sha256 (and the
+// plaintext's size) against sc when given; it returns the plaintext's
+// sums (streamSums). age authenticates every 64 KiB chunk and the end of
+// the stream: an altered or truncated file fails here even without a
+// sidecar.
+//
+// The order is the point: w has the whole plaintext before the
+// ciphertext's sha256 is known, so nothing may trust w until this
+// returns nil; the callers write it only into a scratch dir in memory
+// and remove it on any error.
+func decryptStream(in io.Reader, w io.Writer, sc *Sidecar, ids []age.Identity) (summed, error) {
+	// Three stages: in and its hash, age (this goroutine), the
+	// plaintext's sums and w.
 	cipher := sha256.New()
 	cr, readDone := readStage(in, cipher)
 	read := false
+	// finishRead stops the reading stage and returns its own error: in
+	// failed (a download cut off), rather than what age made of it.
+	finishRead := func() error {
+		read = true
+		cr.Close()
+		if err := readDone(); err != nil && !errors.Is(err, io.ErrClosedPipe) {
+			return fmt.Errorf("read snapshot: %w", err)
+		}
+		return nil
+	}
 	defer func() {
 		if !read {
-			cr.Close()
-			_ = readDone()
+			_ = finishRead()
 		}
 	}()
 	r, err := age.Decrypt(cr, ids...)
 	if err != nil {
-		if _, ok := errors.AsType[*age.NoIdentityMatchError](err); ok {
-			return fmt.Errorf("%w: it is for other recipients%s", ErrWrongKey, recipientsOf(sc))
+		if rerr := finishRead(); rerr != nil {
+			return summed{}, rerr
 		}
-		return fmt.Errorf("%w: %w", ErrNotAge, err)
+		if _, ok := errors.AsType[*age.NoIdentityMatchError](err); ok {
+			return summed{}, fmt.Errorf("%w: it is for other recipients%s", ErrWrongKey, recipientsOf(sc))
+		}
+		return summed{}, fmt.Errorf("%w: %w", ErrNotAge, err)
 	}
-	plain := sha256.New()
-	var n int64
+	plain := newStreamSums()
 	sink := startStage(func(pr io.Reader) error {
-		var err error
-		n, err = copyChunks(io.MultiWriter(w, plain), pr)
-		if err != nil {
+		if _, err := copyChunks(io.MultiWriter(w, plain), pr); err != nil {
 			return fmt.Errorf("decrypted snapshot: %w", err)
 		}
 		return nil
@@ -151,32 +184,37 @@ func decryptInto(src string, w io.Writer, sc *Sidecar, ids []age.Identity) error
 	ar := &errReader{r: r}
 	_, err = copyChunks(sink, ar)
 	if err = sink.finish(err); ar.err != nil {
-		return fmt.Errorf("%w: %w", ErrNotAge, ar.err)
+		if rerr := finishRead(); rerr != nil {
+			return summed{}, rerr
+		}
+		return summed{}, fmt.Errorf("%w: %w", ErrNotAge, ar.err)
 	} else if err != nil {
-		return err
+		return summed{}, err
 	}
 	// What age did not need (nothing, in a good file) is hashed too.
 	if _, err := io.Copy(io.Discard, cr); err != nil {
-		return fmt.Errorf("read snapshot: %w", err)
+		return summed{}, fmt.Errorf("read snapshot: %w", err)
 	}
-	read = true
-	if err := readDone(); err != nil {
-		return fmt.Errorf("read snapshot: %w", err)
+	if err := finishRead(); err != nil {
+		return summed{}, err
 	}
+	// sumErr: the plaintext's own trailer (etcd's sha256 of the db) does
+	// not match; said after the sidecar's sums, which say more.
+	sums, sumErr := plain.result()
 	if sc == nil {
-		return nil
+		return sums, sumErr
 	}
 	if got := hexSum(cipher); got != sc.SHA256 {
-		return fmt.Errorf("%w: its sha256 is %s, the sidecar's %s", ErrChanged, got, sc.SHA256)
+		return summed{}, fmt.Errorf("%w: its sha256 is %s, the sidecar's %s", ErrChanged, got, sc.SHA256)
 	}
-	if e := sc.Encryption; e == nil || hexSum(plain) != e.PlainSHA256 || n != e.PlainSize {
+	if e := sc.Encryption; e == nil || sums.SHA256 != e.PlainSHA256 || sums.Size != e.PlainSize {
 		want := "none recorded"
 		if e != nil {
 			want = fmt.Sprintf("%s, %d bytes", e.PlainSHA256, e.PlainSize)
 		}
-		return fmt.Errorf("%w: it decrypts to %s, %d bytes; the sidecar records %s", ErrChanged, hexSum(plain), n, want)
+		return summed{}, fmt.Errorf("%w: it decrypts to %s, %d bytes; the sidecar records %s", ErrChanged, sums.SHA256, sums.Size, want)
 	}
-	return nil
+	return sums, sumErr
 }
 
 func recipientsOf(sc *Sidecar) string {
@@ -210,7 +248,8 @@ type Restorable struct {
 	// Path is the plaintext etcdutl's restore reads: the snapshot itself
 	// when it is plaintext, else its decryption in memory.
 	Path string
-	mem  string // the scratch dir in memDir holding Path
+	mem  string  // the scratch dir in memDir holding Path
+	sums *summed // Path's, taken as it was decrypted (nil: plaintext)
 }
 
 // Close removes the decrypted plaintext from memory (nothing for a
@@ -237,7 +276,12 @@ func ForRestore(path string, k Keys) (Restorable, error) {
 	if err != nil {
 		return Restorable{}, err
 	}
-	v, _, _, err := Verify(r.Path)
+	var v Verification
+	if r.sums != nil {
+		v, _, _, err = verifySummed(r.Path, *r.sums, nil)
+	} else {
+		v, _, _, err = Verify(r.Path)
+	}
 	if err != nil {
 		r.Close()
 		return Restorable{}, fmt.Errorf("%s does not verify: %w", filepath.Base(path), err)
@@ -263,12 +307,12 @@ func decryptForRestore(path string, sc *Sidecar, k Keys) (Restorable, error) {
 			return Restorable{}, noRoom(path, err)
 		}
 	}
-	plain, err := Plain(path, sc, k.Identities, k.NoIdentity, mem)
+	plain, sums, err := Plain(path, sc, k.Identities, k.NoIdentity, mem)
 	if err != nil {
 		removeMem(mem)
 		return Restorable{}, err
 	}
-	return Restorable{Path: plain, mem: mem}, nil
+	return Restorable{Path: plain, mem: mem, sums: sums}, nil
 }
 
 // plainBound is the plaintext's size its sidecar records, or, without
@@ -326,7 +370,7 @@ func Precheck(path string, k Keys) error {
 		}
 		// Decrypted in full and dropped: the stream authenticates, and
 		// with a sidecar, is the plaintext it records.
-		if err := decryptInto(path, io.Discard, sc, k.Identities); err != nil {
+		if err := decryptFile(path, io.Discard, sc, k.Identities); err != nil {
 			return fmt.Errorf("%s: %w", filepath.Base(path), err)
 		}
 	}

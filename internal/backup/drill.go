@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/minio/minio-go/v7"
+
 	"github.com/etcdkeeper/etcdkeeper/internal/spec"
 )
 
@@ -52,8 +54,17 @@ func (d Drill) Line() string {
 	if d.Encrypted {
 		enc = "encrypted"
 	}
-	return fmt.Sprintf("%.1fs at %s (%.0f MB %s from %s, %.0f MB/s: download %.1fs, decrypt %.1fs, verify %.1fs, restore %.1fs)",
-		d.Seconds, at, float64(d.Bytes)/1e6, enc, d.Source, d.MBPerSecond(), d.Steps.Download, d.Steps.Decrypt, d.Steps.Verify, d.Steps.Restore)
+	return fmt.Sprintf("%.1fs at %s (%.0f MB %s from %s, %.0f MB/s: %s, verify %.1fs, restore %.1fs)",
+		d.Seconds, at, float64(d.Bytes)/1e6, enc, d.Source, d.MBPerSecond(), d.Steps.fetchLine(), d.Steps.Verify, d.Steps.Restore)
+}
+
+// fetchLine says the download and decrypt steps; streamed, as one pass
+// and its parts (Timings.Streamed).
+func (t Timings) fetchLine() string {
+	if t.Streamed {
+		return fmt.Sprintf("download+decrypt %.1fs in one pass (waiting on the bucket %.1fs, decrypting %.1fs more)", t.Download+t.Decrypt, t.Download, t.Decrypt)
+	}
+	return fmt.Sprintf("download %.1fs, decrypt %.1fs", t.Download, t.Decrypt)
 }
 
 // DrillPlan is what a drill restores: from S3 when S3 is set (the copy a
@@ -95,12 +106,12 @@ func runDrill(ctx context.Context, p DrillPlan, d *Drill) error {
 	}
 	defer removeScratch(tmp, drillPrefix)
 	step := time.Now()
-	path, sc, local, err := drillSnapshot(ctx, p, tmp, d)
+	src, err := drillSnapshot(ctx, p, d)
 	if err != nil {
 		return err
 	}
-	d.Steps.Download = time.Since(step).Seconds()
-	d.File, d.Encrypted = filepath.Base(path), sc.Encryption != nil
+	sc := src.sidecar
+	d.File, d.Encrypted = src.file, sc.Encryption != nil
 	d.Bytes = sc.Size
 	if sc.Encryption != nil {
 		d.Bytes = sc.Encryption.PlainSize
@@ -109,13 +120,18 @@ func runDrill(ctx context.Context, p DrillPlan, d *Drill) error {
 		return fmt.Errorf("%s is encrypted and this host cannot read it: %w (run the drill where the identity file is)", d.File, cmpErr(p.Keys.NoIdentity, spec.ErrNoIdentity))
 	}
 	var rc RestoreCheck
-	err = restoreFrom(ctx, path, sc, p.Keys, tmp, &rc, &d.Steps)
+	if src.remote != nil {
+		err = drillRemote(ctx, src, p.Keys, tmp, step, &rc, &d.Steps)
+	} else {
+		d.Steps.Download = time.Since(step).Seconds()
+		err = restoreFrom(ctx, src.local.Path(), sc, p.Keys, tmp, &rc, &d.Steps)
+	}
 	if err == nil && rc.Checked == CheckedDecrypt {
 		// A drill is a restore: one that cannot restore has no time.
 		err = fmt.Errorf("%s decrypted and compared, but %s", d.File, rc.Note)
 	}
 	d.Revision, d.Keys = rc.Revision, rc.Keys
-	if local != nil && err == nil {
+	if local := src.local; local != nil && err == nil {
 		// The drill of a local snapshot is its restore check.
 		rc.At, rc.OK, rc.Seconds = d.At, true, time.Since(d.At).Seconds()
 		c := *local.Sidecar
@@ -127,32 +143,47 @@ func runDrill(ctx context.Context, p DrillPlan, d *Drill) error {
 	return err
 }
 
-// drillSnapshot finds the newest snapshot of p and returns its path and
-// sidecar: downloaded into tmp from S3, or where it lies in p.Dir (then
-// local is its entry).
-func drillSnapshot(ctx context.Context, p DrillPlan, tmp string, d *Drill) (string, *Sidecar, *Entry, error) {
+// drillSource is the snapshot a drill restores: a local entry, or an
+// object in the bucket with its sidecar.
+type drillSource struct {
+	file    string
+	sidecar *Sidecar
+	local   *Entry
+	remote  *remoteObject
+}
+
+type remoteObject struct {
+	client *minio.Client
+	cfg    spec.S3
+	key    string
+}
+
+// drillSnapshot finds the newest snapshot of p: in the bucket when p.S3
+// is set (nothing is downloaded yet: drillRemote streams it), else in
+// p.Dir.
+func drillSnapshot(ctx context.Context, p DrillPlan, d *Drill) (drillSource, error) {
 	if !p.S3.Enabled() {
 		entries, err := List(p.Dir, p.Cluster)
 		if err != nil {
-			return "", nil, nil, err
+			return drillSource{}, err
 		}
 		e, ok := NewestVerified(entries, p.ClusterID)
 		if !ok && p.ClusterID == "" {
 			e, ok = newestAnyCluster(entries)
 		}
 		if !ok {
-			return "", nil, nil, fmt.Errorf("no verified snapshot of cluster %s in %s to drill%s", p.Cluster, p.Dir, passedOver(entries))
+			return drillSource{}, fmt.Errorf("no verified snapshot of cluster %s in %s to drill%s", p.Cluster, p.Dir, passedOver(entries))
 		}
 		d.Source = e.Path()
-		return e.Path(), e.Sidecar, &e, nil
+		return drillSource{file: e.File, sidecar: e.Sidecar, local: &e}, nil
 	}
 	client, err := s3Client(p.S3)
 	if err != nil {
-		return "", nil, nil, err
+		return drillSource{}, err
 	}
 	remote, err := listRemote(ctx, client, p.S3, p.Cluster)
 	if err != nil {
-		return "", nil, nil, err
+		return drillSource{}, err
 	}
 	var errs []error
 	for _, r := range remote {
@@ -164,14 +195,59 @@ func drillSnapshot(ctx context.Context, p DrillPlan, tmp string, d *Drill) (stri
 		if sc.File != r.File || !sc.Verified || (p.ClusterID != "" && sc.Source.ClusterID != p.ClusterID) {
 			continue // another cluster's of this name, or not verified
 		}
-		dst := filepath.Join(tmp, r.File)
-		if _, err := download(ctx, client, p.S3, r.Key, dst); err != nil {
-			return "", nil, nil, err
-		}
 		d.Source = "s3://" + p.S3.Bucket + "/" + r.Key
-		return dst, sc, nil, nil
+		return drillSource{file: r.File, sidecar: sc, remote: &remoteObject{client: client, cfg: p.S3, key: r.Key}}, nil
 	}
-	return "", nil, nil, errors.Join(fmt.Errorf("no verified snapshot of cluster %s in s3://%s/%s", p.Cluster, p.S3.Bucket, p.S3.Prefix), errors.Join(errs...))
+	return drillSource{}, errors.Join(fmt.Errorf("no verified snapshot of cluster %s in s3://%s/%s", p.Cluster, p.S3.Bucket, p.S3.Prefix), errors.Join(errs...))
+}
+
+// drillRemote restores the object src in one pass from the bucket: an
+// encrypted one is decrypted as it downloads, into a scratch dir in
+// memory (memScratch), its ciphertext hashed on the way; a plaintext one
+// is written into tmp, hashed on the way. Either way no file is read
+// back for its sums, and nothing is trusted before they are its
+// sidecar's (restorePlain). The steps are timed from start (when the
+// bucket was first asked) into tm.
+func drillRemote(ctx context.Context, src drillSource, k Keys, tmp string, start time.Time, rc *RestoreCheck, tm *Timings) error {
+	sc := src.sidecar
+	scratch := tmp
+	if sc.Encryption != nil {
+		mem, err := memScratch(restoreRoom(sc.Encryption.PlainSize))
+		if err != nil {
+			// A drill is a restore: not downloaded when it cannot be one.
+			return fmt.Errorf("%s not drilled: its plaintext is restored in memory only, and %w", src.file, err)
+		}
+		defer removeMem(mem)
+		scratch = mem
+	}
+	obj, err := src.remote.open(ctx)
+	if err != nil {
+		return err
+	}
+	defer obj.Close()
+	in := &waitedReader{r: obj}
+	pass := time.Now()
+	p := plainSnapshot{path: filepath.Join(scratch, src.file)}
+	var sums summed
+	if sc.Encryption != nil {
+		p.path, p.decrypted = filepath.Join(scratch, plainName), true
+		sums, err = decryptTo(in, p.path, sc, k.Identities)
+	} else {
+		sums, err = downloadTo(in, p.path)
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", src.remote.key, err)
+	}
+	p.sums = &sums
+	// Asking the bucket (listing, sidecars) and waiting on it is the
+	// download; what decrypting added to the pass is the rest.
+	tm.Download = pass.Sub(start).Seconds() + in.waited.Seconds()
+	if sc.Encryption != nil {
+		tm.Decrypt, tm.Streamed = time.Since(pass).Seconds()-in.waited.Seconds(), true
+	} else {
+		tm.Download = time.Since(start).Seconds()
+	}
+	return restorePlain(ctx, p, sc, scratch, rc, tm)
 }
 
 // passedOver says how many verified snapshots the choice passed over

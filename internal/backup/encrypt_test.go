@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"filippo.io/age"
+	"github.com/minio/minio-go/v7"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdkeeper/etcdkeeper/internal/spec"
@@ -198,8 +199,10 @@ func TestKeyRotation(t *testing.T) {
 // sidecar describes, or that this host's key cannot read, is refused by
 // every path that restores or reuses one, each on its own, with the
 // reason each case names; none of them changes the file or leaves a
-// decrypted copy, on a disk or in memory. docs/backups.md's table is this
-// test's.
+// decrypted copy, on a disk or in memory. The drill from S3 decrypts as
+// it downloads: the plaintext is in memory before the ciphertext's sha256
+// is known, and must be gone when that refuses it. docs/backups.md's
+// table is this test's.
 func TestRefusedByEveryRestorePath(t *testing.T) {
 	ep, _ := testetcd.Start(t)
 	fill(t, ep, 200, 100)
@@ -213,6 +216,8 @@ func TestRefusedByEveryRestorePath(t *testing.T) {
 	goodData, _ := os.ReadFile(good.Path())
 	nextData, _ := os.ReadFile(next.Path())
 	reencrypted := reencrypt(t, goodData, ours.id, other.id.Recipient())
+	s3cfg := startS3(t)
+	uploads := 0
 
 	sum := func(b []byte) string { s := sha256.Sum256(b); return hex.EncodeToString(s[:]) }
 	// What each refusal says: its error's text (ErrChanged, ErrNotAge,
@@ -224,7 +229,7 @@ func TestRefusedByEveryRestorePath(t *testing.T) {
 		wrongKey = "(wrong key)"
 		passed   = "passed over"
 	)
-	all := func(why string) [5]string { return [5]string{why, why, why, why, why} }
+	all := func(why string) [6]string { return [6]string{why, why, why, why, why, why} }
 	cases := []struct {
 		name string
 		// file is what lies under the good snapshot's name; sidecar
@@ -233,14 +238,14 @@ func TestRefusedByEveryRestorePath(t *testing.T) {
 		sidecar func(sc *Sidecar)
 		keys    *Keys
 		// why each path (in the order of paths below) refuses it.
-		why [5]string
+		why [6]string
 	}{
-		{"truncated", goodData[:len(goodData)/2], nil, nil, [5]string{notAge, passed, changed, notAge, passed}},
-		{"one byte altered", flip(goodData), nil, nil, [5]string{notAge, passed, changed, notAge, passed}},
+		{"truncated", goodData[:len(goodData)/2], nil, nil, [6]string{notAge, passed, changed, notAge, passed, notAge}},
+		{"one byte altered", flip(goodData), nil, nil, [6]string{notAge, passed, changed, notAge, passed, notAge}},
 		{"truncated, sidecar's sha256 updated", goodData[:len(goodData)-100], func(sc *Sidecar) { sc.SHA256, sc.Size = sum(goodData[:len(goodData)-100]), int64(len(goodData)-100) }, nil, all(notAge)},
 		{"forged: another snapshot to our key, sidecar's sha256 updated", nextData, func(sc *Sidecar) { sc.SHA256, sc.Size = next.Sidecar.SHA256, next.Size }, nil, all(changed)},
 		{"re-encrypted to another key, sidecar's sha256 updated", reencrypted, func(sc *Sidecar) { sc.SHA256, sc.Size = sum(reencrypted), int64(len(reencrypted)) }, nil, all(wrongKey)},
-		{"sidecar swapped (another snapshot's, renamed)", goodData, func(sc *Sidecar) { *sc = *next.Sidecar; sc.File = good.File }, nil, [5]string{changed, passed, changed, changed, passed}},
+		{"sidecar swapped (another snapshot's, renamed)", goodData, func(sc *Sidecar) { *sc = *next.Sidecar; sc.File = good.File }, nil, [6]string{changed, passed, changed, changed, passed, changed}},
 		{"sidecar's plaintext sha256 altered", goodData, func(sc *Sidecar) { sc.Encryption.PlainSHA256 = sum([]byte("x")) }, nil, all(changed)},
 		{"wrong key: the file intact, this host's identity another key", goodData, nil, new(keysOf(t, other.file, ours)), all(wrongKey)},
 	}
@@ -282,6 +287,23 @@ func TestRefusedByEveryRestorePath(t *testing.T) {
 				return fmt.Errorf("passed over (not intact): %w", ErrChanged)
 			}
 			return Decrypts(e.Path(), e.Sidecar, k.Identities)
+		}},
+		{"restore drill from S3 (decrypted as it downloads)", func(dir string, k Keys) error {
+			// The file and its sidecar go up as they lie in dir, under a
+			// prefix of their own.
+			uploads++
+			cfg := s3cfg
+			cfg.Prefix = fmt.Sprintf("refused-%d/", uploads)
+			putFile(t, cfg, good.File, filepath.Join(dir, good.File))
+			putFile(t, cfg, SidecarName(good.File), filepath.Join(dir, SidecarName(good.File)))
+			d := RunDrill(context.Background(), DrillPlan{Cluster: "c1", ClusterID: good.ClusterID(), Dir: dir, S3: cfg, Keys: k})
+			if !d.OK {
+				return errors.New(d.Error)
+			}
+			if !strings.HasPrefix(d.Source, "s3://") || !d.Steps.Streamed {
+				return fmt.Errorf("drilled %s, streamed %v: not the bucket's in one pass", d.Source, d.Steps.Streamed)
+			}
+			return nil
 		}},
 	}
 	ownMem := filepath.Join(memDir, memPrefix+strconv.Itoa(os.Getpid())+"-*")
@@ -344,6 +366,18 @@ func TestRefusedByEveryRestorePath(t *testing.T) {
 		if err := p.refuse(dir, k); err != nil {
 			t.Errorf("%s refused the good snapshot: %v", p.name, err)
 		}
+	}
+}
+
+// putFile puts the file at path into cfg's bucket as cfg.Prefix+name.
+func putFile(t *testing.T, cfg spec.S3, name, path string) {
+	t.Helper()
+	client, err := s3Client(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.FPutObject(context.Background(), cfg.Bucket, cfg.Prefix+name, path, minio.PutObjectOptions{}); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -66,11 +66,17 @@ const (
 )
 
 // Timings are the steps of a restore, in seconds (the drill's figures).
+// They add up to the restore's time.
 type Timings struct {
 	Download float64 `json:"download"`
 	Decrypt  float64 `json:"decrypt"`
 	Verify   float64 `json:"verify"`
 	Restore  float64 `json:"restore"`
+	// Streamed: the snapshot was decrypted as it downloaded, in one pass
+	// (a drill from S3). Download is then the time that pass waited on
+	// the bucket, and Decrypt the rest of it: what decrypting (and
+	// writing the plaintext) added. The larger one is what limits it.
+	Streamed bool `json:"streamed,omitempty"`
 }
 
 // CheckRestore restores the snapshot e with etcdutl's restore code into a
@@ -139,14 +145,10 @@ func scratchDir(dir, prefix string) (string, error) {
 
 // restoreFrom is the offline restore of the snapshot at path (sidecar sc)
 // into scratch, timed step by step into tm: decrypted when encrypted
-// (Plain), verified as etcdutl does (Verify) and compared with what sc's
-// verification found, restored with etcdutl's code, then read as etcd
-// would serve it and compared again.
+// (Plain), then restorePlain.
 func restoreFrom(ctx context.Context, path string, sc *Sidecar, k Keys, scratch string, rc *RestoreCheck, tm *Timings) error {
 	rc.Checked = CheckedRestore
-	want := sc.Verification
 	step := time.Now()
-	lap := func(d *float64) { *d = time.Since(step).Seconds(); step = time.Now() }
 	if sc.Encryption != nil {
 		// The plaintext and the restored data dir live in memory only.
 		mem, err := memScratch(restoreRoom(sc.Encryption.PlainSize))
@@ -155,27 +157,61 @@ func restoreFrom(ctx context.Context, path string, sc *Sidecar, k Keys, scratch 
 			if err := Decrypts(path, sc, k.Identities); err != nil {
 				return err
 			}
-			lap(&tm.Decrypt)
-			rc.Revision, rc.Keys = want.Revision, int64(want.TotalKey)
+			tm.Decrypt = time.Since(step).Seconds()
+			rc.Revision, rc.Keys = sc.Verification.Revision, int64(sc.Verification.TotalKey)
 			return nil
 		}
 		defer removeMem(mem)
 		scratch = mem
 	}
-	plain, err := Plain(path, sc, k.Identities, k.NoIdentity, scratch)
+	plain, sums, err := Plain(path, sc, k.Identities, k.NoIdentity, scratch)
 	if err != nil {
 		return err
 	}
-	lap(&tm.Decrypt)
+	tm.Decrypt = time.Since(step).Seconds()
+	return restorePlain(ctx, plainSnapshot{path: plain, sums: sums, decrypted: plain != path}, sc, scratch, rc, tm)
+}
+
+// plainSnapshot is a plaintext snapshot ready for etcdutl's restore.
+type plainSnapshot struct {
+	path string
+	// sums: its bytes were hashed as they were written (decrypted or
+	// downloaded); nil: Verify reads them.
+	sums *summed
+	// decrypted: a copy in scratch, removed as soon as the restore has
+	// read it.
+	decrypted bool
+}
+
+// restorePlain verifies the plaintext snapshot p as etcdutl does (Verify)
+// and compares it with what sc recorded, restores it with etcdutl's code
+// into scratch/data, then reads it as etcd would serve it and compares
+// again; timed into tm. Nothing trusts p before its sha256 is sc's.
+func restorePlain(ctx context.Context, p plainSnapshot, sc *Sidecar, scratch string, rc *RestoreCheck, tm *Timings) error {
+	rc.Checked = CheckedRestore
+	want := sc.Verification
+	step := time.Now()
+	lap := func(d *float64) { *d = time.Since(step).Seconds(); step = time.Now() }
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("restore check: %w", err)
 	}
-	got, sum, _, err := Verify(plain)
+	var got Verification
+	var sum string
+	var err error
+	if p.sums != nil {
+		got, sum, _, err = verifySummed(p.path, *p.sums, nil)
+	} else {
+		got, sum, _, err = Verify(p.path)
+	}
 	if err != nil {
 		return fmt.Errorf("the snapshot does not verify: %w", err)
 	}
-	if plain == path && sum != sc.SHA256 {
-		return fmt.Errorf("%w: its sha256 %s is not its sidecar's (%s)", ErrChanged, sum, sc.SHA256)
+	wantSum := sc.SHA256
+	if sc.Encryption != nil {
+		wantSum = sc.Encryption.PlainSHA256
+	}
+	if sum != wantSum {
+		return fmt.Errorf("%w: its sha256 %s is not its sidecar's (%s)", ErrChanged, sum, wantSum)
 	}
 	if got.Revision != want.Revision || got.TotalKey != want.TotalKey || got.Hash != want.Hash {
 		return fmt.Errorf("%w: it holds revision %d, %d keys, hash %08x; the sidecar records revision %d, %d keys, hash %08x",
@@ -187,14 +223,14 @@ func restoreFrom(ctx context.Context, path string, sc *Sidecar, k Keys, scratch 
 	}
 	dataDir := filepath.Join(scratch, "data")
 	if err := snapshot.NewV3(zap.NewNop()).Restore(snapshot.RestoreConfig{
-		SnapshotPath: plain, Name: restoreMember, OutputDataDir: dataDir,
+		SnapshotPath: p.path, Name: restoreMember, OutputDataDir: dataDir,
 		PeerURLs: []string{restorePeer}, InitialCluster: restoreMember + "=" + restorePeer, InitialClusterToken: restoreMember,
 	}); err != nil {
 		return fmt.Errorf("restore: %w", err)
 	}
-	if plain != path {
+	if p.decrypted {
 		// The decrypted copy goes as soon as the restore has read it.
-		_ = os.Remove(plain)
+		_ = os.Remove(p.path)
 	}
 	if r := repair.Inspect(nil, dataDir); r.State != repair.DirHealthy {
 		return fmt.Errorf("the restored data dir would not start: %s: %s", r.State, r.Reason)

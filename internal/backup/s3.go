@@ -155,22 +155,53 @@ func remoteSidecar(ctx context.Context, client *minio.Client, cfg spec.S3, key s
 	return &sc, nil
 }
 
-// download writes object key into a new file dst (0600, in the drill's
-// 0700 scratch dir).
-func download(ctx context.Context, client *minio.Client, cfg spec.S3, key, dst string) (int64, error) {
-	obj, err := client.GetObject(ctx, cfg.Bucket, key, minio.GetObjectOptions{})
+// open starts the download of the object (GET; its body arrives as it
+// is read).
+func (o *remoteObject) open(ctx context.Context) (*minio.Object, error) {
+	obj, err := o.client.GetObject(ctx, o.cfg.Bucket, o.key, minio.GetObjectOptions{})
 	if err != nil {
-		return 0, fmt.Errorf("get %s: %w", key, err)
+		return nil, fmt.Errorf("get %s: %w", o.key, err)
 	}
-	defer obj.Close()
+	return obj, nil
+}
+
+// downloadTo writes what in downloads into a new file dst (0600, in the
+// drill's 0700 scratch dir), hashing it on the way (streamSums; in a
+// stage of its own, beside the write), and returns its sums. dst is
+// removed again when the download fails.
+func downloadTo(in io.Reader, dst string) (summed, error) {
 	f, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
-		return 0, fmt.Errorf("download %s: %w", key, err)
+		return summed{}, fmt.Errorf("download: %w", err)
 	}
-	defer f.Close()
-	n, err := io.Copy(f, obj)
+	sums := newStreamSums()
+	pr, readDone := readStage(in, sums)
+	_, err = copyChunks(f, pr)
+	pr.CloseWithError(err)
+	if rerr := readDone(); err == nil && rerr != nil {
+		err = rerr
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
 	if err != nil {
-		return n, fmt.Errorf("download %s: %w", key, err)
+		_ = os.Remove(dst)
+		return summed{}, fmt.Errorf("download: %w", err)
 	}
-	return n, f.Close()
+	// A db that does not match etcd's trailer is refused, as Verify does.
+	return sums.result()
+}
+
+// waitedReader keeps how long its reads waited: on a download, the time
+// the bucket (and the network) kept the reader waiting.
+type waitedReader struct {
+	r      io.Reader
+	waited time.Duration
+}
+
+func (w *waitedReader) Read(p []byte) (int, error) {
+	start := time.Now()
+	n, err := w.r.Read(p)
+	w.waited += time.Since(start)
+	return n, err
 }

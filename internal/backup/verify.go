@@ -1,14 +1,12 @@
 package backup
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"hash"
 	"hash/crc32"
-	"io"
 	"os"
 	"runtime/debug"
 
@@ -47,18 +45,26 @@ type Verification struct {
 // file's sha256 and size. err is non-nil when the file is not a good
 // snapshot; the Verification says as much as was found.
 func Verify(path string) (Verification, string, int64, error) {
+	s, err := fileSums(path)
+	return verifySummed(path, s, err)
+}
+
+// verifySummed is Verify of a file whose bytes were hashed as they were
+// written (s, and sumErr: what streamSums said): the file is not read
+// again for its sums.
+func verifySummed(path string, s summed, sumErr error) (Verification, string, int64, error) {
 	var v Verification
-	sum, size, integrity, err := fileSums(path)
-	if err != nil {
-		v.Error = err.Error()
-		return v, sum, size, err
+	sum, size := s.SHA256, s.Size
+	if sumErr != nil {
+		v.Error = sumErr.Error()
+		return v, sum, size, sumErr
 	}
-	v.Integrity = integrity
+	v.Integrity = s.Integrity
 	fail := func(err error) (Verification, string, int64, error) {
 		v.Error = err.Error()
 		return v, sum, size, err
 	}
-	if err := precheck(path, size-trailerLen(integrity == "ok")); err != nil {
+	if err := precheck(path, size-trailerLen(s.Integrity == "ok")); err != nil {
 		return fail(err)
 	}
 	st, err := snapshot.NewV3(zap.NewNop()).Status(path)
@@ -97,42 +103,18 @@ func precheck(path string, dbSize int64) (err error) {
 	})
 }
 
-// fileSums reads the file once: its sha256, and whether the sha256 etcd
-// appends to the db (the last 32 bytes, when the size is 32 more than a
-// multiple of 512, as etcdutl tells) matches.
-func fileSums(path string) (sum string, size int64, integrity string, err error) {
+// fileSums reads the file once for its sums (streamSums).
+func fileSums(path string) (summed, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return "", 0, "", fmt.Errorf("open snapshot: %w", err)
+		return summed{}, fmt.Errorf("open snapshot: %w", err)
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return "", 0, "", fmt.Errorf("stat snapshot: %w", err)
+	s := newStreamSums()
+	if _, err := copyChunks(s, f); err != nil {
+		return summed{Size: s.n}, fmt.Errorf("read snapshot: %w", err)
 	}
-	size = st.Size()
-	whole, db := sha256.New(), sha256.New()
-	hasTrailer := size%512 == sha256.Size
-	var w io.Writer = whole
-	if hasTrailer {
-		w = io.MultiWriter(whole, db)
-	}
-	if _, err := io.Copy(w, io.LimitReader(f, size-trailerLen(hasTrailer))); err != nil {
-		return "", size, "", fmt.Errorf("read snapshot: %w", err)
-	}
-	trailer := make([]byte, trailerLen(hasTrailer))
-	if _, err := io.ReadFull(f, trailer); err != nil {
-		return "", size, "", fmt.Errorf("read snapshot: %w", err)
-	}
-	whole.Write(trailer)
-	sum = hexSum(whole)
-	if !hasTrailer {
-		return sum, size, "none", nil
-	}
-	if !bytes.Equal(db.Sum(nil), trailer) {
-		return sum, size, "", errors.New("snapshot integrity: the sha256 etcd appended does not match the db: the file is damaged")
-	}
-	return sum, size, "ok", nil
+	return s.result()
 }
 
 func trailerLen(has bool) int64 {
