@@ -77,8 +77,10 @@ not be started.`,
 			rc := sig.run(c, args)
 			if shuttingDown() {
 				fmt.Fprintln(t.out, "etcdkeeper: the host is shutting down (or has a shutdown scheduled): the agent ends the turn once it is back and its member has caught up")
-				// The shutdown ends this process (SIGTERM); if not, the
-				// agent holds the turn while one is scheduled.
+				// The shutdown ends this process (SIGTERM: the one CMD got
+				// while it ran counts); if not, the agent holds the turn
+				// while one is scheduled.
+				sig.takePassed()
 				select {
 				case <-sig.ctx.Done():
 					return t.interrupted(sig.ctx, "the agent ends the turn once the host is back and its member has caught up")

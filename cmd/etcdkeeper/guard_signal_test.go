@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -261,4 +262,42 @@ func shortTempDir(t *testing.T) string {
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	return dir
+}
+
+// TestGuardTakesThePassedSignal: a SIGTERM that reached CMD while it ran
+// (a shutdown's, during `systemctl reboot`) is the guard's too once the
+// host is found shutting down: its context ends with it, instead of the
+// guard waiting for a second SIGTERM that never comes (systemd kills it
+// only after its stop timeout).
+func TestGuardTakesThePassedSignal(t *testing.T) {
+	if _, err := exec.LookPath("sh"); err != nil {
+		t.Skip("no sh")
+	}
+	s := catchSignals(context.Background())
+	defer s.stop()
+	cmd := exec.Command("sh", "-c", "trap 'exit 0' TERM; while :; do sleep 0.05; done")
+	if err := s.start(cmd); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(os.Getpid(), syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("CMD did not get the SIGTERM passed on: %v", err)
+	}
+	s.mu.Lock()
+	s.child = nil
+	s.mu.Unlock()
+	if s.ctx.Err() != nil {
+		t.Fatal("the guard took a signal passed on to CMD as its own before it was asked to")
+	}
+	s.takePassed()
+	select {
+	case <-s.ctx.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the guard's context did not end with the SIGTERM CMD got")
+	}
+	if sig, ok := errors.AsType[*signalled](context.Cause(s.ctx)); !ok || sig.sig != syscall.SIGTERM {
+		t.Errorf("cause %v, want the SIGTERM", context.Cause(s.ctx))
+	}
 }

@@ -29,6 +29,8 @@ type signals struct {
 
 	mu    sync.Mutex
 	child *os.Process // CMD while it runs
+	// passed is the last signal passed on to CMD (nil: none).
+	passed *signalled
 }
 
 // catchSignals catches guardSignals from now on, but those this process
@@ -50,10 +52,26 @@ func (s *signals) dispatch() {
 		s.mu.Lock()
 		// A CMD that has just exited takes no signal: the signal is the
 		// guard's then.
+		got := &signalled{sig: sig.(syscall.Signal)}
 		if s.child == nil || s.child.Signal(sig) != nil {
-			s.cancel(&signalled{sig: sig.(syscall.Signal)})
+			s.cancel(got)
+		} else {
+			s.passed = got
 		}
 		s.mu.Unlock()
+	}
+}
+
+// takePassed makes the last signal passed on to CMD the guard's own
+// too (its context cancelled with it): the shutdown's SIGTERM that
+// reached `systemctl reboot` while it ran was meant for the guard as
+// well, and no second one comes (systemd would kill the guard only after
+// its stop timeout).
+func (s *signals) takePassed() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.passed != nil {
+		s.cancel(s.passed)
 	}
 }
 
