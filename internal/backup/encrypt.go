@@ -184,13 +184,16 @@ func checkMemory(dbSize int64) error {
 }
 
 // encryptStream streams one snapshot from write (etcd's stream) through
-// age, to recipients, into out, and the plaintext into mem; it returns
-// the ciphertext's sha256 and size.
+// age, to recipients, into out, and, when mem is not nil, the plaintext
+// into mem; it returns the ciphertext's sha256 and size. Every byte is
+// hashed as it passes: the ciphertext on its way to out, the plaintext on
+// its way to mem.
 func encryptStream(write func(io.Writer) (int64, error), out io.Writer, mem io.Writer, recipients []age.Recipient) (string, int64, error) {
 	h := sha256.New()
 	cw := &counter{w: io.MultiWriter(out, h)}
-	// Three stages: etcd's stream into mem (this goroutine), age, the
-	// ciphertext's hash and file.
+	// Four stages, each on a core when there is one: etcd's stream (this
+	// goroutine), the plaintext into mem, age, the ciphertext's hash and
+	// file.
 	sink := startStage(func(r io.Reader) error {
 		_, err := copyChunks(cw, r)
 		return err
@@ -213,11 +216,25 @@ func encryptStream(write func(io.Writer) (int64, error), out io.Writer, mem io.W
 		}
 		return nil
 	})
+	var to io.Writer = enc
+	var plain *stage
+	if mem != nil {
+		plain = startStage(func(r io.Reader) error {
+			if _, err := copyChunks(mem, r); err != nil {
+				return fmt.Errorf("snapshot's plaintext in memory: %w", err)
+			}
+			return nil
+		})
+		to = io.MultiWriter(plain, enc)
+	}
 	// etcd's stream comes in pieces of 32 KiB or so: written on in chunks.
-	in := bufio.NewWriterSize(io.MultiWriter(mem, enc), chunk)
+	in := bufio.NewWriterSize(to, chunk)
 	_, err = write(in)
 	if err == nil {
 		err = in.Flush()
+	}
+	if plain != nil {
+		err = plain.finish(err)
 	}
 	err = enc.finish(err)
 	if err = sink.finish(err); err != nil {
@@ -254,7 +271,7 @@ func EncryptFile(path string, recipients []age.Recipient, write func(io.Writer) 
 		n, err = write(w)
 		return n, err
 	}
-	_, _, err = encryptStream(counted, f, io.Discard, recipients)
+	_, _, err = encryptStream(counted, f, nil, recipients)
 	if err == nil {
 		err = f.Sync()
 	}

@@ -1,6 +1,7 @@
 package backup
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -151,16 +152,25 @@ type fetched struct {
 	verifyFailed bool
 }
 
-// fetch streams a snapshot from endpoint into tmp and verifies it. A
-// plaintext one is written and then verified on disk. An encrypted one is
-// encrypted as it streams, and its plaintext goes into memory (memFile),
-// never onto a filesystem, to be verified there.
+// fetch streams a snapshot from endpoint into tmp and verifies it, its
+// bytes hashed as they pass (streamSums: never read back for their sums).
+// A plaintext one is written to tmp and verified there. An encrypted one
+// is encrypted as it streams, and its plaintext goes into memory
+// (memFile), never onto a filesystem, to be verified there.
 func (t *Taker) fetch(ctx context.Context, endpoint, tmp string, dbSize int64) (fetched, error) {
+	out, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return fetched{}, fmt.Errorf("snapshot: %w", err)
+	}
+	defer out.Close()
+	write := func(w io.Writer) (int64, error) { return t.Client.WriteSnapshot(ctx, endpoint, w) }
 	if len(t.Recipients) == 0 {
-		if _, err := t.Client.SaveSnapshot(ctx, endpoint, tmp); err != nil {
+		sums, err := writePlain(write, out)
+		if err != nil {
 			return fetched{}, err
 		}
-		ver, sum, size, err := Verify(tmp)
+		s, sumErr := sums.result()
+		ver, sum, size, err := verifySummed(tmp, s, sumErr)
 		return fetched{ver: ver, sum: sum, size: size, verifyFailed: err != nil}, err
 	}
 	if err := checkMemory(dbSize); err != nil {
@@ -171,28 +181,54 @@ func (t *Taker) fetch(ctx context.Context, endpoint, tmp string, dbSize int64) (
 		return fetched{}, err
 	}
 	defer mem.Close()
-	out, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		return fetched{}, fmt.Errorf("snapshot: %w", err)
-	}
-	defer out.Close()
-	write := func(w io.Writer) (int64, error) { return t.Client.WriteSnapshot(ctx, endpoint, w) }
-	sum, size, err := encryptStream(write, out, mem, t.Recipients)
+	plain := newStreamSums()
+	sum, size, err := encryptStream(write, out, io.MultiWriter(mem, plain), t.Recipients)
 	if err != nil {
 		return fetched{}, err
 	}
-	if err := out.Sync(); err != nil {
-		return fetched{}, fmt.Errorf("snapshot: %w", err)
+	if err := syncClose(out); err != nil {
+		return fetched{}, err
 	}
-	if err := out.Close(); err != nil {
-		return fetched{}, fmt.Errorf("snapshot: %w", err)
-	}
-	ver, plainSum, plainSize, err := Verify(memPath)
+	sums, sumErr := plain.result()
+	ver, plainSum, plainSize, err := verifySummed(memPath, sums, sumErr)
 	if err != nil {
 		return fetched{ver: ver, verifyFailed: true}, err
 	}
 	enc := &Encryption{Format: FormatAge, Recipients: slices.Clone(t.Names), PlainSHA256: plainSum, PlainSize: plainSize}
 	return fetched{ver: ver, sum: sum, size: size, enc: enc}, nil
+}
+
+// writePlain streams write's snapshot into out (fsynced, closed),
+// hashing it in a stage of its own beside the write.
+func writePlain(write func(io.Writer) (int64, error), out *os.File) (*streamSums, error) {
+	sums := newStreamSums()
+	hash := startStage(func(r io.Reader) error {
+		_, err := copyChunks(sums, r)
+		return err
+	})
+	// etcd's stream comes in pieces of 32 KiB or so: written on in chunks.
+	in := bufio.NewWriterSize(io.MultiWriter(out, hash), chunk)
+	_, err := write(in)
+	if err == nil {
+		err = in.Flush()
+	}
+	if err = hash.finish(err); err != nil {
+		return nil, err
+	}
+	if err := syncClose(out); err != nil {
+		return nil, err
+	}
+	return sums, nil
+}
+
+func syncClose(f *os.File) error {
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("snapshot: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("snapshot: %w", err)
+	}
+	return nil
 }
 
 // removePartial removes a snapshot that was being written by this process
