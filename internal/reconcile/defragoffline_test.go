@@ -51,6 +51,15 @@ func TestDefragWay(t *testing.T) {
 			StepWait, 0, "node2 is catching up"},
 		{"one member: never (not under NOSPACE)", observed(1, nodes(1, map[int][]memberMod{1: {frag}})...), records(1), on,
 			StepWait, 0, "defrag node1 waits"},
+		// A member stopped for its offline defragmentation answers no
+		// status: that none is due is not known, and a request that has
+		// not had it defragmented is not done (defrag --yes said done
+		// while the last member was still out).
+		{"none due while a member is out: not known", observed(1, nodes(3, map[int][]memberMod{3: {down}})...), records(1, 2, 3), on,
+			StepWait, 0, "defrag waits: node3 does not answer (its db size is unknown)"},
+		{"none due, the member out done already for the request: done", observed(1, nodes(3, map[int][]memberMod{3: {down}})...), records(1, 2, 3),
+			DefragPolicy{Now: true, MinFreeRatio: 0.5, MinFreeBytes: 10 * mib, Offline: true, Done: map[uint64]bool{3: true}},
+			StepNone, 0, "no maintenance due"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -151,10 +151,27 @@ func (v *planView) defragDue(pol DefragPolicy) ([]planMember, Step, bool) {
 		}
 	}
 	if len(due) == 0 {
+		if m, ok := v.sizeUnknown(pol); ok {
+			// Out of service (stopped for its offline defragmentation, or
+			// rewriting its db online), a member reports no size: none due
+			// is not known, and an operator's request is not done.
+			return nil, waitStep(fmt.Sprintf("defrag waits: %s does not answer (its db size is unknown)", m.label)), false
+		}
 		return nil, Step{Kind: StepNone, Reason: fmt.Sprintf("no maintenance due (defragment at %.0f%% and %s free)",
 			pol.MinFreeRatio*100, spec.Size(max(pol.MinFreeBytes, DefragFloor)))}, false
 	}
 	return v.leaderLast(due), Step{}, true
+}
+
+// sizeUnknown is a started voter, not done already, that did not answer
+// (its db size is not known).
+func (v *planView) sizeUnknown(pol DefragPolicy) (planMember, bool) {
+	for _, m := range v.members {
+		if !m.IsLearner && !m.Unstarted() && !pol.Done[m.ID] && !m.serving() {
+			return m, true
+		}
+	}
+	return planMember{}, false
 }
 
 // leaderLast orders members due for a defragmentation: most to free

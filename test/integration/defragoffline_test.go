@@ -59,6 +59,13 @@ func TestDefragOffline(t *testing.T) {
 	if err != nil || !strings.Contains(string(said), "done: ") {
 		t.Errorf("defrag --yes did not end done: %v", err)
 	}
+	// Done only once every member is rewritten: a member out answers no
+	// status, and its size unknown is no "none due".
+	for _, n := range c.AllNames() {
+		if len(agentEvents(t, c, n, "defragmented")) == 0 {
+			t.Errorf("defrag --yes said done before %s was defragmented", n)
+		}
+	}
 	testbed.Eventually(t, converge, "every member's db file shrinks", func() string {
 		return notShrunk(testbed.Observe(c.Client()), sizes)
 	})
