@@ -275,9 +275,15 @@ func TestGuardTakesThePassedSignal(t *testing.T) {
 	}
 	s := catchSignals(context.Background())
 	defer s.stop()
-	cmd := exec.Command("sh", "-c", "trap 'exit 0' TERM; while :; do sleep 0.05; done")
+	ready := filepath.Join(t.TempDir(), "ready")
+	cmd := exec.Command("sh", "-c", "trap 'exit 0' TERM; touch "+ready+"; while :; do sleep 0.05; done")
 	if err := s.start(cmd); err != nil {
 		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); !exists(ready); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("CMD did not set its trap")
+		}
 	}
 	if err := syscall.Kill(os.Getpid(), syscall.SIGTERM); err != nil {
 		t.Fatal(err)
