@@ -52,7 +52,7 @@ func newBackup() *Backup {
 		DrillSeconds: prometheus.NewGauge(prometheus.GaugeOpts{Name: "etcdkeeper_restore_drill_seconds",
 			Help: "How long the last passed restore drill took end to end: download (S3), decrypt, verify, restore and read back."}),
 		DrillStepSeconds: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "etcdkeeper_restore_drill_step_seconds",
-			Help: "The steps of the last passed restore drill: download, decrypt, verify, restore."}, []string{"step"}),
+			Help: "The steps of the last passed restore drill: download, decrypt, verify, restore; they add up to etcdkeeper_restore_drill_seconds. An encrypted drill from S3 downloads and decrypts in one pass: download is the time it waited on the bucket, decrypt the rest of it."}, []string{"step"}),
 		DrillBytes: prometheus.NewGauge(prometheus.GaugeOpts{Name: "etcdkeeper_restore_drill_bytes",
 			Help: "Size of the snapshot (plaintext) the last passed restore drill restored."}),
 		DrillLastSuccess: prometheus.NewGauge(prometheus.GaugeOpts{Name: "etcdkeeper_restore_drill_last_success_timestamp_seconds",

@@ -41,6 +41,9 @@ type backupRun struct {
 	// not the S3 server's. Less moved by other work on the machine than
 	// the wall time.
 	cpuOut, cpuBack time.Duration
+	// load: the machine's 1-minute load average before → after the run
+	// (the bench shares it).
+	load string
 }
 
 func (r backupRun) out() time.Duration { return r.take + r.upload }
@@ -85,14 +88,16 @@ func (b *bench) backupScenario() {
 				if enc {
 					k = keys
 				}
+				load0 := loadAvg()
 				run := timeBackup(r, c, s3, k, b.profile(i+1, encName(enc)))
+				run.load = load0 + " → " + loadAvg()
 				if enc {
 					rows.enc = append(rows.enc, run)
 				} else {
 					rows.plain = append(rows.plain, run)
 				}
-				b.say("backup run %d (%s): snapshot %s, upload %s (CPU %s); drill %s (download %.1fs, decrypt %.1fs, verify %.1fs, restore %.1fs; CPU %s)",
-					i+1, encName(enc), ms(run.take), ms(run.upload), ms(run.cpuOut), ms(run.drill), run.steps.Download, run.steps.Decrypt, run.steps.Verify, run.steps.Restore, ms(run.cpuBack))
+				b.say("backup run %d (%s, load %s): snapshot %s, upload %s (CPU %s); drill %s (download %.1fs, decrypt %.1fs, streamed %v, verify %.1fs, restore %.1fs; CPU %s)",
+					i+1, encName(enc), run.load, ms(run.take), ms(run.upload), ms(run.cpuOut), ms(run.drill), run.steps.Download, run.steps.Decrypt, run.steps.Streamed, run.steps.Verify, run.steps.Restore, ms(run.cpuBack))
 			}
 		}
 	})
@@ -148,6 +153,15 @@ func timeBackup(r testbed.TB, c *cluster.Client, s3 spec.S3, k backup.Keys, prof
 	}
 	run.drill, run.steps = time.Duration(d.Seconds*float64(time.Second)), d.Steps
 	return run
+}
+
+// loadAvg is /proc/loadavg's 1-minute figure ("?" when unreadable).
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(b)); err == nil && len(f) > 0 {
+		return f[0]
+	}
+	return "?"
 }
 
 // selfCPU is the bench process's CPU time so far (user + system).
