@@ -88,8 +88,15 @@ func (w *memWatch) look(pid int) {
 	if err != nil {
 		return
 	}
-	file := oomCounter(string(b))
-	if file == "" {
+	w.lookAt(oomCounter(string(b)))
+}
+
+// lookAt watches the counter file from now on. The same file as before
+// keeps its count: a look between an OOM kill and the reaping of the
+// process (a pass that runs meanwhile) must not count the kill as the
+// cgroup's past.
+func (w *memWatch) lookAt(file string) {
+	if file == "" || (w.ok && file == w.file) {
 		return
 	}
 	n, err := oomKills(file)

@@ -1,6 +1,7 @@
 package etcdproc
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -60,5 +61,32 @@ func TestOOMCounter(t *testing.T) {
 	}
 	if n, err := oomKills(v1); err != nil || n != 7 {
 		t.Errorf("oomKills(v1) = %d, %v; want 7", n, err)
+	}
+}
+
+// TestMemWatchKeepsItsCount: a look at the same cgroup after an OOM kill
+// (a pass between the kill and the reaping) keeps the count from before,
+// so the exit is still named an OOM kill; a move to another cgroup
+// counts from the move.
+func TestMemWatchKeepsItsCount(t *testing.T) {
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a"), filepath.Join(dir, "b")
+	write := func(f string, n int) {
+		if err := os.WriteFile(f, []byte(fmt.Sprintf("oom 0\noom_kill %d\n", n)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(a, 3)
+	var w memWatch
+	w.lookAt(a)
+	write(a, 4) // the OOM killer
+	w.lookAt(a) // a pass before the exit is reaped
+	if !w.killed() {
+		t.Error("a look after the kill counted it as the cgroup's past")
+	}
+	write(b, 7)
+	w.lookAt(b) // moved to another cgroup
+	if w.killed() {
+		t.Error("a move to another cgroup counts its past kills")
 	}
 }
