@@ -49,9 +49,9 @@ func TestParseHistograms(t *testing.T) {
 	}
 }
 
-// TestDiskHistograms reads a real etcd's histograms: every put is a WAL
-// fsync.
-func TestDiskHistograms(t *testing.T) {
+// dialOne starts an etcd and dials it (skipped under -short).
+func dialOne(t *testing.T) (string, *Client) {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("starts etcd")
 	}
@@ -60,7 +60,14 @@ func TestDiskHistograms(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = c.Close() }()
+	t.Cleanup(func() { _ = c.Close() })
+	return ep, c
+}
+
+// TestDiskHistograms reads a real etcd's histograms: every put is a WAL
+// fsync.
+func TestDiskHistograms(t *testing.T) {
+	ep, c := dialOne(t)
 	ctx := context.Background()
 	before, _, err := c.DiskHistograms(ctx, ep)
 	if err != nil {
@@ -96,15 +103,7 @@ func TestDiskHistograms(t *testing.T) {
 // TestLeaderMoved: the agents' last leader move is read back while its
 // lease lasts.
 func TestLeaderMoved(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts etcd")
-	}
-	ep, _ := testetcd.Start(t)
-	c, err := Dial([]string{ep}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = c.Close() }()
+	_, c := dialOne(t)
 	ctx := context.Background()
 	if m, err := c.GetLeaderMoved(ctx, "t"); err != nil || m != nil {
 		t.Fatalf("before any move: %+v, %v", m, err)
