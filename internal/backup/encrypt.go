@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"filippo.io/age"
@@ -184,61 +185,145 @@ func checkMemory(dbSize int64) error {
 }
 
 // encryptStream streams one snapshot from write (etcd's stream) through
-// age, to recipients, into out, and, when mem is not nil, the plaintext
-// into mem; it returns the ciphertext's sha256 and size. Every byte is
-// hashed as it passes: the ciphertext on its way to out, the plaintext on
-// its way to mem.
-func encryptStream(write func(io.Writer) (int64, error), out io.Writer, mem io.Writer, recipients []age.Recipient) (string, int64, error) {
-	h := sha256.New()
-	cw := &counter{w: io.MultiWriter(out, h)}
-	// Four stages, each on a core when there is one: etcd's stream (this
-	// goroutine), the plaintext into mem, age, the ciphertext's hash and
-	// file.
-	sink := startStage(func(r io.Reader) error {
-		_, err := copyChunks(cw, r)
+// age, to recipients, into out; it returns the ciphertext's sha256 and
+// size, hashed on its way to out.
+func encryptStream(write func(io.Writer) (int64, error), out io.Writer, recipients []age.Recipient) (string, int64, error) {
+	// etcd's stream comes in pieces of 32 KiB or so: written on in chunks.
+	return encryptTo(out, recipients, func(aw io.Writer) error {
+		in := bufio.NewWriterSize(aw, chunk)
+		_, err := write(in)
+		if err == nil {
+			err = in.Flush()
+		}
 		return err
 	})
-	bw := bufio.NewWriterSize(sink, chunk)
+}
+
+// encryptedFile is what encryptMem wrote: the ciphertext's sha256 and
+// size.
+type encryptedFile struct {
+	sum  string
+	size int64
+	err  error
+}
+
+// errStopped: encryptMem was told to stop (the plaintext failed its check).
+var errStopped = errors.New("encryption stopped: the snapshot failed its check")
+
+// memTail is a memFile being written: how much is written is published,
+// so that encryptMem can follow behind the writer.
+type memTail struct {
+	f    *os.File
+	more chan struct{} // a write or the end since the reader last looked
+	mu   sync.Mutex
+	n    int64
+	done bool
+	err  error
+}
+
+func newMemTail(f *os.File) *memTail { return &memTail{f: f, more: make(chan struct{}, 1)} }
+
+func (m *memTail) Write(p []byte) (int, error) {
+	n, err := m.f.Write(p)
+	m.mu.Lock()
+	m.n += int64(n)
+	m.mu.Unlock()
+	m.poke()
+	return n, err
+}
+
+// end says the writing is over: err is why it failed (nil: the file is
+// whole).
+func (m *memTail) end(err error) {
+	m.mu.Lock()
+	m.done, m.err = true, err
+	m.mu.Unlock()
+	m.poke()
+}
+
+func (m *memTail) poke() {
+	select {
+	case m.more <- struct{}{}:
+	default:
+	}
+}
+
+// next waits until more than off bytes are written, the writing ended,
+// or stop is closed. It returns how much is written and whether that is
+// all; an error when the writing failed or the reader was stopped.
+func (m *memTail) next(off int64, stop <-chan struct{}) (int64, bool, error) {
+	for {
+		m.mu.Lock()
+		n, done, err := m.n, m.done, m.err
+		m.mu.Unlock()
+		switch {
+		case err != nil:
+			return n, done, err
+		case n > off || done:
+			return n, done, nil
+		}
+		select {
+		case <-m.more:
+		case <-stop:
+			return n, done, errStopped
+		}
+	}
+}
+
+// encryptMem encrypts the plaintext written into tail to recipients,
+// into out, following behind the writer (read with pread: the writer's
+// offset is its own), until the writing is over or stop is closed. It
+// starts with the first chunk written, so that the stream never waits on
+// it and what it has left when the stream ends runs beside the check.
+func encryptMem(tail *memTail, out io.Writer, recipients []age.Recipient, stop <-chan struct{}) encryptedFile {
+	sum, n, err := encryptTo(out, recipients, func(aw io.Writer) error {
+		buf := make([]byte, chunk)
+		var off int64
+		for {
+			n, done, err := tail.next(off, stop)
+			if err != nil {
+				return err
+			}
+			if n == off && done {
+				return nil
+			}
+			select {
+			case <-stop:
+				return errStopped
+			default:
+			}
+			k, err := tail.f.ReadAt(buf[:min(n-off, chunk)], off)
+			if err != nil {
+				return fmt.Errorf("read the snapshot's plaintext in memory: %w", err)
+			}
+			if _, err := aw.Write(buf[:k]); err != nil {
+				return err
+			}
+			off += int64(k)
+		}
+	})
+	return encryptedFile{sum: sum, size: n, err: err}
+}
+
+// encryptTo runs age, to recipients, over what fill writes into it, and
+// the ciphertext into out in a stage of its own, hashed on its way; it
+// returns the ciphertext's sha256 and size.
+func encryptTo(out io.Writer, recipients []age.Recipient, fill func(io.Writer) error) (string, int64, error) {
+	h := sha256.New()
+	cw := &counter{w: io.MultiWriter(out, h)}
+	bw := bufio.NewWriterSize(cw, chunk)
 	aw, err := age.Encrypt(bw, recipients...)
 	if err != nil {
-		err = fmt.Errorf("encrypt: %w", err)
-		return "", 0, sink.finish(err)
+		return "", 0, fmt.Errorf("encrypt: %w", err)
 	}
-	enc := startStage(func(r io.Reader) error {
-		if _, err := copyChunks(aw, r); err != nil {
-			return fmt.Errorf("encrypt: %w", err)
-		}
-		if err := aw.Close(); err != nil {
-			return fmt.Errorf("encrypt: %w", err)
-		}
-		if err := bw.Flush(); err != nil {
-			return fmt.Errorf("write snapshot: %w", err)
-		}
-		return nil
-	})
-	var to io.Writer = enc
-	var plain *stage
-	if mem != nil {
-		plain = startStage(func(r io.Reader) error {
-			if _, err := copyChunks(mem, r); err != nil {
-				return fmt.Errorf("snapshot's plaintext in memory: %w", err)
-			}
-			return nil
-		})
-		to = io.MultiWriter(plain, enc)
-	}
-	// etcd's stream comes in pieces of 32 KiB or so: written on in chunks.
-	in := bufio.NewWriterSize(to, chunk)
-	_, err = write(in)
-	if err == nil {
-		err = in.Flush()
-	}
-	if plain != nil {
-		err = plain.finish(err)
-	}
-	err = enc.finish(err)
-	if err = sink.finish(err); err != nil {
+	if err := fill(aw); err != nil {
 		return "", 0, err
+	}
+	if err := aw.Close(); err != nil {
+		return "", 0, fmt.Errorf("encrypt: %w", err)
+	}
+	if err := bw.Flush(); err != nil {
+		return "", 0, fmt.Errorf("write snapshot: %w", err)
 	}
 	return hexSum(h), cw.n, nil
 }
@@ -271,7 +356,7 @@ func EncryptFile(path string, recipients []age.Recipient, write func(io.Writer) 
 		n, err = write(w)
 		return n, err
 	}
-	_, _, err = encryptStream(counted, f, nil, recipients)
+	_, _, err = encryptStream(counted, f, recipients)
 	if err == nil {
 		err = f.Sync()
 	}

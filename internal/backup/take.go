@@ -155,8 +155,11 @@ type fetched struct {
 // fetch streams a snapshot from endpoint into tmp and verifies it, its
 // bytes hashed as they pass (streamSums: never read back for their sums).
 // A plaintext one is written to tmp and verified there. An encrypted one
-// is encrypted as it streams, and its plaintext goes into memory
-// (memFile), never onto a filesystem, to be verified there.
+// goes into memory (memFile), never onto a filesystem, and is verified
+// there; it is encrypted from there into tmp (encryptMem) by a goroutine
+// that follows behind the stream and goes on beside the check: the
+// stream never waits on the encryption, and the core the check leaves
+// idle does the rest of it.
 func (t *Taker) fetch(ctx context.Context, endpoint, tmp string, dbSize int64) (fetched, error) {
 	out, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
@@ -165,7 +168,10 @@ func (t *Taker) fetch(ctx context.Context, endpoint, tmp string, dbSize int64) (
 	defer out.Close()
 	write := func(w io.Writer) (int64, error) { return t.Client.WriteSnapshot(ctx, endpoint, w) }
 	if len(t.Recipients) == 0 {
-		sums, err := writePlain(write, out)
+		sums, err := writeSummed(write, out)
+		if err == nil {
+			err = syncClose(out)
+		}
 		if err != nil {
 			return fetched{}, err
 		}
@@ -181,26 +187,37 @@ func (t *Taker) fetch(ctx context.Context, endpoint, tmp string, dbSize int64) (
 		return fetched{}, err
 	}
 	defer mem.Close()
-	plain := newStreamSums()
-	sum, size, err := encryptStream(write, out, io.MultiWriter(mem, plain), t.Recipients)
+	tail := newMemTail(mem)
+	stop := make(chan struct{})
+	encrypted := make(chan encryptedFile, 1)
+	go func() { encrypted <- encryptMem(tail, out, t.Recipients, stop) }()
+	sums, err := writeSummed(write, tail)
+	tail.end(err)
 	if err != nil {
+		<-encrypted
 		return fetched{}, err
 	}
-	if err := syncClose(out); err != nil {
-		return fetched{}, err
-	}
-	sums, sumErr := plain.result()
-	ver, plainSum, plainSize, err := verifySummed(memPath, sums, sumErr)
+	s, sumErr := sums.result()
+	ver, plainSum, plainSize, err := verifySummed(memPath, s, sumErr)
 	if err != nil {
+		close(stop)
+		<-encrypted
 		return fetched{ver: ver, verifyFailed: true}, err
 	}
+	e := <-encrypted
+	if e.err == nil {
+		e.err = syncClose(out)
+	}
+	if e.err != nil {
+		return fetched{}, e.err
+	}
 	enc := &Encryption{Format: FormatAge, Recipients: slices.Clone(t.Names), PlainSHA256: plainSum, PlainSize: plainSize}
-	return fetched{ver: ver, sum: sum, size: size, enc: enc}, nil
+	return fetched{ver: ver, sum: e.sum, size: e.size, enc: enc}, nil
 }
 
-// writePlain streams write's snapshot into out (fsynced, closed),
-// hashing it in a stage of its own beside the write.
-func writePlain(write func(io.Writer) (int64, error), out *os.File) (*streamSums, error) {
+// writeSummed streams write's snapshot into out, hashing it in a stage
+// of its own beside the write.
+func writeSummed(write func(io.Writer) (int64, error), out io.Writer) (*streamSums, error) {
 	sums := newStreamSums()
 	hash := startStage(func(r io.Reader) error {
 		_, err := copyChunks(sums, r)
@@ -213,9 +230,6 @@ func writePlain(write func(io.Writer) (int64, error), out *os.File) (*streamSums
 		err = in.Flush()
 	}
 	if err = hash.finish(err); err != nil {
-		return nil, err
-	}
-	if err := syncClose(out); err != nil {
 		return nil, err
 	}
 	return sums, nil
