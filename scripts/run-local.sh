@@ -10,8 +10,20 @@ SPEC=examples/cluster.yaml
 DATA=examples/data
 NAMES=(node1 node2 node3)
 
+# The demo's snapshots are encrypted like a real cluster's: its age key
+# pair is made on the first start (the spec reads the recipient from
+# $DATA/backup.recipients, restores with $DATA/backup.key). Neither is
+# writable by another user: the agent refuses such files.
+install -d -m 0755 "$DATA"
+if [[ ! -e "$DATA/backup.key" ]]; then
+	"$BIN" backup keygen --out "$DATA/backup.key" 2>/dev/null >"$DATA/backup.recipients.new"
+	mv "$DATA/backup.recipients.new" "$DATA/backup.recipients"
+	echo "made the demo's backup key: $DATA/backup.key (recipient $(cat "$DATA/backup.recipients"))"
+elif [[ ! -e "$DATA/backup.recipients" ]]; then
+	sed -n 's/^# public key: //p' "$DATA/backup.key" >"$DATA/backup.recipients"
+fi
+chmod 0644 "$DATA/backup.recipients"
 "$BIN" validate --config "$SPEC"
-mkdir -p "$DATA"
 
 pids=()
 stop() {

@@ -53,18 +53,34 @@ type Keys struct {
 	NoIdentity error
 	// Unacknowledged: plaintext without the spec saying so.
 	Unacknowledged bool
+	// Refused: the spec encrypts but its recipients cannot be read here
+	// (KeysFor's error): no snapshot may be taken, plaintext least of all.
+	Refused error
 }
 
 // KeysFor reads backup.encryption on this host: the recipients, and the
 // identities when the identity file is here and only the agent's user can
 // read it. A refused identity file does not stop snapshots from being
-// taken: only what needs the identity fails, with NoIdentity.
+// taken: only what needs the identity fails, with NoIdentity. A
+// recipients file that cannot be read (or is refused) is an error: no
+// snapshot is taken in plaintext for want of its keys.
 func KeysFor(e spec.Encryption) (Keys, error) {
-	k := Keys{Names: e.Recipients, Unacknowledged: e.Unacknowledged()}
-	for _, s := range e.Recipients {
+	names := e.Recipients
+	if e.RecipientsFile != "" {
+		file, err := spec.ReadRecipients(e.RecipientsFile)
+		if err != nil {
+			k := Keys{Refused: err}
+			k.Identities, k.NoIdentity = spec.ReadIdentities(e.IdentityFile)
+			return k, err
+		}
+		names = spec.Recipients(e.Recipients, file)
+	}
+	k := Keys{Names: names, Unacknowledged: e.Unacknowledged()}
+	for _, s := range names {
 		r, err := age.ParseX25519Recipient(s)
 		if err != nil {
-			return Keys{}, fmt.Errorf("backup.encryption.recipients: %q: %w", s, err)
+			err = fmt.Errorf("backup.encryption.recipients: %q: %w", s, err)
+			return Keys{Refused: err}, err
 		}
 		k.Recipients = append(k.Recipients, r)
 	}
@@ -82,6 +98,8 @@ func (k Keys) CanRead() bool { return len(k.Identities) > 0 }
 func (k Keys) Describe() string {
 	var b strings.Builder
 	switch {
+	case k.Refused != nil:
+		fmt.Fprintf(&b, "REFUSED: %v: no snapshot is taken", k.Refused)
 	case k.Encrypts():
 		fmt.Fprintf(&b, "age, %d recipient(s): %s", len(k.Names), strings.Join(ShortKeys(k.Names), ", "))
 	case k.Unacknowledged:

@@ -151,19 +151,19 @@ func (s *Scheduler) Run(ctx context.Context) {
 // file, or its mode fixed, counts at once), sets the metrics, and logs
 // what they do when that changes.
 func (s *Scheduler) keys(sp *spec.Spec) Keys {
-	k, err := KeysFor(sp.Backup.Encryption)
-	if err != nil {
-		// spec.Load parsed the same recipients: only a spec built by hand.
-		s.lg.Error("backup.encryption", zap.Error(err))
-	}
+	// An error is in k.Refused: said below when it changes, and every
+	// snapshot refused with it.
+	k, _ := KeysFor(sp.Backup.Encryption)
 	if m := s.cfg.Metrics; m != nil {
-		m.Encrypted.Set(b2f(k.Encrypts()))
+		m.Encrypted.Set(b2f(sp.Backup.Encryption.Encrypts()))
 		m.PlaintextUnacknowledged.Set(b2f(k.Unacknowledged))
 		m.DrillInterval.Set(sp.Backup.DrillInterval.Seconds())
 	}
 	if said := k.Describe(); said != s.keysSaid {
 		s.keysSaid = said
 		switch {
+		case k.Refused != nil:
+			s.lg.Error("snapshot encryption: the recipients cannot be read: no snapshot is taken until they can", zap.String("encryption", said))
 		case k.Unacknowledged:
 			s.lg.Warn("snapshots are PLAINTEXT: the spec gives no backup.encryption.recipients (the whole keyspace is readable in every snapshot file and object); add recipients, or say backup.encryption.plaintext: true", zap.String("encryption", said))
 		case k.Encrypts() && !k.CanRead() && !errors.Is(k.NoIdentity, spec.ErrNoIdentity):
@@ -360,6 +360,9 @@ func (s *Scheduler) drill(ctx context.Context, sp *spec.Spec, self spec.Member, 
 }
 
 func (s *Scheduler) take(ctx context.Context, sp *spec.Spec, self spec.Member, k Keys) (Entry, error) {
+	if k.Refused != nil {
+		return Entry{}, &StageError{StageSnapshot, fmt.Errorf("no snapshot taken: %w", k.Refused)}
+	}
 	var eps []string
 	for _, m := range sp.Members {
 		eps = append(eps, m.ClientURLs...)

@@ -91,6 +91,7 @@ func (d *doc) defaultBackup(b *Backup, base string) {
 	b.S3.CredentialsFile = resolvePath(base, b.S3.CredentialsFile)
 	b.S3.CAFile = resolvePath(base, b.S3.CAFile)
 	b.Encryption.IdentityFile = resolvePath(base, b.Encryption.IdentityFile)
+	b.Encryption.RecipientsFile = resolvePath(base, b.Encryption.RecipientsFile)
 	d.defaultDuration("backup.drillInterval", &b.DrillInterval, defaultDrillEvery)
 }
 

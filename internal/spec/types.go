@@ -270,18 +270,26 @@ type Encryption struct {
 	// encrypted to all of them before it touches disk or S3. Adding one
 	// takes effect at the next snapshot.
 	Recipients []string `yaml:"recipients"`
+	// RecipientsFile holds more of them, one a line ('#' comments), as
+	// age -R reads: for keys made on the hosts (the demo's) or managed
+	// apart from the spec. Read at each snapshot, so that a line added
+	// takes effect at the next one; owned by the agent's user or root and
+	// writable by no one else (whoever can write it chooses who reads
+	// every later snapshot). Every host that takes snapshots needs it.
+	RecipientsFile string `yaml:"recipientsFile"`
 	// IdentityFile holds the age identities (AGE-SECRET-KEY-1..., one a
 	// line) that read them, on the hosts that restore: mode 0600, owned
 	// by the agent's user. A host without the file takes, uploads,
 	// prunes and checks snapshots' integrity, but cannot restore them.
 	IdentityFile string `yaml:"identityFile"`
 	// Plaintext: snapshots are written unencrypted, and the spec says so
-	// on purpose. Excludes Recipients.
+	// on purpose. Excludes Recipients and RecipientsFile.
 	Plaintext bool `yaml:"plaintext"`
 }
 
-// Encrypts: snapshots are encrypted (recipients are given).
-func (e Encryption) Encrypts() bool { return len(e.Recipients) > 0 }
+// Encrypts: snapshots are encrypted (recipients are given, in the spec
+// or in a file).
+func (e Encryption) Encrypts() bool { return len(e.Recipients) > 0 || e.RecipientsFile != "" }
 
 // Unacknowledged: snapshots are written in plaintext without the spec
 // saying so (no recipients, no plaintext: true): a spec from before

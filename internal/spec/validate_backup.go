@@ -8,9 +8,11 @@ import (
 	"io/fs"
 	"net/url"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
+	"syscall"
 
 	"filippo.io/age"
 )
@@ -82,12 +84,16 @@ func (d *doc) checkEncryption(b Backup) {
 	if strings.Contains(e.IdentityFile, "{name}") {
 		d.errorf(d.line("backup.encryption.identityFile"), "backup.encryption.identityFile: %s: {name} is not expanded here: one path on every host that restores", quote(e.IdentityFile))
 	}
+	d.checkPath("backup.encryption.recipientsFile", e.RecipientsFile)
+	if strings.Contains(e.RecipientsFile, "{name}") {
+		d.errorf(d.line("backup.encryption.recipientsFile"), "backup.encryption.recipientsFile: %s: {name} is not expanded here: one path on every host", quote(e.RecipientsFile))
+	}
 	switch {
-	case e.Plaintext && len(e.Recipients) > 0:
+	case e.Plaintext && e.Encrypts():
 		d.errorf(d.line("backup.encryption.plaintext"), "backup.encryption.plaintext: true beside recipients: snapshots are either encrypted to the recipients or plaintext; remove one")
 	case e.Plaintext:
 		d.warnf(d.line("backup.encryption.plaintext"), "backup.encryption.plaintext: true: every snapshot, locally and in S3, holds the whole keyspace (Kubernetes Secrets included) readable by whoever reads the file; give backup.encryption.recipients instead (docs/backups.md)")
-	case len(e.Recipients) == 0 && (b.Interval.Duration != 0 || !d.given["backup.interval"] || b.S3 != (S3{})):
+	case !e.Encrypts() && (b.Interval.Duration != 0 || !d.given["backup.interval"] || b.S3 != (S3{})):
 		d.warnf(d.line("backup.encryption", "backup"), "backup: NO ENCRYPTION: snapshots are taken in plaintext (the whole keyspace, Kubernetes Secrets included, readable by whoever reads a backup dir or the bucket): give backup.encryption.recipients (age-keygen; docs/backups.md), or say backup.encryption.plaintext: true to keep them plaintext on purpose")
 	}
 }
@@ -147,7 +153,7 @@ func ReadIdentities(path string) ([]age.Identity, error) {
 // file others can read is an error; one whose keys read none of the
 // recipients, a warning (new snapshots cannot be restored with it). A
 // file that is not here is a host that only encrypts.
-func (d *doc) checkIdentityFile(e Encryption) {
+func (d *doc) checkIdentityFile(e Encryption, recipients []string) {
 	if e.IdentityFile == "" {
 		return
 	}
@@ -160,15 +166,110 @@ func (d *doc) checkIdentityFile(e Encryption) {
 		d.errorf(line, "%v", err)
 		return
 	}
-	if len(e.Recipients) == 0 {
+	if len(recipients) == 0 {
 		return
 	}
 	for _, id := range ids {
-		if x, ok := id.(*age.X25519Identity); ok && slices.Contains(e.Recipients, x.Recipient().String()) {
+		if x, ok := id.(*age.X25519Identity); ok && slices.Contains(recipients, x.Recipient().String()) {
 			return
 		}
 	}
 	d.warnf(line, "backup.encryption.identityFile %s: none of its keys is one of backup.encryption.recipients: snapshots taken now cannot be restored with it (add its recipient, age-keygen -y %s)", e.IdentityFile, e.IdentityFile)
+}
+
+// checkRecipientsFile reads the recipients file after defaults, the way
+// the agent will (ReadRecipients), and returns every recipient the
+// snapshots are encrypted to: the spec's and the file's. A file that is
+// refused is an error; one that is not on this host, a warning.
+func (d *doc) checkRecipientsFile(e Encryption) []string {
+	if e.RecipientsFile == "" {
+		return e.Recipients
+	}
+	r, err := ReadRecipients(e.RecipientsFile)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		// Not an error: an agent must not refuse to run etcd for want of
+		// a backup key; it takes no snapshot, and says so, until it is.
+		d.warnf(d.line("backup.encryption.recipientsFile"), "%v: this host takes no snapshot until it is here", err)
+		return e.Recipients
+	case err != nil:
+		d.errorf(d.line("backup.encryption.recipientsFile"), "%v", err)
+		return e.Recipients
+	}
+	return Recipients(e.Recipients, r)
+}
+
+// RecipientsFileMode is what ReadRecipients refuses: a recipients file
+// (or its directory) that its group or others can write.
+const RecipientsFileMode = 0o022
+
+// ReadRecipients reads backup.encryption.recipientsFile: age X25519
+// recipients, one a line, blank lines and '#' comments skipped (age -R's
+// format). It refuses a file that a user other than the agent's (or
+// root) owns or that its group or others can write, and one in a
+// directory they can write: whoever can change it chooses who can read
+// every later snapshot. A file without a recipient is refused, never
+// read as "plaintext".
+func ReadRecipients(path string) ([]string, error) {
+	fail := func(format string, args ...any) ([]string, error) {
+		return nil, fmt.Errorf("backup.encryption.recipientsFile %s: "+format, append([]any{path}, args...)...)
+	}
+	for _, p := range []string{filepath.Dir(path), path} {
+		st, err := os.Stat(p)
+		if err != nil {
+			return fail("%w (every host that takes snapshots needs it: the age1... recipients, one a line)", err)
+		}
+		if uid, ok := fileOwner(st); ok && uid != 0 && int(uid) != os.Geteuid() {
+			return fail("%s is owned by uid %d, not by the agent's user (uid %d) or root: refused: its owner could add a key and read every later snapshot (chown it)", p, uid, os.Geteuid())
+		}
+		if perm := st.Mode().Perm(); perm&RecipientsFileMode != 0 {
+			return fail("%s is writable by group or others (mode %v): refused: they could add a key and read every later snapshot (chmod go-w %s)", p, st.Mode(), p)
+		}
+		if p == path && !st.Mode().IsRegular() {
+			return fail("not a regular file")
+		}
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fail("%w", err)
+	}
+	var out []string
+	for i, line := range strings.Split(string(b), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		if _, err := age.ParseX25519Recipient(line); err != nil {
+			return fail("line %d: %q: not an age X25519 recipient (age1..., from age-keygen -y IDENTITY_FILE or etcdkeeper backup keygen): %v", i+1, line, err)
+		}
+		if slices.Contains(out, line) {
+			return fail("line %d: %q: listed twice", i+1, line)
+		}
+		out = append(out, line)
+	}
+	if len(out) == 0 {
+		return fail("no recipient in it: snapshots are never taken in plaintext for want of one (add an age1... line, or say backup.encryption.plaintext: true instead of the file)")
+	}
+	return out, nil
+}
+
+func fileOwner(info fs.FileInfo) (uint32, bool) {
+	st, ok := info.Sys().(*syscall.Stat_t)
+	if !ok {
+		return 0, false
+	}
+	return st.Uid, true
+}
+
+// Recipients is the spec's recipients and then the file's, each once.
+func Recipients(spec, file []string) []string {
+	out := slices.Clone(spec)
+	for _, r := range file {
+		if !slices.Contains(out, r) {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // checkBackupFiles reads the S3 files after defaults, the way the agent

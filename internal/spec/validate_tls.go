@@ -36,7 +36,7 @@ func (d *doc) checkSecurity(s *Spec) {
 	d.checkRenew(s)
 	d.checkCredentialsFile(s.Auth.CredentialsFile)
 	d.checkBackupFiles(s.Backup.S3)
-	d.checkIdentityFile(s.Backup.Encryption)
+	d.checkIdentityFile(s.Backup.Encryption, d.checkRecipientsFile(s.Backup.Encryption))
 }
 
 // checkAgentCert: etcd demands a client certificate of every client when
