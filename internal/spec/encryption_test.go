@@ -104,4 +104,3 @@ func TestEncryptionSpec(t *testing.T) {
 		})
 	}
 }
-
