@@ -16,10 +16,13 @@ NAMES=(node1 node2 node3)
 # writable by another user: the agent refuses such files.
 install -d -m 0755 "$DATA"
 if [[ ! -e "$DATA/backup.key" ]]; then
-	"$BIN" backup keygen --out "$DATA/backup.key" 2>/dev/null >"$DATA/backup.recipients.new"
+	if [[ -e "$DATA/backup.recipients" ]]; then
+		echo "$DATA/backup.key is gone: a new demo key replaces it (older demo snapshots stay encrypted to the old one)"
+	fi
+	"$BIN" backup keygen --out "$DATA/backup.key" >"$DATA/backup.recipients.new"
 	mv "$DATA/backup.recipients.new" "$DATA/backup.recipients"
 	echo "made the demo's backup key: $DATA/backup.key (recipient $(cat "$DATA/backup.recipients"))"
-elif [[ ! -e "$DATA/backup.recipients" ]]; then
+elif [[ ! -s "$DATA/backup.recipients" ]]; then
 	sed -n 's/^# public key: //p' "$DATA/backup.key" >"$DATA/backup.recipients"
 fi
 chmod 0644 "$DATA/backup.recipients"

@@ -445,11 +445,7 @@ func (a *Agent) restoreSnapshot(j recovery.Journal, why string) (string, bool, e
 // when it is encrypted, its decryption with this host's identity file, in
 // memory only. The caller closes it.
 func (a *Agent) snapshotForRestore(s *spec.Spec, path string) (backup.Restorable, error) {
-	k, err := backup.KeysFor(s.Backup.Encryption)
-	if err != nil {
-		return backup.Restorable{}, err
-	}
-	return backup.ForRestore(path, k)
+	return backup.ForRestore(path, backup.KeysToRead(s.Backup.Encryption))
 }
 
 // restoreInto restores j's snapshot with etcdutl's restore code as a new

@@ -201,7 +201,7 @@ func (a *Agent) recentSnapshot(clusterID uint64) (string, bool) {
 	// it as the scheduled copy it is (intact: its sha256 is its
 	// sidecar's), readable where the identity is.
 	if e.Sidecar.Encryption != nil {
-		if k, err := backup.KeysFor(s.Backup.Encryption); err == nil && k.CanRead() {
+		if k := backup.KeysToRead(s.Backup.Encryption); k.CanRead() {
 			if err := backup.Decrypts(e.Path(), e.Sidecar, k.Identities); err != nil {
 				a.lg.Warn("the newest scheduled snapshot is not reused by the repair: this host cannot read it", zap.String("file", e.Path()), zap.Error(err))
 				return "", false

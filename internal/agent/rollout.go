@@ -70,7 +70,7 @@ func (a *Agent) takeRolloutSnapshot(ctx context.Context, act reconcile.Action, i
 	if err != nil {
 		return "rollout snapshot failed", false, err
 	}
-	t := backup.Taker{Client: a.client, Cluster: s.Cluster.Name, Member: self.Name, Dir: self.SnapshotDir, By: backup.ByRollout, Recipients: k.Recipients, Names: k.Names}
+	t := backup.Taker{Client: a.client, Cluster: s.Cluster.Name, Member: self.Name, Dir: self.SnapshotDir, By: backup.ByRollout, Keys: k}
 	e, err := t.Take(ctx)
 	if err != nil {
 		return "rollout snapshot failed", false, fmt.Errorf("snapshot before the rollout (%s): %w", in.Local.Restart.Why, err)

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"time"
@@ -86,6 +87,14 @@ func KeysFor(e spec.Encryption) (Keys, error) {
 	}
 	k.Identities, k.NoIdentity = spec.ReadIdentities(e.IdentityFile)
 	return k, nil
+}
+
+// KeysToRead is KeysFor for what only reads snapshots (restores, drills,
+// the repair's reuse): a recipients file that cannot be read stops new
+// snapshots (Keys.Refused), not the reading of those there are.
+func KeysToRead(e spec.Encryption) Keys {
+	k, _ := KeysFor(e)
+	return k
 }
 
 // Encrypts: new snapshots are encrypted.
@@ -289,13 +298,30 @@ func (m *memTail) next(off int64, stop <-chan struct{}) (int64, bool, error) {
 }
 
 // encryptMem encrypts the plaintext written into tail to recipients,
-// into out, following behind the writer (read with pread: the writer's
-// offset is its own), until the writing is over or stop is closed. It
-// starts with the first chunk written, so that the stream never waits on
-// it and what it has left when the stream ends runs beside the check.
-func encryptMem(tail *memTail, out io.Writer, recipients []age.Recipient, stop <-chan struct{}) encryptedFile {
+// into out, following behind the writer, until the writing is over or
+// stop is closed. It starts with the first chunk written, so that the
+// stream never waits on it and what it has left when the stream ends
+// runs beside the check. It reads the memfd where it lies, mapped (no
+// copy out of it), up to mapped bytes (the db's size and more: address
+// space, not memory), and with pread beyond.
+func encryptMem(tail *memTail, mapped int64, out io.Writer, recipients []age.Recipient, stop <-chan struct{}) (e encryptedFile) {
+	var view []byte
+	if mapped > 0 {
+		if m, err := unix.Mmap(int(tail.f.Fd()), 0, int(mapped), unix.PROT_READ, unix.MAP_SHARED); err == nil {
+			defer unix.Munmap(m)
+			view = m
+			// Only what is written is read; should the memfd ever be
+			// cut short under the mapping, that is an error, not a crash.
+			defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+			defer func() {
+				if r := recover(); r != nil {
+					e = encryptedFile{err: fmt.Errorf("read the snapshot's plaintext in memory: %v", r)}
+				}
+			}()
+		}
+	}
 	sum, n, err := encryptTo(out, recipients, func(aw io.Writer) error {
-		buf := make([]byte, chunk)
+		var buf []byte
 		var off int64
 		for {
 			n, done, err := tail.next(off, stop)
@@ -310,14 +336,24 @@ func encryptMem(tail *memTail, out io.Writer, recipients []age.Recipient, stop <
 				return errStopped
 			default:
 			}
-			k, err := tail.f.ReadAt(buf[:min(n-off, chunk)], off)
-			if err != nil {
-				return fmt.Errorf("read the snapshot's plaintext in memory: %w", err)
+			k := min(n-off, chunk)
+			var p []byte
+			if off+k <= int64(len(view)) {
+				p = view[off : off+k]
+			} else {
+				if buf == nil {
+					buf = make([]byte, chunk)
+				}
+				m, err := tail.f.ReadAt(buf[:k], off)
+				if err != nil {
+					return fmt.Errorf("read the snapshot's plaintext in memory: %w", err)
+				}
+				p = buf[:m]
 			}
-			if _, err := aw.Write(buf[:k]); err != nil {
+			if _, err := aw.Write(p); err != nil {
 				return err
 			}
-			off += int64(k)
+			off += int64(len(p))
 		}
 	})
 	return encryptedFile{sum: sum, size: n, err: err}

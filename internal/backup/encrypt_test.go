@@ -86,7 +86,7 @@ func putSecret(t *testing.T, ep string) []byte {
 
 func take(t *testing.T, ep, dir string, k Keys) Entry {
 	t.Helper()
-	e, err := (&Taker{Client: dial(t, ep), Cluster: "c1", Member: "a", Dir: dir, By: BySchedule, Recipients: k.Recipients, Names: k.Names}).Take(context.Background())
+	e, err := (&Taker{Client: dial(t, ep), Cluster: "c1", Member: "a", Dir: dir, By: BySchedule, Keys: k}).Take(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -38,8 +38,12 @@ func TestEncryptMem(t *testing.T) {
 		end  error
 		stop bool
 		want error
+		// mapped: what encryptMem maps of the memfd (the rest by pread).
+		mapped int64
 	}{
 		{name: "written at once", pieces: nil},
+		{name: "written at once, mapped", pieces: nil, mapped: 64 << 20},
+		{name: "etcd's pieces, mapped in part", pieces: []int{32 << 10, 32 << 10, 1, 100 << 10, chunk, chunk + 7}, pause: 5 * time.Millisecond, mapped: 2*chunk + 4096},
 		{name: "etcd's pieces, the follower waiting", pieces: []int{32 << 10, 32 << 10, 1, 100 << 10, chunk, chunk + 7}, pause: 5 * time.Millisecond},
 		{name: "one byte, then the rest", pieces: []int{1}, pause: 20 * time.Millisecond},
 		{name: "empty", pieces: []int{0}},
@@ -57,7 +61,7 @@ func TestEncryptMem(t *testing.T) {
 			stop := make(chan struct{})
 			var out bytes.Buffer
 			got := make(chan encryptedFile, 1)
-			go func() { got <- encryptMem(tail, &out, []age.Recipient{id.Recipient()}, stop) }()
+			go func() { got <- encryptMem(tail, c.mapped, &out, []age.Recipient{id.Recipient()}, stop) }()
 			data := plain
 			if c.name == "empty" {
 				data = nil

@@ -360,9 +360,6 @@ func (s *Scheduler) drill(ctx context.Context, sp *spec.Spec, self spec.Member, 
 }
 
 func (s *Scheduler) take(ctx context.Context, sp *spec.Spec, self spec.Member, k Keys) (Entry, error) {
-	if k.Refused != nil {
-		return Entry{}, &StageError{StageSnapshot, fmt.Errorf("no snapshot taken: %w", k.Refused)}
-	}
 	var eps []string
 	for _, m := range sp.Members {
 		eps = append(eps, m.ClientURLs...)
@@ -373,7 +370,7 @@ func (s *Scheduler) take(ctx context.Context, sp *spec.Spec, self spec.Member, k
 	}
 	defer client.Close()
 	t := Taker{Client: client, Cluster: sp.Cluster.Name, Member: self.Name, Dir: self.SnapshotDir, By: BySchedule, Now: s.cfg.Now,
-		Recipients: k.Recipients, Names: k.Names}
+		Keys: k}
 	return t.Take(ctx)
 }
 

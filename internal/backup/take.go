@@ -13,8 +13,6 @@ import (
 	"strings"
 	"time"
 
-	"filippo.io/age"
-
 	"github.com/etcdkeeper/etcdkeeper/internal/atomicfile"
 	"github.com/etcdkeeper/etcdkeeper/internal/cluster"
 )
@@ -29,10 +27,11 @@ type Taker struct {
 	Member string
 	Dir    string
 	By     string
-	// Recipients: when any, the snapshot is encrypted to them on its way
-	// to the file (Keys.Recipients); none: plaintext.
-	Recipients []age.Recipient
-	Names      []string
+	// Keys: when they have recipients, the snapshot is encrypted to them
+	// (KeysFor); none: plaintext. Keys that KeysFor refused take nothing,
+	// so that a caller that drops KeysFor's error still takes no
+	// plaintext snapshot.
+	Keys Keys
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
 }
@@ -80,6 +79,9 @@ func (t *Taker) now() time.Time {
 func (t *Taker) Take(ctx context.Context) (Entry, error) {
 	start := time.Now()
 	fail := func(stage Stage, err error) (Entry, error) { return Entry{}, &StageError{stage, err} }
+	if t.Keys.Refused != nil {
+		return fail(StageSnapshot, fmt.Errorf("no snapshot taken: %w", t.Keys.Refused))
+	}
 	v, err := t.Client.Observe(ctx)
 	if err != nil {
 		return fail(StageSnapshot, fmt.Errorf("observe the cluster: %w", err))
@@ -167,7 +169,7 @@ func (t *Taker) fetch(ctx context.Context, endpoint, tmp string, dbSize int64) (
 	}
 	defer out.Close()
 	write := func(w io.Writer) (int64, error) { return t.Client.WriteSnapshot(ctx, endpoint, w) }
-	if len(t.Recipients) == 0 {
+	if len(t.Keys.Recipients) == 0 {
 		sums, err := writeSummed(write, out)
 		if err == nil {
 			err = syncClose(out)
@@ -190,7 +192,7 @@ func (t *Taker) fetch(ctx context.Context, endpoint, tmp string, dbSize int64) (
 	tail := newMemTail(mem)
 	stop := make(chan struct{})
 	encrypted := make(chan encryptedFile, 1)
-	go func() { encrypted <- encryptMem(tail, out, t.Recipients, stop) }()
+	go func() { encrypted <- encryptMem(tail, 2*dbSize+64<<20, out, t.Keys.Recipients, stop) }()
 	sums, err := writeSummed(write, tail)
 	tail.end(err)
 	if err != nil {
@@ -211,7 +213,7 @@ func (t *Taker) fetch(ctx context.Context, endpoint, tmp string, dbSize int64) (
 	if e.err != nil {
 		return fetched{}, e.err
 	}
-	enc := &Encryption{Format: FormatAge, Recipients: slices.Clone(t.Names), PlainSHA256: plainSum, PlainSize: plainSize}
+	enc := &Encryption{Format: FormatAge, Recipients: slices.Clone(t.Keys.Names), PlainSHA256: plainSum, PlainSize: plainSize}
 	return fetched{ver: ver, sum: e.sum, size: e.size, enc: enc}, nil
 }
 

@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+	"syscall"
 )
 
 // ErrNotRegular and ErrTooLarge are what Read refuses; they come back
@@ -63,4 +65,77 @@ func kind(m os.FileMode) string {
 		return "a socket"
 	}
 	return m.Type().String()
+}
+
+// ReadTrusted is Read of a file whose content decides who can read
+// secrets (backup.encryption.recipientsFile): only root and this
+// process's user may be able to change it. The file must be owned by one
+// of them and writable by neither its group nor others, and so must every
+// directory on its way from / (symlinks resolved; a root-owned sticky
+// directory such as /tmp counts, since nobody else can rename what is in
+// it); the file itself must not be a symlink. The checks are made on the
+// open file, and the directories before it is opened, so that a file
+// swapped in after the check is not the one read.
+func ReadTrusted(path string, limit int64) ([]byte, error) {
+	dir, err := filepath.EvalSymlinks(filepath.Dir(path))
+	if err != nil {
+		return nil, err
+	}
+	for d := dir; ; d = filepath.Dir(d) {
+		st, err := os.Stat(d)
+		if err != nil {
+			return nil, err
+		}
+		if err := trusted(d, st, true); err != nil {
+			return nil, err
+		}
+		if d == filepath.Dir(d) {
+			break
+		}
+	}
+	f, err := os.OpenFile(filepath.Join(dir, filepath.Base(path)), os.O_RDONLY|nonblock|syscall.O_NOFOLLOW, 0)
+	if errors.Is(err, syscall.ELOOP) {
+		return nil, fmt.Errorf("%s is a symlink: refused: name the file itself", path)
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s: %w (%s): give a file", path, ErrNotRegular, kind(fi.Mode()))
+	}
+	if err := trusted(path, fi, false); err != nil {
+		return nil, err
+	}
+	data, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	if int64(len(data)) > limit {
+		return nil, tooLarge(path, limit)
+	}
+	return data, nil
+}
+
+// ErrUntrusted is what ReadTrusted refuses: a file or directory another
+// user could change.
+var ErrUntrusted = errors.New("another user could change it")
+
+func trusted(path string, fi os.FileInfo, isDir bool) error {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return nil
+	}
+	if st.Uid != 0 && int(st.Uid) != os.Geteuid() {
+		return fmt.Errorf("%s is owned by uid %d, not by root or this process's user (uid %d): %w (chown it)", path, st.Uid, os.Geteuid(), ErrUntrusted)
+	}
+	perm := fi.Mode().Perm()
+	if perm&0o022 == 0 || (isDir && st.Uid == 0 && fi.Mode()&os.ModeSticky != 0) {
+		return nil
+	}
+	return fmt.Errorf("%s is writable by group or others (mode %v): %w (chmod go-w %s)", path, fi.Mode(), ErrUntrusted, path)
 }

@@ -51,6 +51,9 @@ func TestEncryptionSpec(t *testing.T) {
 		t.Fatal(err)
 	}
 	write("open/r", r1+"\n", 0o644)
+	if err := os.Symlink(filepath.Join(dir, "good"), filepath.Join(dir, "symlink")); err != nil {
+		t.Fatal(err)
+	}
 
 	const members = "cluster: {name: c}\nmembers:\n  - {name: a, peerURLs: [http://10.0.0.1:2380], clientURLs: [http://10.0.0.1:2379]}\nbackup:\n  encryption:\n"
 	for _, tt := range []struct {
@@ -71,12 +74,13 @@ func TestEncryptionSpec(t *testing.T) {
 		{name: "identity of the file's key", enc: "    recipientsFile: good\n    identityFile: id1\n"},
 		{name: "identity of no recipient", enc: "    recipients: [" + r2 + "]\n    identityFile: id1\n", warn: "none of its keys is one of backup.encryption.recipients"},
 		{name: "two in the file", enc: "    recipientsFile: two\n"},
-		{name: "no such file", enc: "    recipientsFile: absent\n", warn: "every host that takes snapshots needs it: the age1... recipients, one a line): this host takes no snapshot until it is here"},
-		{name: "a line that is no key", enc: "    recipientsFile: bad\n", line: 6, err: `line 2: "age1notakey": not an age X25519 recipient`},
-		{name: "a key twice in the file", enc: "    recipientsFile: twice\n", line: 6, err: "line 2: " + `"` + r1 + `": listed twice`},
-		{name: "no key in the file", enc: "    recipientsFile: empty\n", line: 6, err: "no recipient in it: snapshots are never taken in plaintext"},
-		{name: "group can write it", enc: "    recipientsFile: shared\n", line: 6, err: "writable by group or others (mode -rw-rw-r--): refused"},
-		{name: "others can write its dir", enc: "    recipientsFile: open/r\n", line: 6, err: "open is writable by group or others"},
+		{name: "no such file", enc: "    recipientsFile: absent\n", warn: "every host that takes snapshots needs it: the age1... recipients, one a line): this host takes no snapshot until it is put right"},
+		{name: "a line that is no key", enc: "    recipientsFile: bad\n", warn: `line 2: "age1notakey": not an age X25519 recipient`},
+		{name: "a key twice in the file", enc: "    recipientsFile: twice\n", warn: "line 2: " + `"` + r1 + `": listed twice`},
+		{name: "no key in the file", enc: "    recipientsFile: empty\n", warn: "no recipient in it: snapshots are never taken in plaintext"},
+		{name: "group can write it", enc: "    recipientsFile: shared\n", warn: "refused: " + filepath.Join(dir, "shared") + " is writable by group or others (mode -rw-rw-r--)"},
+		{name: "others can write its dir", enc: "    recipientsFile: open/r\n", warn: "open is writable by group or others (mode drwxrwxrwx): another user could change it (chmod go-w"},
+		{name: "a symlink", enc: "    recipientsFile: symlink\n", warn: "symlink is a symlink: refused"},
 		{name: "{name} in it", enc: "    recipientsFile: '{name}.r'\n", line: 6, err: "{name} is not expanded here"},
 		{name: "plaintext beside the file", enc: "    recipientsFile: good\n    plaintext: true\n", line: 7, err: "plaintext: true beside recipients"},
 	} {
@@ -97,6 +101,11 @@ func TestEncryptionSpec(t *testing.T) {
 				t.Errorf("warnings %v, want none", s.Warnings)
 			case tt.warn != "" && (len(s.Warnings) != 1 || !strings.Contains(s.Warnings[0].Error(), tt.warn)):
 				t.Errorf("warnings %v, want one with %q", s.Warnings, tt.warn)
+			}
+			if strings.HasPrefix(tt.enc, "    recipientsFile: ") && tt.warn != "" {
+				if !strings.Contains(s.Warnings[0].Error(), "spec.yaml:6:") || !strings.Contains(s.Warnings[0].Error(), "this host takes no snapshot until it is put right") {
+					t.Errorf("warning %v: not at the line, or does not say what it means", s.Warnings[0])
+				}
 			}
 			if e := s.Backup.Encryption; e.Encrypts() == (tt.name == "plaintext" || tt.name == "neither") {
 				t.Errorf("Encrypts() = %v", e.Encrypts())

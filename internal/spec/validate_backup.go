@@ -8,13 +8,13 @@ import (
 	"io/fs"
 	"net/url"
 	"os"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
-	"syscall"
 
 	"filippo.io/age"
+
+	"github.com/etcdkeeper/etcdkeeper/internal/safefile"
 )
 
 // validBucket is S3's rule for bucket names that path-style addressing
@@ -180,58 +180,38 @@ func (d *doc) checkIdentityFile(e Encryption, recipients []string) {
 // checkRecipientsFile reads the recipients file after defaults, the way
 // the agent will (ReadRecipients), and returns every recipient the
 // snapshots are encrypted to: the spec's and the file's. A file that is
-// refused is an error; one that is not on this host, a warning.
+// not here, or is refused, is a warning, not an error: an agent must not
+// refuse to run etcd for a backup key; it takes no snapshot (never a
+// plaintext one), and says so, until the file is put right.
 func (d *doc) checkRecipientsFile(e Encryption) []string {
 	if e.RecipientsFile == "" {
 		return e.Recipients
 	}
 	r, err := ReadRecipients(e.RecipientsFile)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		// Not an error: an agent must not refuse to run etcd for want of
-		// a backup key; it takes no snapshot, and says so, until it is.
-		d.warnf(d.line("backup.encryption.recipientsFile"), "%v: this host takes no snapshot until it is here", err)
-		return e.Recipients
-	case err != nil:
-		d.errorf(d.line("backup.encryption.recipientsFile"), "%v", err)
+	if err != nil {
+		d.warnf(d.line("backup.encryption.recipientsFile"), "%v: this host takes no snapshot until it is put right", err)
 		return e.Recipients
 	}
 	return Recipients(e.Recipients, r)
 }
 
-// RecipientsFileMode is what ReadRecipients refuses: a recipients file
-// (or its directory) that its group or others can write.
-const RecipientsFileMode = 0o022
-
 // ReadRecipients reads backup.encryption.recipientsFile: age X25519
 // recipients, one a line, blank lines and '#' comments skipped (age -R's
-// format). It refuses a file that a user other than the agent's (or
-// root) owns or that its group or others can write, and one in a
-// directory they can write: whoever can change it chooses who can read
-// every later snapshot. A file without a recipient is refused, never
-// read as "plaintext".
+// format). Whoever can change the file chooses who can read every later
+// snapshot, so it is read only when no user but root and the agent's can
+// (safefile.ReadTrusted: the file, not a symlink, and every directory on
+// its way). A file without a recipient is refused, never read as
+// "plaintext".
 func ReadRecipients(path string) ([]string, error) {
 	fail := func(format string, args ...any) ([]string, error) {
 		return nil, fmt.Errorf("backup.encryption.recipientsFile %s: "+format, append([]any{path}, args...)...)
 	}
-	for _, p := range []string{filepath.Dir(path), path} {
-		st, err := os.Stat(p)
-		if err != nil {
-			return fail("%w (every host that takes snapshots needs it: the age1... recipients, one a line)", err)
-		}
-		if uid, ok := fileOwner(st); ok && uid != 0 && int(uid) != os.Geteuid() {
-			return fail("%s is owned by uid %d, not by the agent's user (uid %d) or root: refused: its owner could add a key and read every later snapshot (chown it)", p, uid, os.Geteuid())
-		}
-		if perm := st.Mode().Perm(); perm&RecipientsFileMode != 0 {
-			return fail("%s is writable by group or others (mode %v): refused: they could add a key and read every later snapshot (chmod go-w %s)", p, st.Mode(), p)
-		}
-		if p == path && !st.Mode().IsRegular() {
-			return fail("not a regular file")
-		}
-	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return fail("%w", err)
+	b, err := safefile.ReadTrusted(path, 1<<20)
+	switch {
+	case errors.Is(err, safefile.ErrUntrusted):
+		return fail("refused: %w: they could add a key and read every later snapshot", err)
+	case err != nil:
+		return fail("%w (every host that takes snapshots needs it: the age1... recipients, one a line)", err)
 	}
 	var out []string
 	for i, line := range strings.Split(string(b), "\n") {
@@ -251,14 +231,6 @@ func ReadRecipients(path string) ([]string, error) {
 		return fail("no recipient in it: snapshots are never taken in plaintext for want of one (add an age1... line, or say backup.encryption.plaintext: true instead of the file)")
 	}
 	return out, nil
-}
-
-func fileOwner(info fs.FileInfo) (uint32, bool) {
-	st, ok := info.Sys().(*syscall.Stat_t)
-	if !ok {
-		return 0, false
-	}
-	return st.Uid, true
 }
 
 // Recipients is the spec's recipients and then the file's, each once.
