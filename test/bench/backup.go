@@ -45,6 +45,10 @@ type backupRun struct {
 	// load: the machine's 1-minute load average before → after the run
 	// (the bench shares it).
 	load string
+	// putP50, putP99: what the snapshot does to etcd's own clients: a put
+	// every 20 ms to the member snapshotted, while the snapshot is taken.
+	putP50, putP99 time.Duration
+	puts, failed   int
 }
 
 func (r backupRun) out() time.Duration { return r.take + r.upload }
@@ -90,15 +94,15 @@ func (b *bench) backupScenario() {
 					k = keys
 				}
 				load0 := loadAvg()
-				run := timeBackup(r, c, s3, k, b.profile(i+1, encName(enc)))
+				run := timeBackup(r, c, cli, s3, k, b.profile(i+1, encName(enc)))
 				run.load = load0 + " → " + loadAvg()
 				if enc {
 					rows.enc = append(rows.enc, run)
 				} else {
 					rows.plain = append(rows.plain, run)
 				}
-				b.say("backup run %d (%s, load %s): snapshot %s, upload %s (CPU %s); drill %s (download %.1fs, decrypt %.1fs, streamed %v, verify %.1fs, restore %.1fs; CPU %s)",
-					i+1, encName(enc), run.load, ms(run.take), ms(run.upload), ms(run.cpuOut), ms(run.drill), run.steps.Download, run.steps.Decrypt, run.steps.Streamed, run.steps.Verify, run.steps.Restore, ms(run.cpuBack))
+				b.say("backup run %d (%s, load %s): snapshot %s (etcd's puts meanwhile: p50 %s, p99 %s, %d of %d failed), upload %s (CPU %s); drill %s (download %.1fs, decrypt %.1fs, streamed %v, verify %.1fs, restore %.1fs; CPU %s)",
+					i+1, encName(enc), run.load, ms(run.take), msf(run.putP50), msf(run.putP99), run.failed, run.puts, ms(run.upload), ms(run.cpuOut), ms(run.drill), run.steps.Download, run.steps.Decrypt, run.steps.Streamed, run.steps.Verify, run.steps.Restore, ms(run.cpuBack))
 			}
 		}
 	})
@@ -120,7 +124,7 @@ const backupValue = 64 << 10
 // timeBackup takes one snapshot into a fresh dir, uploads it, drills it
 // from S3 (in a fresh dir: nothing local helps), and removes both.
 // profile, when not nil, profiles each way ("out", "back").
-func timeBackup(r testbed.TB, c *cluster.Client, s3 spec.S3, k backup.Keys, profile func(way string) func()) backupRun {
+func timeBackup(r testbed.TB, c *cluster.Client, cli *clientv3.Client, s3 spec.S3, k backup.Keys, profile func(way string) func()) backupRun {
 	if profile == nil {
 		profile = func(string) func() { return func() {} }
 	}
@@ -132,10 +136,13 @@ func timeBackup(r testbed.TB, c *cluster.Client, s3 spec.S3, k backup.Keys, prof
 	// whichever way comes next (the upload took 3.5 s or 7 s by turn).
 	syscall.Sync()
 	stop, cpu0 := profile("out"), selfCPU(r)
+	stopPuts := putEvery(cli, 20*time.Millisecond)
 	t0 := time.Now()
 	e, err := (&backup.Taker{Client: c, Cluster: "bench", Member: "a", Dir: dir, By: backup.ByHand, Keys: k}).Take(context.Background())
 	must(r, err)
 	run.take = time.Since(t0)
+	lat, failed := stopPuts()
+	run.putP50, run.putP99, run.puts, run.failed = percentile(lat, 0.5), percentile(lat, 0.99), len(lat)+failed, failed
 	t0 = time.Now()
 	_, err = backup.Upload(context.Background(), s3, e)
 	must(r, err)
@@ -164,6 +171,45 @@ func timeBackup(r testbed.TB, c *cluster.Client, s3 spec.S3, k backup.Keys, prof
 		must(r, os.RemoveAll(filepath.Join(s3Root, s3.Bucket, strings.TrimSuffix(s3.Prefix, "/"))))
 	}
 	return run
+}
+
+// msf is d in milliseconds, to a tenth.
+func msf(d time.Duration) string { return fmt.Sprintf("%.1fms", float64(d)/float64(time.Millisecond)) }
+
+// putEvery puts a key every period on cli (one attempt each, a 2 s
+// deadline) until the returned stop is called, which returns the latency
+// of every put that succeeded and how many failed.
+func putEvery(cli *clientv3.Client, period time.Duration) (stop func() ([]time.Duration, int)) {
+	done := make(chan struct{})
+	var lat []time.Duration
+	failed := 0
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		tick := time.NewTicker(period)
+		defer tick.Stop()
+		for i := 0; ; i++ {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			t0 := time.Now()
+			_, err := cli.Put(ctx, fmt.Sprintf("/bench/during-backup/%d", i%100), "x")
+			cancel()
+			if err != nil {
+				failed++
+				continue
+			}
+			lat = append(lat, time.Since(t0))
+		}
+	}()
+	return func() ([]time.Duration, int) {
+		close(done)
+		<-finished
+		return lat, failed
+	}
 }
 
 // loadAvg is /proc/loadavg's 1-minute figure ("?" when unreadable).
@@ -337,13 +383,19 @@ func (b *bench) backupTable() string {
 			{"back (drill: download, decrypt, verify, restore)", func(x backupRun) time.Duration { return x.drill }},
 			{"CPU out (bench process: etcd's side and ours)", func(x backupRun) time.Duration { return x.cpuOut }},
 			{"CPU back", func(x backupRun) time.Duration { return x.cpuBack }},
+			{"etcd put p50 during the snapshot (1 / 20 ms)", func(x backupRun) time.Duration { return x.putP50 }},
+			{"etcd put p99 during the snapshot", func(x backupRun) time.Duration { return x.putP99 }},
 		} {
 			p, e := med(rw.plain, way.f), med(rw.enc, way.f)
 			cost := "–"
 			if p > 0 {
 				cost = fmt.Sprintf("%+.1f %%", 100*(float64(e)-float64(p))/float64(p))
 			}
-			fmt.Fprintf(&s, "| %s | %s | %s | %s | %s |\n", rw.size, way.name, ms(p), ms(e), cost)
+			show := ms
+			if strings.HasPrefix(way.name, "etcd put") {
+				show = msf
+			}
+			fmt.Fprintf(&s, "| %s | %s | %s | %s | %s |\n", rw.size, way.name, show(p), show(e), cost)
 		}
 		fmt.Fprintf(&s, "\n%d runs each way.\n", len(rw.plain))
 	}
