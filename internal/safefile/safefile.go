@@ -24,7 +24,14 @@ var (
 // The open does not block on a FIFO, and the size is checked both before
 // and while reading (a file that grows is cut off).
 func Read(path string, limit int64) ([]byte, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|nonblock, 0)
+	return read(path, path, 0, limit, nil)
+}
+
+// read opens name (flags beside O_RDONLY and nonblock), checks that it is
+// a regular file of at most limit bytes that check (when not nil) accepts,
+// and reads it; path is what errors call it.
+func read(path, name string, flags int, limit int64, check func(os.FileInfo) error) ([]byte, error) {
+	f, err := os.OpenFile(name, os.O_RDONLY|nonblock|flags, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -35,6 +42,11 @@ func Read(path string, limit int64) ([]byte, error) {
 	}
 	if !fi.Mode().IsRegular() {
 		return nil, fmt.Errorf("%s: %w (%s): give a file", path, ErrNotRegular, kind(fi.Mode()))
+	}
+	if check != nil {
+		if err := check(fi); err != nil {
+			return nil, err
+		}
 	}
 	if fi.Size() > limit {
 		return nil, tooLarge(path, limit)
@@ -93,32 +105,13 @@ func ReadTrusted(path string, limit int64) ([]byte, error) {
 			break
 		}
 	}
-	f, err := os.OpenFile(filepath.Join(dir, filepath.Base(path)), os.O_RDONLY|nonblock|syscall.O_NOFOLLOW, 0)
+	data, err := read(path, filepath.Join(dir, filepath.Base(path)), syscall.O_NOFOLLOW, limit, func(fi os.FileInfo) error {
+		return trusted(path, fi, false)
+	})
 	if errors.Is(err, syscall.ELOOP) {
 		return nil, fmt.Errorf("%s is a symlink: refused: name the file itself", path)
 	}
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s: %w (%s): give a file", path, ErrNotRegular, kind(fi.Mode()))
-	}
-	if err := trusted(path, fi, false); err != nil {
-		return nil, err
-	}
-	data, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", path, err)
-	}
-	if int64(len(data)) > limit {
-		return nil, tooLarge(path, limit)
-	}
-	return data, nil
+	return data, err
 }
 
 // ErrUntrusted is what ReadTrusted refuses: a file or directory another
