@@ -98,7 +98,7 @@ retention.`,
 				fmt.Fprintln(c.ErrOrStderr(), "warning: the spec gives no backup.encryption.recipients: this snapshot is PLAINTEXT (the whole keyspace readable in the file)")
 			}
 			// Member "" (a host that runs none): no local member to prefer.
-			t := backup.Taker{Client: client, Cluster: s.Cluster.Name, Member: m.Name, Dir: dir, By: backup.ByHand, Recipients: k.Recipients, Names: k.Names}
+			t := backup.Taker{Client: client, Cluster: s.Cluster.Name, Member: m.Name, Dir: dir, By: backup.ByHand, Keys: k}
 			e, err := t.Take(ctx)
 			if err != nil {
 				return err
@@ -245,10 +245,7 @@ and the total, the recovery time a restore from this snapshot needs here.`,
 					return err
 				}
 			}
-			k, err := backup.KeysFor(s.Backup.Encryption)
-			if err != nil {
-				return err
-			}
+			k := backup.KeysToRead(s.Backup.Encryption)
 			plan := backup.DrillPlan{Cluster: s.Cluster.Name, Dir: dir, S3: s.Backup.S3, Keys: k}
 			if local {
 				plan.S3 = spec.S3{}

@@ -161,10 +161,7 @@ func runRecover(w io.Writer, f recoverFlags) error {
 	// The snapshot is checked here as far as this command can read it,
 	// and in full (decrypted with the agent's identity file) by the
 	// agent before it changes anything.
-	keys, err := backup.KeysFor(s.Backup.Encryption)
-	if err != nil {
-		return err
-	}
+	keys := backup.KeysToRead(s.Backup.Encryption)
 	rec, err := recoveryRequest(f, src, rep, keys)
 	if err != nil {
 		return err
