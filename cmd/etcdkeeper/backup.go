@@ -301,11 +301,13 @@ func backupKeygenCmd() *cobra.Command {
 		Use: "keygen --out FILE",
 		Example: `  # on the host (or in the vault) that keeps the key that restores
   etcdkeeper backup keygen --out /etc/etcdkeeper/backup.key
-  # then, in the spec: backup.encryption.recipients: [the age1... it prints]`,
+  # then, in the spec: backup.encryption.recipients: [the age1... it prints]
+  # (or a line of backup.encryption.recipientsFile on every host)`,
 		Short: "Make an age identity file (0600) for backup.encryption and print its recipient",
 		Long: `keygen makes a new age X25519 identity, writes it to FILE (0600, never over an
 existing file) and prints its recipient (age1...), which goes into the spec's
-backup.encryption.recipients. The identity file is what restores: keep a copy
+backup.encryption.recipients (or a line of backup.encryption.recipientsFile).
+The identity file is what restores: keep a copy
 away from the cluster (the snapshots are useless without it), and put it, as
 backup.encryption.identityFile, only on the hosts that restore or drill (mode
 0600, owned by the agent's user). The same file as age-keygen writes.`,
