@@ -246,6 +246,9 @@ and the total, the recovery time a restore from this snapshot needs here.`,
 				}
 			}
 			k := backup.KeysToRead(s.Backup.Encryption)
+			if k.Refused != nil {
+				fmt.Fprintf(c.ErrOrStderr(), "warning: %v: this host reads snapshots but takes no new one until that is put right\n", k.Refused)
+			}
 			plan := backup.DrillPlan{Cluster: s.Cluster.Name, Dir: dir, S3: s.Backup.S3, Keys: k}
 			if local {
 				plan.S3 = spec.S3{}

@@ -162,6 +162,9 @@ func runRecover(w io.Writer, f recoverFlags) error {
 	// and in full (decrypted with the agent's identity file) by the
 	// agent before it changes anything.
 	keys := backup.KeysToRead(s.Backup.Encryption)
+	if keys.Refused != nil {
+		fmt.Fprintf(w, "warning: %v: this host reads snapshots but takes no new one until that is put right\n", keys.Refused)
+	}
 	rec, err := recoveryRequest(f, src, rep, keys)
 	if err != nil {
 		return err

@@ -81,7 +81,9 @@ func KeysFor(e spec.Encryption) (Keys, error) {
 		r, err := age.ParseX25519Recipient(s)
 		if err != nil {
 			err = fmt.Errorf("backup.encryption.recipients: %q: %w", s, err)
-			return Keys{Refused: err}, err
+			k := Keys{Refused: err}
+			k.Identities, k.NoIdentity = spec.ReadIdentities(e.IdentityFile)
+			return k, err
 		}
 		k.Recipients = append(k.Recipients, r)
 	}
@@ -108,7 +110,7 @@ func (k Keys) Describe() string {
 	var b strings.Builder
 	switch {
 	case k.Refused != nil:
-		fmt.Fprintf(&b, "REFUSED: %v: no snapshot is taken", k.Refused)
+		fmt.Fprintf(&b, "REFUSED: %v: no snapshot is taken (scheduled, a repair's or a rollout's)", k.Refused)
 	case k.Encrypts():
 		fmt.Fprintf(&b, "age, %d recipient(s): %s", len(k.Names), strings.Join(ShortKeys(k.Names), ", "))
 	case k.Unacknowledged:

@@ -85,33 +85,54 @@ func kind(m os.FileMode) string {
 // of them and writable by neither its group nor others, and so must every
 // directory on its way from / (symlinks resolved; a root-owned sticky
 // directory such as /tmp counts, since nobody else can rename what is in
-// it); the file itself must not be a symlink. The checks are made on the
-// open file, and the directories before it is opened, so that a file
-// swapped in after the check is not the one read.
+// it), both as named and as resolved; the file itself must not be a
+// symlink. The checks are made on the open file, and the directories
+// before it is opened, so that a file swapped in after the check is not
+// the one read. (A symlink whose target holds another symlink is checked
+// as named and as resolved, not link by link.)
 func ReadTrusted(path string, limit int64) ([]byte, error) {
+	path, err := filepath.Abs(path)
+	if err != nil {
+		return nil, err
+	}
 	dir, err := filepath.EvalSymlinks(filepath.Dir(path))
 	if err != nil {
 		return nil, err
 	}
-	for d := dir; ; d = filepath.Dir(d) {
-		st, err := os.Stat(d)
-		if err != nil {
-			return nil, err
-		}
-		if err := trusted(d, st, true); err != nil {
-			return nil, err
-		}
-		if d == filepath.Dir(d) {
-			break
-		}
+	// The directories as named (a symlink among them lives in the one
+	// before it, checked first) and as resolved.
+	if err := trustedDirs(filepath.Dir(path), os.Lstat); err != nil {
+		return nil, err
+	}
+	if err := trustedDirs(dir, os.Stat); err != nil {
+		return nil, err
 	}
 	data, err := read(path, filepath.Join(dir, filepath.Base(path)), syscall.O_NOFOLLOW, limit, func(fi os.FileInfo) error {
 		return trusted(path, fi, false)
 	})
 	if errors.Is(err, syscall.ELOOP) {
-		return nil, fmt.Errorf("%s is a symlink: refused: name the file itself", path)
+		return nil, fmt.Errorf("%s is a symlink: %w: name the file itself", path, ErrUntrusted)
 	}
 	return data, err
+}
+
+// trustedDirs checks dir and every directory above it (stat: os.Lstat,
+// which leaves a symlink to be checked where it lives, or os.Stat).
+func trustedDirs(dir string, stat func(string) (os.FileInfo, error)) error {
+	for d := dir; ; d = filepath.Dir(d) {
+		st, err := stat(d)
+		if err != nil {
+			return err
+		}
+		if st.IsDir() {
+			if err := trusted(d, st, true); err != nil {
+				return err
+			}
+		}
+		if d == filepath.Dir(d) {
+			return nil
+		}
+	}
 }
 
 // ErrUntrusted is what ReadTrusted refuses: a file or directory another
@@ -121,7 +142,7 @@ var ErrUntrusted = errors.New("another user could change it")
 func trusted(path string, fi os.FileInfo, isDir bool) error {
 	st, ok := fi.Sys().(*syscall.Stat_t)
 	if !ok {
-		return nil
+		return fmt.Errorf("%s: no owner to check: %w", path, ErrUntrusted)
 	}
 	if st.Uid != 0 && int(st.Uid) != os.Geteuid() {
 		return fmt.Errorf("%s is owned by uid %d, not by root or this process's user (uid %d): %w (chown it)", path, st.Uid, os.Geteuid(), ErrUntrusted)

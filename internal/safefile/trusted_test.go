@@ -58,6 +58,9 @@ func TestReadTrusted(t *testing.T) {
 	if err := os.Symlink(filepath.Join(deep, "f"), filepath.Join(good, "symlink")); err != nil {
 		t.Fatal(err)
 	}
+	if err := os.Symlink(good, filepath.Join(root, "open", "to-good")); err != nil {
+		t.Fatal(err)
+	}
 	if err := syscall.Mkfifo(filepath.Join(good, "fifo"), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +86,9 @@ func TestReadTrusted(t *testing.T) {
 		{name: "a dir on its way others can write", path: filepath.Join(deep, "f"), want: ErrUntrusted,
 			attack: `mv "$(dirname "$P")" "$(dirname "$P").old" && mkdir "$(dirname "$P")" && echo theirs > "$P"`},
 		{name: "the same dir by a symlink", path: filepath.Join(link, "f"), want: ErrUntrusted},
-		{name: "a symlink to a file they can replace", path: filepath.Join(good, "symlink"), text: "is a symlink: refused"},
+		{name: "a symlink to a file they can replace", path: filepath.Join(good, "symlink"), want: ErrUntrusted, text: "is a symlink"},
+		{name: "a symlink to our dir, in a dir others can write", path: filepath.Join(root, "open", "to-good", "f"), want: ErrUntrusted,
+			attack: `ln -sfn "$(dirname "$(dirname "$(dirname "$P")")")/sticky" "$(dirname "$P")"`},
 		{name: "a FIFO (never blocks)", path: filepath.Join(good, "fifo"), want: ErrNotRegular},
 		{name: "absent", path: filepath.Join(good, "absent"), want: os.ErrNotExist},
 	} {
@@ -94,11 +99,9 @@ func TestReadTrusted(t *testing.T) {
 				if err != nil || string(b) != "mine\n" {
 					t.Fatalf("read %q, %v", b, err)
 				}
-			case tt.text != "":
-				if err == nil || !strings.Contains(err.Error(), tt.text) {
-					t.Fatalf("err = %v, want %q", err, tt.text)
-				}
-			case !errors.Is(err, tt.want):
+			case tt.text != "" && (err == nil || !strings.Contains(err.Error(), tt.text)):
+				t.Fatalf("err = %v, want %q", err, tt.text)
+			case tt.want != nil && !errors.Is(err, tt.want):
 				t.Fatalf("err = %v, want %v", err, tt.want)
 			}
 			t.Logf("%v", err)
@@ -119,6 +122,12 @@ func TestReadTrusted(t *testing.T) {
 			}
 		})
 	}
+	t.Run("relative", func(t *testing.T) {
+		t.Chdir(filepath.Join(root, "open"))
+		if _, err := ReadTrusted(filepath.Join("deep", "f"), 1<<10); !errors.Is(err, ErrUntrusted) {
+			t.Errorf("deep/f from a dir others can write: %v", err)
+		}
+	})
 	if asRoot {
 		if _, err := ReadTrusted(filepath.Join(good, "theirs"), 1<<10); !errors.Is(err, ErrUntrusted) || !strings.Contains(err.Error(), "owned by uid 65534") {
 			t.Errorf("a file of uid 65534: %v", err)

@@ -80,7 +80,7 @@ func TestEncryptionSpec(t *testing.T) {
 		{name: "no key in the file", enc: "    recipientsFile: empty\n", warn: "no recipient in it: snapshots are never taken in plaintext"},
 		{name: "group can write it", enc: "    recipientsFile: shared\n", warn: "refused: " + filepath.Join(dir, "shared") + " is writable by group or others (mode -rw-rw-r--)"},
 		{name: "others can write its dir", enc: "    recipientsFile: open/r\n", warn: "open is writable by group or others (mode drwxrwxrwx): another user could change it (chmod go-w"},
-		{name: "a symlink", enc: "    recipientsFile: symlink\n", warn: "symlink is a symlink: refused"},
+		{name: "a symlink", enc: "    recipientsFile: symlink\n", warn: "refused: " + filepath.Join(dir, "symlink") + " is a symlink"},
 		{name: "{name} in it", enc: "    recipientsFile: '{name}.r'\n", line: 6, err: "{name} is not expanded here"},
 		{name: "plaintext beside the file", enc: "    recipientsFile: good\n    plaintext: true\n", line: 7, err: "plaintext: true beside recipients"},
 	} {

@@ -167,7 +167,7 @@ func timeBackup(r testbed.TB, c *cluster.Client, cli *clientv3.Client, s3 spec.S
 	run.drill, run.steps = time.Duration(d.Seconds*float64(time.Second)), d.Steps
 	// The next run starts with the bucket as empty as this one did (1 GB
 	// objects piling up made the later uploads take twice as long).
-	if s3Root != "" {
+	if s3Root != "" && strings.TrimSuffix(s3.Prefix, "/") != "" {
 		must(r, os.RemoveAll(filepath.Join(s3Root, s3.Bucket, strings.TrimSuffix(s3.Prefix, "/"))))
 	}
 	return run
