@@ -367,11 +367,16 @@ func TestRecoverHostByHost(t *testing.T) {
 	t.Parallel()
 	c, ids := runningCluster(t, 3, repairSpec)
 	putKeys(t, c, "/k", 30)
+	// Both down before either starts again: one started while the other
+	// still ran would be repaired (removed, its data moved aside) with
+	// the other's help, and would no longer be a voter to fence.
 	for _, name := range []string{"node2", "node3"} {
 		if err := c.Stop(name); err != nil {
 			t.Fatal(err)
 		}
 		c.CorruptWAL(name)
+	}
+	for _, name := range []string{"node2", "node3"} {
 		c.Start(name)
 	}
 	c.WaitPasses(converge, 2, c.AllNames()...)
