@@ -226,7 +226,7 @@ func runRequest(ctx context.Context, out io.Writer, s *spec.Spec, cli *cluster.C
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	fmt.Fprintf(out, "requested %s: the agents carry it out (interrupt to withdraw it)\n", req.Kind)
-	return followRequest(ctx, out, s, cli, req, timeout)
+	return followRequest(ctx, out, s, cli, q, req, timeout)
 }
 
 // followRequest prints what the agents' records say of req until one
@@ -235,8 +235,9 @@ func runRequest(ctx context.Context, out io.Writer, s *spec.Spec, cli *cluster.C
 // out), or timeout. What counts is typed (each agent's phase and steps);
 // the texts are printed, never read: every agent's new steps (and their
 // outcomes), a waiting one's reason when it begins to wait.
-func followRequest(ctx context.Context, out io.Writer, s *spec.Spec, cli *cluster.Client, req model.Request, timeout time.Duration) error {
+func followRequest(ctx context.Context, out io.Writer, s *spec.Spec, cli *cluster.Client, q *cluster.Requested, req model.Request, timeout time.Duration) error {
 	begun, changed := time.Now(), time.Now()
+	lost := false
 	phases := map[string]model.RequestPhase{}
 	steps := map[string]int{}
 	for {
@@ -283,9 +284,14 @@ func followRequest(ctx context.Context, out io.Writer, s *spec.Spec, cli *cluste
 		case time.Since(begun) >= timeout:
 			return fmt.Errorf("the request is not done after %s (--timeout): withdrawn; what was done stays done", timeout)
 		}
+		if lost {
+			return fmt.Errorf("the request is gone from the cluster: its lease is gone (revoked, or run out while this command could not reach etcd for %ds) and no agent says it is done; the agents stopped on it, what was done stays done: run the command again to finish", cluster.RequestTTL)
+		}
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("interrupted: the request is withdrawn: %w", ctx.Err())
+		case <-q.Lost():
+			lost = true // the records are read once more: done may be there
 		case <-time.After(requestPoll):
 		}
 	}

@@ -17,8 +17,11 @@ import (
 func RequestKey(clusterName string) string { return "/etcdkeeper/" + clusterName + "/request" }
 
 // RequestTTL is the lease TTL in seconds of a request: a command that
-// dies takes its request with it this long after.
-const RequestTTL = 10
+// dies takes its request with it this long after. It outlasts a member
+// out of service for an offline defragmentation (11–20 s), which the
+// command's connection may have to fail over from (with 10 s, a command
+// under load lost its request so, and waited out its timeout).
+const RequestTTL = 30
 
 // ErrRequestPending means another operator's request is under way.
 var ErrRequestPending = errors.New("another operator's request is under way")
@@ -69,6 +72,10 @@ func (c *Client) PutRequest(ctx context.Context, clusterName string, r model.Req
 	}
 	return &Requested{session: s}, nil
 }
+
+// Lost is closed when the request's lease is gone: revoked, or run out
+// because this process could not keep it alive.
+func (q *Requested) Lost() <-chan struct{} { return q.session.Done() }
 
 // Close withdraws the request: its lease is revoked, so the key goes.
 func (q *Requested) Close() error {
