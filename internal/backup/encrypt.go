@@ -66,28 +66,28 @@ type Keys struct {
 // recipients file that cannot be read (or is refused) is an error: no
 // snapshot is taken in plaintext for want of its keys.
 func KeysFor(e spec.Encryption) (Keys, error) {
+	var k Keys
+	k.Identities, k.NoIdentity = spec.ReadIdentities(e.IdentityFile)
+	refused := func(err error) (Keys, error) {
+		k.Refused = err
+		return k, err
+	}
 	names := e.Recipients
 	if e.RecipientsFile != "" {
 		file, err := spec.ReadRecipients(e.RecipientsFile)
 		if err != nil {
-			k := Keys{Refused: err}
-			k.Identities, k.NoIdentity = spec.ReadIdentities(e.IdentityFile)
-			return k, err
+			return refused(err)
 		}
 		names = spec.Recipients(e.Recipients, file)
 	}
-	k := Keys{Names: names, Unacknowledged: e.Unacknowledged()}
 	for _, s := range names {
 		r, err := age.ParseX25519Recipient(s)
 		if err != nil {
-			err = fmt.Errorf("backup.encryption.recipients: %q: %w", s, err)
-			k := Keys{Refused: err}
-			k.Identities, k.NoIdentity = spec.ReadIdentities(e.IdentityFile)
-			return k, err
+			return refused(fmt.Errorf("backup.encryption.recipients: %q: %w", s, err))
 		}
 		k.Recipients = append(k.Recipients, r)
 	}
-	k.Identities, k.NoIdentity = spec.ReadIdentities(e.IdentityFile)
+	k.Names, k.Unacknowledged = names, e.Unacknowledged()
 	return k, nil
 }
 
@@ -362,8 +362,8 @@ func encryptMem(tail *memTail, mapped int64, out io.Writer, recipients []age.Rec
 }
 
 // encryptTo runs age, to recipients, over what fill writes into it, and
-// the ciphertext into out in a stage of its own, hashed on its way; it
-// returns the ciphertext's sha256 and size.
+// the ciphertext into out, hashed on its way; it returns the
+// ciphertext's sha256 and size.
 func encryptTo(out io.Writer, recipients []age.Recipient, fill func(io.Writer) error) (string, int64, error) {
 	h := sha256.New()
 	cw := &counter{w: io.MultiWriter(out, h)}

@@ -3,9 +3,8 @@ package backup
 import "io"
 
 // stage is one step of a stream run in a goroutine of its own, fed
-// through a pipe: encryption, hashing and writing each take a core, so
-// that an encrypted snapshot costs little more wall time than a plaintext
-// one (bin/bench -only backup).
+// through a pipe: a snapshot's hashing beside its writing, a restore's
+// decryption beside its reading, each on a core when there is one.
 type stage struct {
 	pw   *io.PipeWriter
 	done chan error

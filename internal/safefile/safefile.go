@@ -108,7 +108,7 @@ func ReadTrusted(path string, limit int64) ([]byte, error) {
 		return nil, err
 	}
 	data, err := read(path, filepath.Join(dir, filepath.Base(path)), syscall.O_NOFOLLOW, limit, func(fi os.FileInfo) error {
-		return trusted(path, fi, false)
+		return trusted(path, fi)
 	})
 	if errors.Is(err, syscall.ELOOP) {
 		return nil, fmt.Errorf("%s is a symlink: %w: name the file itself", path, ErrUntrusted)
@@ -125,7 +125,7 @@ func trustedDirs(dir string, stat func(string) (os.FileInfo, error)) error {
 			return err
 		}
 		if st.IsDir() {
-			if err := trusted(d, st, true); err != nil {
+			if err := trusted(d, st); err != nil {
 				return err
 			}
 		}
@@ -139,7 +139,7 @@ func trustedDirs(dir string, stat func(string) (os.FileInfo, error)) error {
 // user could change.
 var ErrUntrusted = errors.New("another user could change it")
 
-func trusted(path string, fi os.FileInfo, isDir bool) error {
+func trusted(path string, fi os.FileInfo) error {
 	st, ok := fi.Sys().(*syscall.Stat_t)
 	if !ok {
 		return fmt.Errorf("%s: no owner to check: %w", path, ErrUntrusted)
@@ -148,7 +148,7 @@ func trusted(path string, fi os.FileInfo, isDir bool) error {
 		return fmt.Errorf("%s is owned by uid %d, not by root or this process's user (uid %d): %w (chown it)", path, st.Uid, os.Geteuid(), ErrUntrusted)
 	}
 	perm := fi.Mode().Perm()
-	if perm&0o022 == 0 || (isDir && st.Uid == 0 && fi.Mode()&os.ModeSticky != 0) {
+	if perm&0o022 == 0 || (fi.IsDir() && st.Uid == 0 && fi.Mode()&os.ModeSticky != 0) {
 		return nil
 	}
 	return fmt.Errorf("%s is writable by group or others (mode %v): %w (chmod go-w %s)", path, fi.Mode(), ErrUntrusted, path)

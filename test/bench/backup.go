@@ -376,26 +376,23 @@ func (b *bench) backupTable() string {
 		for _, way := range []struct {
 			name string
 			f    func(backupRun) time.Duration
+			show func(time.Duration) string // how its figures are written
 		}{
-			{"snapshot", func(x backupRun) time.Duration { return x.take }},
-			{"upload", func(x backupRun) time.Duration { return x.upload }},
-			{"out (snapshot + upload)", backupRun.out},
-			{"back (drill: download, decrypt, verify, restore)", func(x backupRun) time.Duration { return x.drill }},
-			{"CPU out (bench process: etcd's side and ours)", func(x backupRun) time.Duration { return x.cpuOut }},
-			{"CPU back", func(x backupRun) time.Duration { return x.cpuBack }},
-			{"etcd put p50 during the snapshot (1 / 20 ms)", func(x backupRun) time.Duration { return x.putP50 }},
-			{"etcd put p99 during the snapshot", func(x backupRun) time.Duration { return x.putP99 }},
+			{"snapshot", func(x backupRun) time.Duration { return x.take }, ms},
+			{"upload", func(x backupRun) time.Duration { return x.upload }, ms},
+			{"out (snapshot + upload)", backupRun.out, ms},
+			{"back (drill: download, decrypt, verify, restore)", func(x backupRun) time.Duration { return x.drill }, ms},
+			{"CPU out (bench process: etcd's side and ours)", func(x backupRun) time.Duration { return x.cpuOut }, ms},
+			{"CPU back", func(x backupRun) time.Duration { return x.cpuBack }, ms},
+			{"etcd put p50 during the snapshot (1 / 20 ms)", func(x backupRun) time.Duration { return x.putP50 }, msf},
+			{"etcd put p99 during the snapshot", func(x backupRun) time.Duration { return x.putP99 }, msf},
 		} {
 			p, e := med(rw.plain, way.f), med(rw.enc, way.f)
 			cost := "–"
 			if p > 0 {
 				cost = fmt.Sprintf("%+.1f %%", 100*(float64(e)-float64(p))/float64(p))
 			}
-			show := ms
-			if strings.HasPrefix(way.name, "etcd put") {
-				show = msf
-			}
-			fmt.Fprintf(&s, "| %s | %s | %s | %s | %s |\n", rw.size, way.name, show(p), show(e), cost)
+			fmt.Fprintf(&s, "| %s | %s | %s | %s | %s |\n", rw.size, way.name, way.show(p), way.show(e), cost)
 		}
 		fmt.Fprintf(&s, "\n%d runs each way.\n", len(rw.plain))
 	}
